@@ -1,0 +1,68 @@
+"""Switchboard: the application factory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from flask import Flask
+
+from app.config import load_config
+from app.extensions import csrf, db, htmx, login_manager, migrate
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(config_override: dict | None = None) -> Flask:
+    instance_path = os.environ.get("SWITCHBOARD_INSTANCE_PATH") or str(PROJECT_ROOT / "instance")
+    app = Flask(
+        __name__,
+        instance_path=instance_path,
+        template_folder=str(PROJECT_ROOT / "templates"),
+        static_folder=str(PROJECT_ROOT / "static"),
+    )
+    app.config.update(load_config(app.instance_path))
+    if config_override:
+        app.config.update(config_override)
+    if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
+        app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {"connect_args": {"timeout": 30}}
+
+    register_extensions(app)
+    register_blueprints(app)
+    register_cli(app)
+    return app
+
+
+def register_extensions(app: Flask) -> None:
+    from app import models  # noqa: F401  (register every table on the metadata)
+    from app.web.security import install_request_security
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(PROJECT_ROOT / "migrations"), render_as_batch=True)
+    login_manager.init_app(app)
+    login_manager.login_view = "auth.login"
+    login_manager.login_message = "Sign in to continue."
+    csrf.init_app(app)
+    htmx.init_app(app)
+    install_request_security(app)
+    if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
+        from app.web.sqlite import enable_sqlite_pragmas
+
+        with app.app_context():
+            enable_sqlite_pragmas(db.engine)
+
+
+def register_blueprints(app: Flask) -> None:
+    from app.web import api, auth, board, errors, health
+
+    app.register_blueprint(auth.bp)
+    app.register_blueprint(health.bp)
+    app.register_blueprint(board.bp)
+    app.register_blueprint(api.bp)
+    errors.register_error_handlers(app)
+
+
+def register_cli(app: Flask) -> None:
+    from app.cli import register_commands
+
+    register_commands(app)

@@ -1,0 +1,70 @@
+"""Settings read from the environment.
+
+Every setting has a safe default for the embedded (SQLite) setup; secrets that are not given are generated once
+into the instance folder (never committed) so restarts keep sessions and encrypted data readable.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+
+def _instance_secret(instance_path: Path, name: str, make) -> str:
+    """Read a generated secret from the instance folder, creating it (mode 0600) on first use."""
+    path = instance_path / name
+    if path.exists():
+        return path.read_text().strip()
+    instance_path.mkdir(parents=True, exist_ok=True)
+    value = make()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value)
+    return value
+
+
+def _bool(value: str | None, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def load_config(instance_path: str) -> dict:
+    """Build the Flask config mapping from the process environment."""
+    inst = Path(instance_path)
+    env = os.environ
+    database_url = env.get("DATABASE_URL") or f"sqlite:///{inst / 'switchboard.db'}"
+    if database_url.startswith("postgres://"):
+        database_url = "postgresql+psycopg://" + database_url[len("postgres://") :]
+    elif database_url.startswith("postgresql://"):
+        database_url = "postgresql+psycopg://" + database_url[len("postgresql://") :]
+    public_base_url = (env.get("PUBLIC_BASE_URL") or "http://127.0.0.1:5000").rstrip("/")
+    return {
+        "SQLALCHEMY_DATABASE_URI": database_url,
+        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
+        "SECRET_KEY": env.get("SECRET_KEY")
+        or _instance_secret(inst, "secret_key", lambda: secrets.token_hex(32)),
+        "ENCRYPTION_KEY": env.get("SWITCHBOARD_ENCRYPTION_KEY")
+        or _instance_secret(inst, "encryption_key", lambda: Fernet.generate_key().decode()),
+        "PUBLIC_BASE_URL": public_base_url,
+        "SESSION_COOKIE_SECURE": _bool(
+            env.get("SESSION_COOKIE_SECURE"), public_base_url.startswith("https://")
+        ),
+        "SESSION_COOKIE_HTTPONLY": True,
+        "SESSION_COOKIE_SAMESITE": "Lax",
+        "REMEMBER_COOKIE_SECURE": _bool(
+            env.get("SESSION_COOKIE_SECURE"), public_base_url.startswith("https://")
+        ),
+        "REMEMBER_COOKIE_HTTPONLY": True,
+        "WTF_CSRF_TIME_LIMIT": None,
+        # CSRF is enforced by our own before_request hook so bearer-authenticated API calls can skip it.
+        "WTF_CSRF_CHECK_DEFAULT": False,
+        "LOGIN_MAX_FAILURES": int(env.get("LOGIN_MAX_FAILURES", "5")),
+        "LOGIN_FAILURE_WINDOW_SECONDS": int(env.get("LOGIN_FAILURE_WINDOW_SECONDS", "900")),
+        "PASSWORD_HASH_METHOD": env.get("PASSWORD_HASH_METHOD", "scrypt"),
+        "OUTBOUND_TIMEOUT_SECONDS": float(env.get("OUTBOUND_TIMEOUT_SECONDS", "10")),
+        "RUN_WORKER_IN_PROCESS": _bool(env.get("RUN_WORKER_IN_PROCESS"), False),
+    }

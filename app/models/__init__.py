@@ -1,0 +1,23 @@
+"""All models, imported here so Alembic and the app see one metadata."""
+
+from app.models.activity import ActivityLog
+from app.models.agents import Agent
+from app.models.runs import HeartbeatRun, WakeupRequest
+from app.models.tenancy import ApiKey, Company, LoginFailure, Membership, User
+from app.models.work import Comment, Issue, Project, ThreadInteraction
+
+__all__ = [
+    "ActivityLog",
+    "Agent",
+    "ApiKey",
+    "Comment",
+    "Company",
+    "HeartbeatRun",
+    "Issue",
+    "LoginFailure",
+    "Membership",
+    "Project",
+    "ThreadInteraction",
+    "User",
+    "WakeupRequest",
+]

@@ -1,0 +1,28 @@
+"""Agents: the AI workers a company runs, and how a run reaches them."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import ForeignKey, String, Text, Uuid
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.extensions import db
+from app.models.base import IdMixin, JSONType, TimestampMixin
+
+ADAPTER_TYPES = ("process", "http", "manual")
+AGENT_STATUSES = ("active", "paused", "archived")
+
+
+class Agent(IdMixin, TimestampMixin, db.Model):
+    __tablename__ = "agents"
+
+    company_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    name: Mapped[str] = mapped_column(String(120), nullable=False)
+    title: Mapped[str] = mapped_column(String(200), nullable=False, default="")
+    instructions: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    adapter_type: Mapped[str] = mapped_column(String(20), nullable=False, default="manual")
+    adapter_config: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    status: Mapped[str] = mapped_column(String(20), nullable=False, default="active")

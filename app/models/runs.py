@@ -1,0 +1,77 @@
+"""Heartbeat runs (one execution turn of an agent on a task) and the wakeup requests that start them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import DateTime, ForeignKey, Index, String, Text, Uuid, text
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.extensions import db
+from app.models.agents import Agent
+from app.models.base import IdMixin, JSONType, TimestampMixin
+
+RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+ACTIVE_RUN_STATUSES = ("queued", "running")
+WAKEUP_STATUSES = ("queued", "claimed", "finished", "skipped", "failed", "cancelled")
+
+
+class HeartbeatRun(IdMixin, TimestampMixin, db.Model):
+    __tablename__ = "heartbeat_runs"
+
+    company_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    issue_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("issues.id", ondelete="SET NULL"), index=True
+    )
+    responsible_user_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="SET NULL")
+    )
+    status: Mapped[str] = mapped_column(String(20), nullable=False, default="queued")
+    invocation_source: Mapped[str] = mapped_column(String(40), nullable=False, default="manual")
+    context_snapshot: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    agent: Mapped[Agent] = relationship()
+
+
+class WakeupRequest(IdMixin, TimestampMixin, db.Model):
+    __tablename__ = "wakeup_requests"
+    __table_args__ = (
+        # Exactly-once continuation wakes: a live wake for a connection-intent key can exist only once.
+        Index(
+            "uq_wakeup_requests_connection_intent_idempotency",
+            "company_id",
+            "idempotency_key",
+            unique=True,
+            sqlite_where=text(
+                "idempotency_key LIKE 'connection-intent:%' AND status NOT IN ('skipped', 'failed', 'cancelled')"
+            ),
+            postgresql_where=text(
+                "idempotency_key LIKE 'connection-intent:%' AND status NOT IN ('skipped', 'failed', 'cancelled')"
+            ),
+        ),
+    )
+
+    company_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False
+    )
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    issue_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("issues.id", ondelete="SET NULL"))
+    source: Mapped[str] = mapped_column(String(40), nullable=False)
+    reason: Mapped[str] = mapped_column(String(300), nullable=False, default="")
+    payload: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    idempotency_key: Mapped[str | None] = mapped_column(String(300))
+    status: Mapped[str] = mapped_column(String(20), nullable=False, default="queued")
+    run_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("heartbeat_runs.id", ondelete="SET NULL")
+    )

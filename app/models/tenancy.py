@@ -1,0 +1,108 @@
+"""Companies, people, memberships, personal API keys and sign-in throttling."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from flask_login import UserMixin
+from sqlalchemy import Boolean, DateTime, ForeignKey, Integer, String, UniqueConstraint, Uuid
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.extensions import db
+from app.models.base import IdMixin, JSONType, TimestampMixin, utcnow
+
+ROLES = ("owner", "admin", "member", "viewer")
+MEMBERSHIP_STATUSES = ("active", "suspended")
+MANAGE_CONNECTIONS = "tools:manage_connections"
+MANAGE_MEMBERS = "members:manage"
+KNOWN_PERMISSIONS = (MANAGE_CONNECTIONS, MANAGE_MEMBERS)
+DEFAULT_ROLE_PERMISSIONS = {
+    "owner": {MANAGE_CONNECTIONS, MANAGE_MEMBERS},
+    "admin": {MANAGE_CONNECTIONS, MANAGE_MEMBERS},
+    "member": set(),
+    "viewer": set(),
+}
+
+
+class Company(IdMixin, TimestampMixin, db.Model):
+    __tablename__ = "companies"
+
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    issue_prefix: Mapped[str] = mapped_column(String(10), nullable=False)
+    issue_counter: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+
+
+class User(IdMixin, TimestampMixin, UserMixin, db.Model):
+    __tablename__ = "users"
+
+    email: Mapped[str] = mapped_column(String(320), unique=True, nullable=False)
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    password_hash: Mapped[str] = mapped_column(String(255), nullable=False)
+    is_instance_admin: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+
+    memberships: Mapped[list[Membership]] = relationship(back_populates="user")
+
+    def get_id(self) -> str:
+        return str(self.id)
+
+
+class Membership(IdMixin, TimestampMixin, db.Model):
+    __tablename__ = "memberships"
+    __table_args__ = (UniqueConstraint("company_id", "user_id"),)
+
+    company_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    role: Mapped[str] = mapped_column(String(20), nullable=False, default="member")
+    status: Mapped[str] = mapped_column(String(20), nullable=False, default="active")
+    permissions: Mapped[list] = mapped_column(JSONType, nullable=False, default=list)
+
+    company: Mapped[Company] = relationship()
+    user: Mapped[User] = relationship(back_populates="memberships")
+
+    @property
+    def is_active_member(self) -> bool:
+        return self.status == "active"
+
+    @property
+    def has_write_access(self) -> bool:
+        """Write access means an active membership with a role other than viewer."""
+        return self.status == "active" and self.role in ROLES and self.role != "viewer"
+
+    def has_permission(self, permission: str) -> bool:
+        if not self.has_write_access:
+            return False
+        return permission in DEFAULT_ROLE_PERMISSIONS.get(self.role, set()) or permission in (
+            self.permissions or []
+        )
+
+
+class ApiKey(IdMixin, TimestampMixin, db.Model):
+    """A personal board API key. Only the SHA-256 of the token is stored; the token is shown once."""
+
+    __tablename__ = "api_keys"
+
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    name: Mapped[str] = mapped_column(String(120), nullable=False)
+    token_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
+    token_prefix: Mapped[str] = mapped_column(String(16), nullable=False)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    user: Mapped[User] = relationship()
+
+
+class LoginFailure(IdMixin, db.Model):
+    """One failed sign-in; recent rows for an email throttle further attempts."""
+
+    __tablename__ = "login_failures"
+
+    email: Mapped[str] = mapped_column(String(320), nullable=False, index=True)
+    remote_addr: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)

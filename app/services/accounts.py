@@ -1,0 +1,126 @@
+"""People: passwords, sign-in with throttling, personal API keys, and safe redirects after sign-in."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from flask import current_app
+from sqlalchemy import delete, func, select
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from app.extensions import db
+from app.models import ApiKey, LoginFailure, User
+from app.models.base import utcnow
+from app.services.errors import NotFound, TooManyRequests
+
+API_KEY_PREFIX = "sbk_"
+# A constant hash to compare against when the email is unknown, so timing does not reveal which emails exist.
+_DUMMY_HASH = generate_password_hash("switchboard-dummy-password", method="pbkdf2:sha256:1000")
+
+
+def hash_password(password: str) -> str:
+    return generate_password_hash(password, method=current_app.config["PASSWORD_HASH_METHOD"])
+
+
+def normalize_email(email: str) -> str:
+    return (email or "").strip().lower()
+
+
+def create_user(email: str, name: str, password: str, *, is_instance_admin: bool = False) -> User:
+    user = User(
+        email=normalize_email(email),
+        name=name.strip(),
+        password_hash=hash_password(password),
+        is_instance_admin=is_instance_admin,
+    )
+    db.session.add(user)
+    db.session.flush()
+    return user
+
+
+def find_user_by_email(email: str) -> User | None:
+    return db.session.scalar(select(User).where(User.email == normalize_email(email)))
+
+
+def authenticate(email: str, password: str, remote_addr: str | None) -> User | None:
+    """Check a password; too many recent failures for the email refuse even a correct password."""
+    email = normalize_email(email)
+    window = timedelta(seconds=current_app.config["LOGIN_FAILURE_WINDOW_SECONDS"])
+    since = utcnow() - window
+    failures = db.session.scalar(
+        select(func.count())
+        .select_from(LoginFailure)
+        .where(LoginFailure.email == email, LoginFailure.created_at > since)
+    )
+    if failures >= current_app.config["LOGIN_MAX_FAILURES"]:
+        minutes = max(1, int(window.total_seconds() // 60))
+        raise TooManyRequests(f"Too many failed sign-in attempts. Try again in {minutes} minutes.")
+    user = find_user_by_email(email)
+    if user is None:
+        check_password_hash(_DUMMY_HASH, password)
+    elif check_password_hash(user.password_hash, password):
+        db.session.execute(delete(LoginFailure).where(LoginFailure.email == email))
+        return user
+    db.session.add(LoginFailure(email=email, remote_addr=remote_addr))
+    return None
+
+
+def safe_next(target: str | None, default: str = "/") -> str:
+    """Allow only same-site relative paths after sign-in; everything else falls back to the default."""
+    if not target or not isinstance(target, str):
+        return default
+    target = target.strip()
+    if any(ch in target for ch in ("\\", "\r", "\n", "\t")) or any(ord(ch) < 32 for ch in target):
+        return default
+    if not target.startswith("/") or target.startswith("//"):
+        return default
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc:
+        return default
+    return target
+
+
+def _hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_api_key(user: User, name: str) -> tuple[ApiKey, str]:
+    """Create a personal API key; the plain token is returned once and never stored."""
+    token = API_KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey(
+        user_id=user.id,
+        name=name.strip() or "API key",
+        token_hash=_hash_token(token),
+        token_prefix=token[:10],
+    )
+    db.session.add(key)
+    db.session.flush()
+    return key, token
+
+
+def user_for_api_key(token: str) -> User | None:
+    if not token or not token.startswith(API_KEY_PREFIX):
+        return None
+    key = db.session.scalar(select(ApiKey).where(ApiKey.token_hash == _hash_token(token)))
+    if key is None or key.revoked_at is not None:
+        return None
+    key.last_used_at = utcnow()
+    return key.user
+
+
+def revoke_api_key(user: User, key_id) -> ApiKey:
+    key = db.session.get(ApiKey, key_id)
+    if key is None or key.user_id != user.id:
+        raise NotFound("API key not found")
+    if key.revoked_at is None:
+        key.revoked_at = utcnow()
+    return key
+
+
+def list_api_keys(user: User) -> list[ApiKey]:
+    return list(
+        db.session.scalars(select(ApiKey).where(ApiKey.user_id == user.id).order_by(ApiKey.created_at.desc()))
+    )

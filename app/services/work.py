@@ -1,0 +1,139 @@
+"""Tasks and their threads: creating tasks, comments, status and assignee changes."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+
+from app.extensions import db
+from app.models import Agent, Comment, Issue, Membership, ThreadInteraction
+from app.models.work import ISSUE_STATUSES
+from app.services.activity import record_activity
+from app.services.errors import Unprocessable
+from app.services.tenancy import allocate_issue_identifier, get_membership
+
+
+def create_issue(
+    company_id: uuid.UUID,
+    *,
+    title: str,
+    description: str = "",
+    project_id: uuid.UUID | None = None,
+    status: str = "todo",
+    assignee_agent_id: uuid.UUID | None = None,
+    responsible_user_id: uuid.UUID | None = None,
+) -> Issue:
+    if status not in ISSUE_STATUSES:
+        raise Unprocessable("Unknown task status")
+    issue = Issue(
+        company_id=company_id,
+        identifier=allocate_issue_identifier(company_id),
+        title=title.strip(),
+        description=description,
+        project_id=project_id,
+        status=status,
+        assignee_agent_id=assignee_agent_id,
+        responsible_user_id=responsible_user_id,
+    )
+    db.session.add(issue)
+    db.session.flush()
+    return issue
+
+
+def list_issues(
+    company_id: uuid.UUID, *, status: str | None = None, assignee_agent_id: uuid.UUID | None = None
+):
+    query = select(Issue).where(Issue.company_id == company_id)
+    if status:
+        query = query.where(Issue.status == status)
+    if assignee_agent_id:
+        query = query.where(Issue.assignee_agent_id == assignee_agent_id)
+    return list(db.session.scalars(query.order_by(Issue.created_at.desc(), Issue.identifier.desc())))
+
+
+def thread_items(issue: Issue) -> list[Comment | ThreadInteraction]:
+    """Comments and interactions of a task, merged in creation order."""
+    comments = db.session.scalars(select(Comment).where(Comment.issue_id == issue.id)).all()
+    interactions = db.session.scalars(
+        select(ThreadInteraction).where(ThreadInteraction.issue_id == issue.id)
+    ).all()
+    return sorted([*comments, *interactions], key=lambda item: item.created_at)
+
+
+def add_comment(
+    issue: Issue, body: str, *, author_user_id=None, author_agent_id=None, run_id=None
+) -> Comment:
+    body = (body or "").strip()
+    if not body:
+        raise Unprocessable("Write a comment first.")
+    if len(body) > 20000:
+        raise Unprocessable("Comments are limited to 20,000 characters.")
+    comment = Comment(
+        company_id=issue.company_id,
+        issue_id=issue.id,
+        body=body,
+        author_user_id=author_user_id,
+        author_agent_id=author_agent_id,
+    )
+    db.session.add(comment)
+    db.session.flush()
+    actor_type, actor_id = ("user", author_user_id) if author_user_id else ("agent", author_agent_id)
+    record_activity(
+        company_id=issue.company_id,
+        actor_type=actor_type,
+        actor_id=actor_id,
+        action="issue.comment_added",
+        entity_type="issue",
+        entity_id=issue.id,
+        agent_id=author_agent_id,
+        run_id=run_id,
+        details={"commentId": str(comment.id)},
+    )
+    return comment
+
+
+def update_issue(
+    actor: Membership,
+    issue: Issue,
+    *,
+    status: str | None = None,
+    assignee_agent_id: uuid.UUID | None | str = "unchanged",
+    responsible_user_id: uuid.UUID | None | str = "unchanged",
+) -> Issue:
+    """Change status, assignee or responsible person; every referenced object must belong to the task's company."""
+    changes: dict = {}
+    if status is not None and status != issue.status:
+        if status not in ISSUE_STATUSES:
+            raise Unprocessable("Unknown task status")
+        changes["status"] = [issue.status, status]
+        issue.status = status
+    if assignee_agent_id != "unchanged" and assignee_agent_id != issue.assignee_agent_id:
+        if assignee_agent_id is not None:
+            agent = db.session.get(Agent, assignee_agent_id)
+            if agent is None or agent.company_id != issue.company_id:
+                raise Unprocessable("Choose an agent of this company")
+        changes["assigneeAgentId"] = [_s(issue.assignee_agent_id), _s(assignee_agent_id)]
+        issue.assignee_agent_id = assignee_agent_id
+    if responsible_user_id != "unchanged" and responsible_user_id != issue.responsible_user_id:
+        if responsible_user_id is not None:
+            membership = get_membership(issue.company_id, responsible_user_id)
+            if membership is None or not membership.has_write_access:
+                raise Unprocessable("Choose an active member with write access")
+        changes["responsibleUserId"] = [_s(issue.responsible_user_id), _s(responsible_user_id)]
+        issue.responsible_user_id = responsible_user_id
+    if changes:
+        record_activity(
+            company_id=issue.company_id,
+            actor_type="user",
+            actor_id=actor.user_id,
+            action="issue.updated",
+            entity_type="issue",
+            entity_id=issue.id,
+            details={"changes": changes},
+        )
+    return issue
+
+
+def _s(value) -> str | None:
+    return str(value) if value is not None else None

@@ -1,0 +1,1 @@
+"""Blueprints, thin: load -> authorize -> validate -> one service call -> one commit -> respond."""

@@ -1,0 +1,15 @@
+"""The board JSON API under /api: session cookie plus CSRF header, or `Authorization: Bearer <api key>`."""
+
+from flask import Blueprint
+from flask_login import login_required
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+
+@bp.before_request
+@login_required
+def _require_login():
+    return None
+
+
+from app.web.api import tasks  # noqa: E402,F401

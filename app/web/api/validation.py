@@ -1,0 +1,48 @@
+"""Request-body validation for JSON routes with pydantic models: 400 {"error": "Validation error", "details"}."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from flask import jsonify, request
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from app.services.errors import ServiceError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class StrictBody(BaseModel):
+    """Base for request bodies: unknown keys are refused, strings are stripped."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class BodyValidationError(ServiceError):
+    status = 400
+
+    def __init__(self, details: list[dict]):
+        super().__init__("Validation error")
+        self.details = details
+
+
+def parse_body(model: type[ModelT]) -> ModelT:
+    data = request.get_json(silent=True)
+    if data is None and request.get_data(cache=True):
+        raise BodyValidationError([{"loc": [], "msg": "Body must be JSON", "type": "json_invalid"}])
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise BodyValidationError([{"loc": [], "msg": "Body must be a JSON object", "type": "object_type"}])
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        details = [
+            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+            for e in err.errors(include_url=False, include_input=False)
+        ]
+        raise BodyValidationError(details) from None
+
+
+def validation_error_response(err: BodyValidationError):
+    return jsonify({"error": "Validation error", "details": err.details}), 400

@@ -1,0 +1,43 @@
+"""Sign-in and sign-out."""
+
+from flask import Blueprint, redirect, render_template, request, url_for
+from flask_login import current_user, login_required, login_user, logout_user
+
+from app.extensions import db
+from app.services.accounts import authenticate, safe_next
+from app.services.errors import TooManyRequests
+from app.web.forms import EmptyForm, LoginForm
+
+bp = Blueprint("auth", __name__)
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login():
+    next_url = safe_next(request.values.get("next"), url_for("board.home"))
+    if current_user.is_authenticated:
+        return redirect(next_url)
+    form = LoginForm()
+    if not form.validate_on_submit():
+        status = 422 if request.method == "POST" else 200
+        return render_template("auth/login.html", form=form, next_url=next_url), status
+    try:
+        user = authenticate(form.email.data, form.password.data, request.remote_addr)
+    except TooManyRequests as err:
+        db.session.commit()
+        return render_template("auth/login.html", form=form, next_url=next_url, error=err.message), 429
+    db.session.commit()
+    if user is None:
+        return render_template(
+            "auth/login.html", form=form, next_url=next_url, error="Invalid email or password."
+        ), 401
+    login_user(user)
+    return redirect(next_url, code=303)
+
+
+@bp.post("/logout")
+@login_required
+def logout():
+    form = EmptyForm()
+    if form.validate_on_submit():
+        logout_user()
+    return redirect(url_for("auth.login"), code=303)

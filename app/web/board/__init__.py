@@ -1,0 +1,20 @@
+"""The board: pages for the signed-in members of a company."""
+
+from flask import Blueprint, g
+from flask_login import login_required
+
+bp = Blueprint("board", __name__)
+
+
+@bp.before_request
+@login_required
+def _require_login():
+    return None
+
+
+@bp.app_context_processor
+def _inject_company():
+    return {"membership": g.get("membership"), "memberships": g.get("memberships") or []}
+
+
+from app.web.board import agents, home, members, settings, tasks  # noqa: E402,F401

@@ -1,0 +1,36 @@
+"""Company home and company switching."""
+
+from flask import redirect, render_template, request, session, url_for
+from sqlalchemy import func, select
+
+from app.extensions import db
+from app.models import Agent, Issue
+from app.services.accounts import safe_next
+from app.web.board import bp
+from app.web.context import current_membership, membership_for, parse_uuid
+from app.web.forms import EmptyForm
+
+
+@bp.get("/")
+def home():
+    membership = current_membership()
+    counts = dict(
+        db.session.execute(
+            select(Issue.status, func.count())
+            .where(Issue.company_id == membership.company_id)
+            .group_by(Issue.status)
+        ).all()
+    )
+    agent_count = db.session.scalar(
+        select(func.count()).select_from(Agent).where(Agent.company_id == membership.company_id)
+    )
+    return render_template("board/home.html", counts=counts, agent_count=agent_count)
+
+
+@bp.post("/companies/<company_id>/switch")
+def switch_company(company_id):
+    form = EmptyForm()
+    if form.validate_on_submit():
+        membership = membership_for(parse_uuid(company_id))
+        session["company_id"] = str(membership.company_id)
+    return redirect(safe_next(request.form.get("next"), url_for("board.home")), code=303)

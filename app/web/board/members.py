@@ -1,0 +1,54 @@
+"""Members: owners and admins add people and change roles."""
+
+import secrets
+
+from flask import redirect, render_template, url_for
+
+from app.extensions import db
+from app.models import Membership
+from app.models.tenancy import MANAGE_MEMBERS
+from app.services.tenancy import change_member, company_members, invite_member
+from app.web.board import bp
+from app.web.context import current_membership, load_scoped
+from app.web.forms import AddMemberForm, MemberRoleForm
+
+
+def _render(membership, form=None, created_password=None, status=200):
+    members = company_members(membership.company_id)
+    return render_template(
+        "board/members.html",
+        members=members,
+        form=form or AddMemberForm(formdata=None),
+        role_forms={m.id: MemberRoleForm(formdata=None, role=m.role) for m in members},
+        can_manage=membership.has_permission(MANAGE_MEMBERS),
+        created_password=created_password,
+    ), status
+
+
+@bp.get("/members")
+def members():
+    return _render(current_membership())
+
+
+@bp.post("/members")
+def add_member():
+    membership = current_membership()
+    form = AddMemberForm()
+    if not form.validate_on_submit():
+        return _render(membership, form=form, status=422)
+    password = form.password.data or secrets.token_urlsafe(12)
+    invite_member(
+        membership, email=form.email.data, name=form.name.data, role=form.role.data, password=password
+    )
+    db.session.commit()
+    return _render(membership, created_password=None if form.password.data else password)
+
+
+@bp.post("/members/<membership_id>/role")
+def change_role(membership_id):
+    target, membership = load_scoped(Membership, membership_id)
+    form = MemberRoleForm()
+    if form.validate_on_submit():
+        change_member(membership, target, role=form.role.data)
+        db.session.commit()
+    return redirect(url_for("board.members"), code=303)

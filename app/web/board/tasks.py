@@ -1,0 +1,138 @@
+"""Tasks: the list with filters, the task page with its thread, comments, status and assignee changes."""
+
+from flask import redirect, render_template, request, url_for
+
+from app.extensions import db, htmx
+from app.models import Issue
+from app.models.work import ISSUE_STATUSES
+from app.services.agents import list_agents
+from app.services.errors import Unprocessable
+from app.services.work import add_comment, create_issue, list_issues, thread_items, update_issue
+from app.web.board import bp
+from app.web.context import current_membership, load_scoped, parse_uuid, require_write
+from app.web.forms import CommentForm, IssueAssigneeForm, IssueStatusForm, NewIssueForm
+
+
+def _assignee_form(issue: Issue, agents) -> IssueAssigneeForm:
+    form = IssueAssigneeForm(assignee=str(issue.assignee_agent_id or ""))
+    form.assignee.choices = [("", "Unassigned")] + [(str(a.id), a.name) for a in agents]
+    return form
+
+
+def _task_context(issue: Issue, membership, **extra):
+    agents = list_agents(issue.company_id)
+    return {
+        "issue": issue,
+        "items": thread_items(issue),
+        "comment_form": extra.pop("comment_form", None) or CommentForm(formdata=None),
+        "status_form": IssueStatusForm(formdata=None, status=issue.status),
+        "assignee_form": _assignee_form(issue, agents),
+        "can_write": membership.has_write_access,
+        **extra,
+    }
+
+
+@bp.get("/tasks")
+def tasks():
+    membership = current_membership()
+    status = request.args.get("status") or None
+    if status not in (None, *ISSUE_STATUSES):
+        status = None
+    assignee = request.args.get("assignee") or None
+    agents = list_agents(membership.company_id)
+    assignee_id = next((a.id for a in agents if str(a.id) == assignee), None)
+    issues = list_issues(membership.company_id, status=status, assignee_agent_id=assignee_id)
+    context = {
+        "issues": issues,
+        "agents": agents,
+        "statuses": ISSUE_STATUSES,
+        "status": status,
+        "assignee": str(assignee_id) if assignee_id else None,
+        "new_form": NewIssueForm(formdata=None),
+    }
+    if htmx and htmx.target == "task-list":
+        return render_template("board/_task_list.html", **context)
+    return render_template("board/tasks.html", **context)
+
+
+@bp.post("/tasks")
+def create_task():
+    membership = current_membership()
+    require_write(membership)
+    form = NewIssueForm()
+    if not form.validate_on_submit():
+        agents = list_agents(membership.company_id)
+        return render_template(
+            "board/tasks.html",
+            issues=list_issues(membership.company_id),
+            agents=agents,
+            statuses=ISSUE_STATUSES,
+            status=None,
+            assignee=None,
+            new_form=form,
+        ), 422
+    issue = create_issue(
+        membership.company_id,
+        title=form.title.data,
+        description=form.description.data or "",
+        responsible_user_id=membership.user_id,
+    )
+    db.session.commit()
+    return redirect(url_for("board.task", issue_id=issue.id), code=303)
+
+
+@bp.get("/tasks/<issue_id>")
+def task(issue_id):
+    issue, membership = load_scoped(Issue, issue_id)
+    return render_template("board/task.html", **_task_context(issue, membership))
+
+
+@bp.post("/tasks/<issue_id>/comments")
+def post_comment(issue_id):
+    issue, membership = load_scoped(Issue, issue_id)
+    require_write(membership)
+    form = CommentForm()
+    if form.validate_on_submit():
+        add_comment(issue, form.body.data, author_user_id=membership.user_id)
+        db.session.commit()
+        if htmx:
+            return render_template("board/_thread.html", **_task_context(issue, membership))
+        return redirect(url_for("board.task", issue_id=issue.id), code=303)
+    context = _task_context(issue, membership, comment_form=form)
+    if htmx:
+        return render_template("board/_thread.html", **context), 422
+    return render_template("board/task.html", **context), 422
+
+
+@bp.post("/tasks/<issue_id>/status")
+def change_status(issue_id):
+    issue, membership = load_scoped(Issue, issue_id)
+    require_write(membership)
+    form = IssueStatusForm()
+    if not form.validate_on_submit():
+        raise Unprocessable("Choose a valid status")
+    update_issue(membership, issue, status=form.status.data)
+    db.session.commit()
+    return _task_fields_response(issue, membership)
+
+
+@bp.post("/tasks/<issue_id>/assignee")
+def change_assignee(issue_id):
+    issue, membership = load_scoped(Issue, issue_id)
+    require_write(membership)
+    agents = list_agents(issue.company_id)
+    form = _assignee_form(issue, agents)
+    form.process(request.form)
+    if not form.validate():
+        raise Unprocessable("Choose an agent of this company")
+    update_issue(
+        membership, issue, assignee_agent_id=parse_uuid(form.assignee.data) if form.assignee.data else None
+    )
+    db.session.commit()
+    return _task_fields_response(issue, membership)
+
+
+def _task_fields_response(issue, membership):
+    if htmx:
+        return render_template("board/_task_fields.html", **_task_context(issue, membership))
+    return redirect(url_for("board.task", issue_id=issue.id), code=303)

@@ -1,0 +1,62 @@
+"""Company context for board views: which company a page is about, and the caller's membership in it.
+
+Every object is loaded through `load_scoped`, which answers 404 unless the signed-in person is an active member of the
+object's company, so another company's objects are indistinguishable from missing ones.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from flask import abort, g, session
+from flask_login import current_user
+
+from app.extensions import db
+from app.models import Membership
+from app.services.errors import Forbidden
+from app.services.tenancy import active_memberships, get_membership
+
+WRITE_FORBIDDEN = "You have read-only access to this company"
+
+
+def parse_uuid(value) -> uuid.UUID:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (ValueError, TypeError):
+        abort(404)
+
+
+def membership_for(company_id: uuid.UUID) -> Membership:
+    membership = get_membership(company_id, current_user.id)
+    if membership is None or not membership.is_active_member:
+        abort(404)
+    g.membership = membership
+    return membership
+
+
+def current_membership() -> Membership:
+    """The membership of the company the person is working in (chosen in the header, else their first)."""
+    memberships = active_memberships(current_user)
+    if not memberships:
+        abort(404)
+    chosen = session.get("company_id")
+    membership = next((m for m in memberships if str(m.company_id) == chosen), memberships[0])
+    session["company_id"] = str(membership.company_id)
+    g.membership = membership
+    g.memberships = memberships
+    return membership
+
+
+def load_scoped(model, object_id):
+    """Load a company-owned object for the signed-in person, or 404. Returns (object, membership)."""
+    obj = db.session.get(model, parse_uuid(object_id))
+    if obj is None:
+        abort(404)
+    membership = membership_for(obj.company_id)
+    session["company_id"] = str(obj.company_id)
+    return obj, membership
+
+
+def require_write(membership: Membership) -> None:
+    if not membership.has_write_access:
+        raise Forbidden(WRITE_FORBIDDEN)

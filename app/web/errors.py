@@ -1,0 +1,60 @@
+"""Error answers: JSON for API and agent routes, a page (or fragment) for people."""
+
+from __future__ import annotations
+
+from flask import Flask, jsonify, render_template, request
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException
+
+from app.services.errors import ServiceError
+from app.web.api.validation import BodyValidationError, validation_error_response
+
+JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz")
+STANDARD_MESSAGES = {
+    400: "Bad request",
+    401: "Authentication required",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Method not allowed",
+    413: "Request too large",
+    429: "Too many requests",
+}
+
+
+def wants_json() -> bool:
+    return request.path.startswith(JSON_PREFIXES)
+
+
+def error_response(message: str, status: int):
+    if wants_json():
+        return jsonify({"error": message}), status
+    if request.headers.get("HX-Request"):
+        return render_template("_error_alert.html", message=message), status
+    return render_template("error.html", message=message, status=status), status
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(ServiceError)
+    def _service_error(err: ServiceError):
+        from app.extensions import db
+
+        db.session.rollback()
+        return error_response(err.message, err.status)
+
+    @app.errorhandler(BodyValidationError)
+    def _validation_error(err: BodyValidationError):
+        return validation_error_response(err)
+
+    @app.errorhandler(CSRFError)
+    def _csrf_error(err: CSRFError):
+        return error_response(
+            "The form expired or is missing its security token. Reload the page and try again.", 400
+        )
+
+    @app.errorhandler(HTTPException)
+    def _http_error(err: HTTPException):
+        message = STANDARD_MESSAGES.get(err.code, err.name)
+        response = app.make_response(error_response(message, err.code or 500))
+        if err.code == 405 and getattr(err, "valid_methods", None):
+            response.headers["Allow"] = ", ".join(err.valid_methods)
+        return response

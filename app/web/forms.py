@@ -1,0 +1,55 @@
+"""WTForms for board pages. Button-only POSTs use EmptyForm so they still carry CSRF."""
+
+from flask_wtf import FlaskForm
+from wtforms import EmailField, PasswordField, SelectField, StringField, TextAreaField
+from wtforms.validators import DataRequired, Email, Length, Optional
+
+from app.models.tenancy import ROLES
+from app.models.work import ISSUE_STATUSES
+
+
+class EmptyForm(FlaskForm):
+    pass
+
+
+class LoginForm(FlaskForm):
+    email = EmailField("Email", validators=[DataRequired(), Email(), Length(max=320)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=1000)])
+
+
+class CommentForm(FlaskForm):
+    body = TextAreaField(
+        "Comment", validators=[DataRequired(message="Write a comment first."), Length(max=20000)]
+    )
+
+
+class IssueStatusForm(FlaskForm):
+    status = SelectField("Status", choices=[(s, s.replace("_", " ").capitalize()) for s in ISSUE_STATUSES])
+
+
+class IssueAssigneeForm(FlaskForm):
+    assignee = SelectField("Assignee", choices=[], validate_choice=True)
+
+
+class NewIssueForm(FlaskForm):
+    title = StringField("Title", validators=[DataRequired(), Length(max=300)])
+    description = TextAreaField("Description", validators=[Optional(), Length(max=20000)])
+
+
+class AgentInstructionsForm(FlaskForm):
+    instructions = TextAreaField("Instructions", validators=[Optional(), Length(max=20000)])
+
+
+class AddMemberForm(FlaskForm):
+    email = EmailField("Email", validators=[DataRequired(), Email(), Length(max=320)])
+    name = StringField("Name", validators=[DataRequired(), Length(max=200)])
+    role = SelectField("Role", choices=[(r, r.capitalize()) for r in ROLES], default="member")
+    password = PasswordField("Initial password", validators=[Optional(), Length(min=8, max=200)])
+
+
+class MemberRoleForm(FlaskForm):
+    role = SelectField("Role", choices=[(r, r.capitalize()) for r in ROLES])
+
+
+class ApiKeyForm(FlaskForm):
+    name = StringField("Name", validators=[DataRequired(), Length(max=120)])

@@ -1,0 +1,22 @@
+// Shows htmx request failures (other than 422, which swaps its own inline errors) in the page's status region.
+document.addEventListener("htmx:responseError", function (event) {
+  var flash = document.getElementById("flash");
+  if (!flash) return;
+  var message = "Something went wrong. Try again.";
+  var xhr = event.detail.xhr;
+  try {
+    var data = JSON.parse(xhr.responseText);
+    if (data && data.error) message = data.error;
+  } catch (e) {
+    var holder = document.createElement("div");
+    holder.innerHTML = xhr.responseText;
+    var alert = holder.querySelector("[role=alert]");
+    if (alert) message = alert.textContent.trim();
+  }
+  flash.innerHTML = "";
+  var box = document.createElement("div");
+  box.className = "alert alert-danger";
+  box.setAttribute("role", "alert");
+  box.textContent = message;
+  flash.appendChild(box);
+});
