@@ -1,0 +1,46 @@
+# Two commands for a newcomer: `make run` (the app with demo data on SQLite) and `make test` (lint + the suite).
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+HOST ?= 127.0.0.1
+PORT ?= 5000
+
+.PHONY: install run test lint format peers clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Node test peers (the local OAuth/OIDC server) live under tests/peers; installed on demand.
+peers:
+	@if [ -f tests/peers/oidc/package.json ]; then cd tests/peers/oidc && npm install --silent --no-audit --no-fund; fi
+
+run: install
+	$(BIN)/switchboard db upgrade
+	@if $(BIN)/switchboard catalog --help >/dev/null 2>&1; then $(BIN)/switchboard catalog ingest --definitions-only; fi
+	@$(BIN)/switchboard demo
+	@echo "Serving on http://$(HOST):$(PORT)  (Ctrl+C to stop)"
+	RUN_WORKER_IN_PROCESS=1 $(BIN)/switchboard run --host $(HOST) --port $(PORT) --no-reload
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: install peers lint
+	@echo "== pytest on SQLite =="
+	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS)
+	@if [ -n "$$TEST_DATABASE_URL" ]; then \
+		echo "== pytest on PostgreSQL =="; \
+		SWITCHBOARD_TEST_DATABASE_URL="$$TEST_DATABASE_URL" $(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS); \
+	else echo "TEST_DATABASE_URL is not set: skipped the PostgreSQL pass"; fi
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts

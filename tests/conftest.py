@@ -1,0 +1,158 @@
+"""Test fixtures: one app per session on the chosen backend, migrated with Alembic, tables emptied after each test.
+
+The backend is SQLite (a temporary file) unless SWITCHBOARD_TEST_DATABASE_URL names a PostgreSQL database; `make test`
+runs the suite once per backend. Tables are emptied after every test instead of rolling back a wrapping transaction,
+because several tests drive the app through real sockets from other threads (browser, MCP clients, workers) and need
+committed data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+from sqlalchemy import create_engine, text
+
+from tests import factories
+
+TEST_DATABASE_URL = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "")
+_TMP = Path(tempfile.mkdtemp(prefix="switchboard-tests-"))
+os.environ.setdefault("SWITCHBOARD_INSTANCE_PATH", str(_TMP / "instance"))
+# Tables that hold reference data loaded once per session (not per-test state).
+PRESERVED_TABLES = {"alembic_version", "catalog_apps"}
+
+
+def backend_name() -> str:
+    return "postgresql" if TEST_DATABASE_URL.startswith("postgres") else "sqlite"
+
+
+def pytest_report_header(config):
+    return f"switchboard test backend: {backend_name()}"
+
+
+def pytest_collection_modifyitems(config, items):
+    if backend_name() != "postgresql":
+        skip = pytest.mark.skip(reason="needs PostgreSQL (set TEST_DATABASE_URL)")
+        for item in items:
+            if "postgres_only" in item.keywords:
+                item.add_marker(skip)
+
+
+def _database_url() -> str:
+    if TEST_DATABASE_URL:
+        url = TEST_DATABASE_URL
+        if url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url[len("postgresql://") :]
+        return url
+    return f"sqlite:///{_TMP / 'test.db'}"
+
+
+def _reset_postgres(url: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+
+
+TEST_CONFIG = {
+    "TESTING": True,
+    "SECRET_KEY": "test-secret-key",
+    "ENCRYPTION_KEY": Fernet.generate_key().decode(),
+    "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
+    "PUBLIC_BASE_URL": "http://127.0.0.1:5000",
+    "SERVER_NAME": None,
+}
+
+
+@pytest.fixture(scope="session")
+def app():
+    from flask_migrate import upgrade
+
+    from app import create_app
+
+    url = _database_url()
+    if url.startswith("postgresql"):
+        _reset_postgres(url)
+    application = create_app({**TEST_CONFIG, "SQLALCHEMY_DATABASE_URI": url})
+    with application.app_context():
+        upgrade()
+        _after_migrate(application)
+    yield application
+
+
+def _after_migrate(application) -> None:
+    """Hook for reference data that later features load once per session (the cached catalog)."""
+    try:
+        from app.catalog.loader import ingest_definitions
+    except ImportError:
+        return
+    from app.extensions import db
+
+    ingest_definitions()
+    db.session.commit()
+
+
+@pytest.fixture
+def db(app):
+    from app.extensions import db as _db
+
+    ctx = app.app_context()
+    ctx.push()
+    try:
+        yield _db
+    finally:
+        _db.session.rollback()
+        _db.session.remove()
+        _empty_tables(_db)
+        ctx.pop()
+
+
+def _empty_tables(_db) -> None:
+    tables = [t for t in reversed(_db.metadata.sorted_tables) if t.name not in PRESERVED_TABLES]
+    with _db.engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("TRUNCATE " + ", ".join(f'"{t.name}"' for t in tables) + " CASCADE"))
+        else:
+            for table in tables:
+                conn.execute(table.delete())
+
+
+@pytest.fixture
+def client(app, db):
+    return app.test_client()
+
+
+CSRF_RE = re.compile(r'"X-CSRFToken": "([^"]+)"')
+
+
+def csrf_token_for(client) -> str:
+    """Read the CSRF token a signed-in page hands to htmx (the same one forms carry)."""
+    page = client.get("/login") if not _signed_in(client) else client.get("/")
+    html = page.get_data(as_text=True)
+    match = CSRF_RE.search(html) or re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"').search(html)
+    assert match, "no CSRF token on the page"
+    return match.group(1)
+
+
+def _signed_in(client) -> bool:
+    with client.session_transaction() as sess:
+        return "_user_id" in sess
+
+
+def sign_in(client, user) -> str:
+    """Sign a user in through the session (the login form itself has its own tests); returns a CSRF token."""
+    with client.session_transaction() as sess:
+        sess["_user_id"] = str(user.id)
+        sess["_fresh"] = True
+    return csrf_token_for(client)
+
+
+@pytest.fixture
+def make(db):
+    """Factories bound to the test database: make.company(), make.member(company, role), ..."""
+    return factories.Factory(db)
