@@ -134,7 +134,9 @@ def csrf_token_for(client) -> str:
     """Read the CSRF token a signed-in page hands to htmx (the same one forms carry)."""
     page = client.get("/login") if not _signed_in(client) else client.get("/")
     html = page.get_data(as_text=True)
-    match = CSRF_RE.search(html) or re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"').search(html)
+    match = CSRF_RE.search(html) or re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"').search(
+        html
+    )
     assert match, "no CSRF token on the page"
     return match.group(1)
 

@@ -26,12 +26,21 @@ class Factory:
         n = next(_seq)
         return self._commit(create_company(name or f"Company {n}", prefix or f"C{n}"))
 
-    def user(self, email: str | None = None, name: str | None = None, password: str = DEFAULT_PASSWORD) -> User:
+    def user(
+        self, email: str | None = None, name: str | None = None, password: str = DEFAULT_PASSWORD
+    ) -> User:
         n = next(_seq)
         return self._commit(create_user(email or f"user{n}@example.com", name or f"User {n}", password))
 
-    def member(self, company: Company, role: str = "member", *, status: str = "active", permissions=None,
-               user: User | None = None) -> User:
+    def member(
+        self,
+        company: Company,
+        role: str = "member",
+        *,
+        status: str = "active",
+        permissions=None,
+        user: User | None = None,
+    ) -> User:
         user = user or self.user()
         membership = add_membership(company, user, role, permissions)
         membership.status = status
@@ -44,12 +53,23 @@ class Factory:
     def agent(self, company: Company, name: str | None = None, **kwargs) -> Agent:
         return self._commit(create_agent(company.id, name=name or f"Agent {next(_seq)}", **kwargs))
 
-    def issue(self, company: Company, *, title: str | None = None, status: str = "todo", assignee=None,
-              responsible=None):
+    def issue(
+        self,
+        company: Company,
+        *,
+        title: str | None = None,
+        status: str = "todo",
+        assignee=None,
+        responsible=None,
+    ):
         return self._commit(
-            create_issue(company.id, title=title or f"Task {next(_seq)}", status=status,
-                         assignee_agent_id=assignee.id if assignee else None,
-                         responsible_user_id=responsible.id if responsible else None)
+            create_issue(
+                company.id,
+                title=title or f"Task {next(_seq)}",
+                status=status,
+                assignee_agent_id=assignee.id if assignee else None,
+                responsible_user_id=responsible.id if responsible else None,
+            )
         )
 
     def comment(self, issue, user, body: str = "A comment"):

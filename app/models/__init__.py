@@ -2,11 +2,29 @@
 
 from app.models.activity import ActivityLog
 from app.models.agents import Agent
+from app.models.connections import (
+    CatalogApp,
+    ConnectionGrant,
+    ConnectionInstall,
+    ConnectionTool,
+    GrantDelegation,
+    GrantSecret,
+    ToolConnection,
+    ToolPolicy,
+)
 from app.models.runs import HeartbeatRun, WakeupRequest
 from app.models.tenancy import ApiKey, Company, LoginFailure, Membership, User
 from app.models.work import Comment, Issue, Project, ThreadInteraction
 
 __all__ = [
+    "CatalogApp",
+    "ConnectionGrant",
+    "ConnectionInstall",
+    "ConnectionTool",
+    "GrantDelegation",
+    "GrantSecret",
+    "ToolConnection",
+    "ToolPolicy",
     "ActivityLog",
     "Agent",
     "ApiKey",

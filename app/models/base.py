@@ -10,6 +10,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
+# For nullable JSON columns where None must be stored as SQL NULL (not the JSON literal null).
+NullableJSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 
 def utcnow() -> datetime:

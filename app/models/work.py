@@ -10,7 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import db
 from app.models.agents import Agent
-from app.models.base import IdMixin, JSONType, TimestampMixin
+from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin
 from app.models.tenancy import User
 
 ISSUE_STATUSES = ("todo", "in_progress", "in_review", "blocked", "done", "cancelled")
@@ -104,7 +104,7 @@ class ThreadInteraction(IdMixin, TimestampMixin, db.Model):
     title: Mapped[str] = mapped_column(String(300), nullable=False, default="")
     summary: Mapped[str] = mapped_column(Text, nullable=False, default="")
     payload: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
-    result: Mapped[dict | None] = mapped_column(JSONType)
+    result: Mapped[dict | None] = mapped_column(NullableJSONType)
     idempotency_key: Mapped[str | None] = mapped_column(String(300))
     addressee_user_id: Mapped[uuid.UUID | None] = mapped_column(
         Uuid, ForeignKey("users.id", ondelete="SET NULL"), index=True
