@@ -6,6 +6,7 @@ into the instance folder (never committed) so restarts keep sessions and encrypt
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -66,5 +67,7 @@ def load_config(instance_path: str) -> dict:
         "LOGIN_FAILURE_WINDOW_SECONDS": int(env.get("LOGIN_FAILURE_WINDOW_SECONDS", "900")),
         "PASSWORD_HASH_METHOD": env.get("PASSWORD_HASH_METHOD", "scrypt"),
         "OUTBOUND_TIMEOUT_SECONDS": float(env.get("OUTBOUND_TIMEOUT_SECONDS", "10")),
+        # Operator overrides of provider MCP server URLs, e.g. {"honcho": "https://honcho.internal/mcp"}.
+        "PROVIDER_SERVER_URLS": json.loads(env.get("SWITCHBOARD_PROVIDER_SERVER_URLS") or "{}"),
         "RUN_WORKER_IN_PROCESS": _bool(env.get("RUN_WORKER_IN_PROCESS"), False),
     }

@@ -66,7 +66,6 @@ class ToolConnection(IdMixin, TimestampMixin, db.Model):
     # Nullable on purpose: null means "no instructions"; {enabled, text, template?} otherwise.
     agent_instructions: Mapped[dict | None] = mapped_column(NullableJSONType)
     provider_account_label: Mapped[str | None] = mapped_column(String(300))
-    audience_all_agents: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
     created_by_user_id: Mapped[uuid.UUID | None] = mapped_column(
         Uuid, ForeignKey("users.id", ondelete="SET NULL")
     )

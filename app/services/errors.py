@@ -29,3 +29,21 @@ class Unprocessable(ServiceError):
 
 class TooManyRequests(ServiceError):
     status = 429
+
+
+class ValidationFailed(ServiceError):
+    """Input that failed validation; `details` lists `{loc, msg, type}` entries naming each field."""
+
+    status = 400
+
+    def __init__(self, details: list[dict]):
+        super().__init__("Validation error")
+        self.details = details
+
+    def field_messages(self) -> dict[str, str]:
+        """Messages keyed by the last path element, for inline errors beside form fields."""
+        return {str(d["loc"][-1]) if d.get("loc") else "": d["msg"] for d in self.details}
+
+
+class ProviderRefused(Unprocessable):
+    """The provider refused or could not be reached while verifying credentials; the message is safe to show."""

@@ -112,7 +112,7 @@ def upgrade():
     sa.ForeignKeyConstraint(['company_id'], ['companies.id'], name=op.f('fk_memberships_company_id_companies'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['user_id'], ['users.id'], name=op.f('fk_memberships_user_id_users'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_memberships')),
-    sa.UniqueConstraint('company_id', 'user_id', name=op.f('uq_memberships_company_id'))
+    sa.UniqueConstraint('company_id', 'user_id', name=op.f('uq_memberships_company_id_user_id'))
     )
     with op.batch_alter_table('memberships', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_memberships_company_id'), ['company_id'], unique=False)
@@ -148,7 +148,7 @@ def upgrade():
     sa.ForeignKeyConstraint(['project_id'], ['projects.id'], name=op.f('fk_issues_project_id_projects'), ondelete='SET NULL'),
     sa.ForeignKeyConstraint(['responsible_user_id'], ['users.id'], name=op.f('fk_issues_responsible_user_id_users'), ondelete='SET NULL'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_issues')),
-    sa.UniqueConstraint('company_id', 'identifier', name=op.f('uq_issues_company_id'))
+    sa.UniqueConstraint('company_id', 'identifier', name=op.f('uq_issues_company_id_identifier'))
     )
     with op.batch_alter_table('issues', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_issues_assignee_agent_id'), ['assignee_agent_id'], unique=False)

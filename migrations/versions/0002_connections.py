@@ -40,7 +40,6 @@ def upgrade():
     sa.Column('auth_kind', sa.String(length=20), nullable=False),
     sa.Column('config', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('provider_account_label', sa.String(length=300), nullable=True),
-    sa.Column('audience_all_agents', sa.Boolean(), nullable=False),
     sa.Column('created_by_user_id', sa.Uuid(), nullable=True),
     sa.Column('last_catalog_refresh_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('id', sa.Uuid(), nullable=False),
@@ -49,7 +48,7 @@ def upgrade():
     sa.ForeignKeyConstraint(['company_id'], ['companies.id'], name=op.f('fk_tool_connections_company_id_companies'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['created_by_user_id'], ['users.id'], name=op.f('fk_tool_connections_created_by_user_id_users'), ondelete='SET NULL'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_tool_connections')),
-    sa.UniqueConstraint('company_id', 'name', name=op.f('uq_tool_connections_company_id'))
+    sa.UniqueConstraint('company_id', 'name', name=op.f('uq_tool_connections_company_id_name'))
     )
     with op.batch_alter_table('tool_connections', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_tool_connections_app_slug'), ['app_slug'], unique=False)
@@ -77,8 +76,8 @@ def upgrade():
     sa.ForeignKeyConstraint(['subject_agent_id'], ['agents.id'], name=op.f('fk_connection_grants_subject_agent_id_agents'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['subject_user_id'], ['users.id'], name=op.f('fk_connection_grants_subject_user_id_users'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_connection_grants')),
-    sa.UniqueConstraint('connection_id', 'subject_agent_id', name=op.f('uq_connection_grants_connection_id')),
-    sa.UniqueConstraint('connection_id', 'subject_user_id', name=op.f('uq_connection_grants_connection_id'))
+    sa.UniqueConstraint('connection_id', 'subject_agent_id', name=op.f('uq_connection_grants_connection_id_subject_agent_id')),
+    sa.UniqueConstraint('connection_id', 'subject_user_id', name=op.f('uq_connection_grants_connection_id_subject_user_id'))
     )
     with op.batch_alter_table('connection_grants', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_connection_grants_connection_id'), ['connection_id'], unique=False)
@@ -96,7 +95,7 @@ def upgrade():
     sa.ForeignKeyConstraint(['connection_id'], ['tool_connections.id'], name=op.f('fk_connection_installs_connection_id_tool_connections'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['created_by_user_id'], ['users.id'], name=op.f('fk_connection_installs_created_by_user_id_users'), ondelete='SET NULL'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_connection_installs')),
-    sa.UniqueConstraint('connection_id', 'target_type', 'target_id', name=op.f('uq_connection_installs_connection_id'))
+    sa.UniqueConstraint('connection_id', 'target_type', 'target_id', name=op.f('uq_connection_installs_connection_id_target_type_target_id'))
     )
     with op.batch_alter_table('connection_installs', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_connection_installs_connection_id'), ['connection_id'], unique=False)
@@ -117,7 +116,7 @@ def upgrade():
     sa.ForeignKeyConstraint(['company_id'], ['companies.id'], name=op.f('fk_connection_tools_company_id_companies'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['connection_id'], ['tool_connections.id'], name=op.f('fk_connection_tools_connection_id_tool_connections'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_connection_tools')),
-    sa.UniqueConstraint('connection_id', 'name', name=op.f('uq_connection_tools_connection_id'))
+    sa.UniqueConstraint('connection_id', 'name', name=op.f('uq_connection_tools_connection_id_name'))
     )
     with op.batch_alter_table('connection_tools', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_connection_tools_connection_id'), ['connection_id'], unique=False)
@@ -133,7 +132,7 @@ def upgrade():
     sa.ForeignKeyConstraint(['company_id'], ['companies.id'], name=op.f('fk_tool_policies_company_id_companies'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['connection_id'], ['tool_connections.id'], name=op.f('fk_tool_policies_connection_id_tool_connections'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_tool_policies')),
-    sa.UniqueConstraint('connection_id', 'tool_name', name=op.f('uq_tool_policies_connection_id'))
+    sa.UniqueConstraint('connection_id', 'tool_name', name=op.f('uq_tool_policies_connection_id_tool_name'))
     )
     with op.batch_alter_table('tool_policies', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_tool_policies_connection_id'), ['connection_id'], unique=False)
@@ -150,7 +149,7 @@ def upgrade():
     sa.ForeignKeyConstraint(['created_by_user_id'], ['users.id'], name=op.f('fk_grant_delegations_created_by_user_id_users'), ondelete='SET NULL'),
     sa.ForeignKeyConstraint(['grant_id'], ['connection_grants.id'], name=op.f('fk_grant_delegations_grant_id_connection_grants'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_grant_delegations')),
-    sa.UniqueConstraint('grant_id', 'agent_id', name=op.f('uq_grant_delegations_grant_id'))
+    sa.UniqueConstraint('grant_id', 'agent_id', name=op.f('uq_grant_delegations_grant_id_agent_id'))
     )
     with op.batch_alter_table('grant_delegations', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_grant_delegations_agent_id'), ['agent_id'], unique=False)
@@ -167,7 +166,7 @@ def upgrade():
     sa.ForeignKeyConstraint(['company_id'], ['companies.id'], name=op.f('fk_grant_secrets_company_id_companies'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['grant_id'], ['connection_grants.id'], name=op.f('fk_grant_secrets_grant_id_connection_grants'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_grant_secrets')),
-    sa.UniqueConstraint('grant_id', 'key', name=op.f('uq_grant_secrets_grant_id'))
+    sa.UniqueConstraint('grant_id', 'key', name=op.f('uq_grant_secrets_grant_id_key'))
     )
     with op.batch_alter_table('grant_secrets', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_grant_secrets_grant_id'), ['grant_id'], unique=False)

@@ -7,7 +7,7 @@ from typing import TypeVar
 from flask import jsonify, request
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from app.services.errors import ServiceError
+from app.services.errors import ValidationFailed
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -18,12 +18,7 @@ class StrictBody(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
-class BodyValidationError(ServiceError):
-    status = 400
-
-    def __init__(self, details: list[dict]):
-        super().__init__("Validation error")
-        self.details = details
+BodyValidationError = ValidationFailed
 
 
 def parse_body(model: type[ModelT]) -> ModelT:

@@ -1,0 +1,165 @@
+"""Effective access: the one place that decides which connections and tools an agent may use, and as whom.
+
+Search readiness, connection requests, setup options, intent completion, the instruction resolver and the tool gateway
+all ask this module. Queries are batched per call (a constant number of statements whatever the catalog size).
+
+Identity order, failing closed on ambiguity: the agent's own grant, then the responsible person's personal grant (only
+while that person is an active member with write access), then the organization grant (the default one, or the only
+active one).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from sqlalchemy import or_, select
+
+from app.extensions import db
+from app.models import (
+    ConnectionGrant,
+    ConnectionInstall,
+    ConnectionTool,
+    Membership,
+    ToolConnection,
+    ToolPolicy,
+)
+from app.models.connections import ATTENTION_HEALTH
+from app.models.tenancy import MANAGE_CONNECTIONS
+
+DEFAULT_TOOL_ACTION = "ask_first"
+CONFIGURE_FORBIDDEN = (
+    "Only the connection creator or a connection manager can configure, reconnect, or delete this connection"
+)
+
+
+@dataclass
+class ToolAccess:
+    tool: ConnectionTool
+    action: str
+
+
+@dataclass
+class ConnectionAccess:
+    connection: ToolConnection
+    grant: ConnectionGrant | None
+    tools: list[ToolAccess] = field(default_factory=list)
+
+    @property
+    def usable_tools(self) -> list[ToolAccess]:
+        return [t for t in self.tools if t.action != "block"]
+
+    @property
+    def is_healthy(self) -> bool:
+        return self.connection.health_status not in ATTENTION_HEALTH
+
+    @property
+    def is_ready(self) -> bool:
+        """Installed, enabled, healthy, with a usable identity and at least one permitted tool."""
+        return self.grant is not None and self.is_healthy and bool(self.usable_tools)
+
+
+def can_manage_connections(membership: Membership | None) -> bool:
+    return membership is not None and membership.has_permission(MANAGE_CONNECTIONS)
+
+
+def can_configure(membership: Membership | None, connection: ToolConnection) -> bool:
+    """An active non-viewer who created the connection or holds tools:manage_connections."""
+    if membership is None or not membership.has_write_access or membership.company_id != connection.company_id:
+        return False
+    return connection.created_by_user_id == membership.user_id or can_manage_connections(membership)
+
+
+def select_grant(
+    grants: list[ConnectionGrant], agent_id: uuid.UUID | None, responsible_user_id: uuid.UUID | None
+) -> ConnectionGrant | None:
+    """Pick the identity for one connection from its grants (see module docstring)."""
+    active = [g for g in grants if g.status == "active"]
+    if agent_id is not None:
+        for grant in active:
+            if grant.kind == "agent" and grant.subject_agent_id == agent_id:
+                return grant
+    if responsible_user_id is not None:
+        for grant in active:
+            if grant.kind == "user" and grant.subject_user_id == responsible_user_id:
+                return grant
+    organization = [g for g in active if g.kind == "organization"]
+    defaults = [g for g in organization if g.is_default]
+    if len(defaults) == 1:
+        return defaults[0]
+    if len(organization) == 1:
+        return organization[0]
+    return None
+
+
+def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID):
+    """Connections installed for the agent, either directly or company-wide."""
+    installed = select(ConnectionInstall.connection_id).where(
+        ConnectionInstall.company_id == company_id,
+        or_(
+            (ConnectionInstall.target_type == "company") & (ConnectionInstall.target_id == company_id),
+            (ConnectionInstall.target_type == "agent") & (ConnectionInstall.target_id == agent_id),
+        ),
+    )
+    return select(ToolConnection).where(ToolConnection.company_id == company_id, ToolConnection.id.in_(installed))
+
+
+def responsible_identity(company_id: uuid.UUID, responsible_user_id: uuid.UUID | None) -> uuid.UUID | None:
+    """The responsible person's id while they are an active member with write access, else None."""
+    if responsible_user_id is None:
+        return None
+    membership = db.session.scalar(
+        select(Membership).where(Membership.company_id == company_id, Membership.user_id == responsible_user_id)
+    )
+    return responsible_user_id if membership is not None and membership.has_write_access else None
+
+
+def effective_access(
+    company_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    responsible_user_id: uuid.UUID | None = None,
+    *,
+    connection_ids: list[uuid.UUID] | None = None,
+    include_inactive: bool = False,
+) -> list[ConnectionAccess]:
+    """Every installed connection of the agent with its selected identity and tools (policy applied)."""
+    query = installed_connections_query(company_id, agent_id)
+    if not include_inactive:
+        query = query.where(ToolConnection.status == "active", ToolConnection.enabled.is_(True))
+    if connection_ids is not None:
+        query = query.where(ToolConnection.id.in_(connection_ids))
+    connections = list(db.session.scalars(query.order_by(ToolConnection.id)))
+    if not connections:
+        return []
+    ids = [c.id for c in connections]
+    grants_by_connection: dict[uuid.UUID, list[ConnectionGrant]] = defaultdict(list)
+    for grant in db.session.scalars(select(ConnectionGrant).where(ConnectionGrant.connection_id.in_(ids))):
+        grants_by_connection[grant.connection_id].append(grant)
+    responsible = responsible_identity(company_id, responsible_user_id)
+    tools_by_connection = tools_with_policies(ids)
+    return [
+        ConnectionAccess(
+            connection=c,
+            grant=select_grant(grants_by_connection[c.id], agent_id, responsible),
+            tools=tools_by_connection.get(c.id, []),
+        )
+        for c in connections
+    ]
+
+
+def tools_with_policies(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[ToolAccess]]:
+    """Active indexed tools of the connections with their action policy (no row means ask first)."""
+    rows = db.session.execute(
+        select(ConnectionTool, ToolPolicy.action)
+        .outerjoin(
+            ToolPolicy,
+            (ToolPolicy.connection_id == ConnectionTool.connection_id) & (ToolPolicy.tool_name == ConnectionTool.name),
+        )
+        .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
+        .order_by(ConnectionTool.name)
+    ).all()
+    result: dict[uuid.UUID, list[ToolAccess]] = defaultdict(list)
+    for tool, action in rows:
+        result[tool.connection_id].append(ToolAccess(tool=tool, action=action or DEFAULT_TOOL_ACTION))
+    return result

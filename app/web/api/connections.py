@@ -1,0 +1,216 @@
+"""Board API for tool connections: connect (start + optional finish), finish/reconnect, patch, list, read."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from flask import abort, jsonify
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from app.catalog.loader import get_app
+from app.extensions import db
+from app.models import ToolConnection
+from app.services.access import tools_with_policies
+from app.services.connections import (
+    UNSET,
+    Audience,
+    audience_of,
+    finish_connection,
+    list_connections,
+    start_connection,
+    update_connection,
+)
+from app.services.errors import NotFound, ProviderRefused
+from app.web.api import bp
+from app.web.api.validation import StrictBody, parse_body
+from app.web.context import load_scoped, membership_for, parse_uuid
+
+ShortText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000)]
+
+
+class AudienceBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    allAgents: bool = True
+    agentIds: list[uuid.UUID] = Field(default_factory=list, max_length=500)
+
+    def to_audience(self) -> Audience:
+        return Audience(self.allAgents, tuple(dict.fromkeys(self.agentIds)))
+
+
+class TemplateRefBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    version: int
+
+
+class InstructionsBody(BaseModel):
+    """Shape check only; the instructions service owns the rules (trimming, 1-2000 characters)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool
+    text: str = Field(max_length=20000)
+    template: TemplateRefBody | None = None
+
+
+class ConnectBody(StrictBody):
+    appSlug: Annotated[str, StringConstraints(min_length=1, max_length=80)]
+    methodKey: Annotated[str, StringConstraints(min_length=1, max_length=80)] | None = None
+    name: Annotated[str, StringConstraints(max_length=200)] | None = None
+    identity: Literal["organization", "user"] = "user"
+    credentials: dict[str, ShortText] = Field(default_factory=dict, max_length=20)
+    methodConfig: dict[str, ShortText | bool | None] = Field(default_factory=dict, max_length=50)
+    audience: AudienceBody = Field(default_factory=AudienceBody)
+    agentInstructions: InstructionsBody | None = None
+
+
+class FinishBody(StrictBody):
+    credentials: dict[str, ShortText] = Field(default_factory=dict, max_length=20)
+    methodConfig: dict[str, ShortText | bool | None] | None = None
+    audience: AudienceBody | None = None
+    agentInstructions: InstructionsBody | None = None
+
+
+class PatchBody(StrictBody):
+    name: Annotated[str, StringConstraints(max_length=200)] | None = None
+    enabled: bool | None = None
+    agentInstructions: InstructionsBody | None = None
+    methodConfig: dict[str, ShortText | bool | None] | None = None
+    audience: AudienceBody | None = None
+    toolPolicies: dict[str, Literal["allow", "ask_first", "block"]] | None = Field(
+        default=None, max_length=2000
+    )
+
+
+def _instructions_arg(body) -> object:
+    """UNSET when the field was not sent; None (no instructions) when sent as null; the setting otherwise."""
+    if "agentInstructions" not in body.model_fields_set:
+        return UNSET
+    value = body.agentInstructions
+    return None if value is None else value.model_dump(exclude_none=True)
+
+
+def connection_json(connection: ToolConnection, tools=None) -> dict:
+    tools = tools if tools is not None else tools_with_policies([connection.id]).get(connection.id, [])
+    config = connection.config or {}
+    return {
+        "id": str(connection.id),
+        "companyId": str(connection.company_id),
+        "appSlug": connection.app_slug,
+        "name": connection.name,
+        "status": connection.status,
+        "enabled": connection.enabled,
+        "healthStatus": connection.health_status,
+        "authKind": connection.auth_kind,
+        "identity": config.get("identity"),
+        "config": {
+            "connectionMethodKey": config.get("connectionMethodKey"),
+            "methodConfig": config.get("methodConfig") or {},
+        },
+        "agentInstructions": connection.agent_instructions,
+        "providerAccountLabel": connection.provider_account_label,
+        "audience": audience_of(connection).to_json(),
+        "createdByUserId": str(connection.created_by_user_id) if connection.created_by_user_id else None,
+        "tools": [
+            {
+                "name": t.tool.name,
+                "description": t.tool.description,
+                "isWrite": t.tool.is_write,
+                "action": t.action,
+            }
+            for t in tools
+        ],
+    }
+
+
+def _app_or_404(slug: str):
+    app_definition = get_app(slug)
+    if app_definition is None:
+        raise NotFound(f"Unknown app: {slug}")
+    return app_definition
+
+
+@bp.post("/companies/<company_id>/tools/apps/connect")
+def connect_app(company_id):
+    membership = membership_for(parse_uuid(company_id))
+    body = parse_body(ConnectBody)
+    app_definition = _app_or_404(body.appSlug)
+    connection = start_connection(
+        membership,
+        app_definition,
+        method_key=body.methodKey,
+        identity=body.identity,
+        name=body.name,
+        method_config=body.methodConfig,
+        audience=body.audience.to_audience(),
+        agent_instructions=_instructions_arg(body),
+    )
+    db.session.commit()
+    if body.credentials:
+        try:
+            finish_connection(membership, connection, app_definition, credentials=body.credentials)
+        except ProviderRefused as err:
+            db.session.rollback()
+            return jsonify({"error": err.message, "connectionId": str(connection.id)}), 422
+        db.session.commit()
+    return jsonify(connection_json(connection)), 201
+
+
+@bp.post("/companies/<company_id>/tools/apps/<connection_id>/finish")
+def finish_app(company_id, connection_id):
+    connection, membership = load_scoped(ToolConnection, connection_id)
+    if connection.company_id != parse_uuid(company_id):
+        abort(404)
+    body = parse_body(FinishBody)
+    finish_connection(
+        membership,
+        connection,
+        _app_or_404(connection.app_slug),
+        credentials=body.credentials,
+        method_config=body.methodConfig if "methodConfig" in body.model_fields_set else UNSET,
+        audience=body.audience.to_audience() if body.audience is not None else UNSET,
+        agent_instructions=_instructions_arg(body),
+    )
+    db.session.commit()
+    return jsonify(connection_json(connection))
+
+
+@bp.patch("/tool-connections/<connection_id>")
+def patch_connection(connection_id):
+    connection, membership = load_scoped(ToolConnection, connection_id)
+    body = parse_body(PatchBody)
+    sent = body.model_fields_set
+
+    def arg(name, value):
+        return value if name in sent else UNSET
+
+    update_connection(
+        membership,
+        connection,
+        get_app(connection.app_slug),
+        name=arg("name", body.name),
+        enabled=arg("enabled", body.enabled),
+        agent_instructions=_instructions_arg(body),
+        method_config=arg("methodConfig", body.methodConfig),
+        audience=body.audience.to_audience() if body.audience is not None else UNSET,
+        tool_policies=arg("toolPolicies", body.toolPolicies),
+    )
+    db.session.commit()
+    return jsonify(connection_json(connection))
+
+
+@bp.get("/companies/<company_id>/tool-connections")
+def list_company_connections(company_id):
+    membership = membership_for(parse_uuid(company_id))
+    connections = list_connections(membership.company_id)
+    tools = tools_with_policies([c.id for c in connections]) if connections else {}
+    return jsonify({"connections": [connection_json(c, tools.get(c.id, [])) for c in connections]})
+
+
+@bp.get("/tool-connections/<connection_id>")
+def get_connection(connection_id):
+    connection, _membership = load_scoped(ToolConnection, connection_id)
+    return jsonify(connection_json(connection))
