@@ -71,3 +71,6 @@ def api_keys_create(email: str, name: str, as_json: bool):
 def register_commands(app) -> None:
     app.cli.add_command(demo_command)
     app.cli.add_command(api_keys_group)
+    from app.catalog.cli import catalog_group
+
+    app.cli.add_command(catalog_group)

@@ -19,6 +19,8 @@ from sqlalchemy import create_engine, text
 
 from tests import factories
 
+pytest_plugins = ["tests.peers.fixtures"]
+
 TEST_DATABASE_URL = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "")
 _TMP = Path(tempfile.mkdtemp(prefix="switchboard-tests-"))
 os.environ.setdefault("SWITCHBOARD_INSTANCE_PATH", str(_TMP / "instance"))
@@ -79,6 +81,16 @@ def app():
     if url.startswith("postgresql"):
         _reset_postgres(url)
     application = create_app({**TEST_CONFIG, "SQLALCHEMY_DATABASE_URI": url})
+
+    def _fresh_globals_per_request():
+        # Tests keep an app context pushed, so test-client requests would share `g` (the signed-in user cached by
+        # Flask-Login, Flask-WTF's CSRF token). Production gives every request a fresh `g`; so do we.
+        from flask import g
+
+        g.__dict__.clear()
+
+    application.before_request_funcs.setdefault(None, []).insert(0, _fresh_globals_per_request)
+
     with application.app_context():
         upgrade()
         _after_migrate(application)

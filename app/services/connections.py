@@ -341,16 +341,20 @@ def finish_connection(
     grant.status = "active"
     first_activation = connection.status != "active"
     index_tools(connection, tools, first_index=first_activation)
+    draft_audience = connection.config.get("draftAudience") or {"allAgents": True, "agentIds": []}
+    # Activate before applying the audience: installs exist only for live connections.
+    connection.status = "active"
     if audience is not UNSET:
         set_audience(actor, connection, audience)
     elif first_activation:
-        draft = connection.config.get("draftAudience") or {"allAgents": True, "agentIds": []}
         set_audience(
             actor,
             connection,
-            Audience(draft.get("allAgents", True), tuple(uuid.UUID(a) for a in draft.get("agentIds", []))),
+            Audience(
+                draft_audience.get("allAgents", True),
+                tuple(uuid.UUID(a) for a in draft_audience.get("agentIds", [])),
+            ),
         )
-    connection.status = "active"
     if first_activation:
         connection.enabled = True
     connection.health_status = "healthy"

@@ -1,0 +1,241 @@
+"""Load, validate and ingest app definitions; read the cached catalog at runtime.
+
+The JSON files under `definitions/` are the source of truth. `ingest_definitions` validates all of them and
+regenerates the `catalog_apps` table (the cached catalog) from them, including each app's `agentInstructions`
+template, so edits and removals in a file are reflected exactly. Nothing here contacts a network: remote MCP
+"instructions" prose is never read or adopted.
+
+Runtime code reads only the cached catalog (`get_app`, `list_apps`), never the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select
+
+from app.catalog.schema import AppDefinition, DefinitionError, Method
+from app.extensions import db
+from app.models.base import utcnow
+from app.models.connections import CatalogApp
+
+DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
+
+log = logging.getLogger(__name__)
+
+# Parsed definitions of cached rows, keyed by (slug, content_hash): a changed row gets a new key.
+_parsed_cache: dict[tuple[str, str], AppDefinition] = {}
+
+
+class CatalogError(Exception):
+    """One or more definition files are invalid; `messages` holds every problem as `file: path: message`."""
+
+    def __init__(self, messages: list[str]):
+        super().__init__("\n".join(messages))
+        self.messages = messages
+
+
+# --- validation -----------------------------------------------------------------------------------------------
+
+
+def _format_path(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(file)"
+
+
+def _message(error: dict[str, Any]) -> tuple[tuple[str | int, ...], str]:
+    """Turn one pydantic error into (path, plain message); cross-key rule failures carry their own sub-path."""
+    loc = tuple(error["loc"])
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "value_error":
+        cause = ctx.get("error")
+        if isinstance(cause, DefinitionError):
+            return loc + cause.path, cause.message
+        return loc, str(cause) if cause is not None else error["msg"]
+    if kind == "extra_forbidden":
+        return loc, "unknown key"
+    if kind == "missing":
+        return loc, "required"
+    if kind == "string_too_long":
+        return loc, f"at most {ctx['max_length']} characters"
+    if kind == "string_too_short":
+        return loc, "must not be empty" if ctx.get(
+            "min_length"
+        ) == 1 else f"at least {ctx['min_length']} characters"
+    if kind == "too_short":
+        return loc, f"at least {ctx.get('min_length')} item(s) required"
+    if kind == "string_pattern_mismatch":
+        return loc, f"must match {ctx['pattern']}"
+    if kind == "literal_error":
+        return loc, f"must be one of {ctx['expected']}"
+    return loc, error["msg"]
+
+
+def validate_definition(data: Any, file_name: str) -> tuple[AppDefinition | None, list[str]]:
+    """Validate one parsed JSON document; returns the definition or the list of `file: path: message` errors."""
+    if not isinstance(data, dict):
+        return None, [f"{file_name}: the file must contain a JSON object"]
+    stem = Path(file_name).stem
+    try:
+        return AppDefinition.model_validate(data, context={"file_stem": stem}), []
+    except ValidationError as exc:
+        messages = []
+        for error in exc.errors():
+            loc, text = _message(error)
+            messages.append(f"{file_name}: {_format_path(loc)}: {text}")
+        return None, messages
+
+
+def load_definition_files(directory: Path | str = DEFINITIONS_DIR) -> list[AppDefinition]:
+    """Validate every `*.json` in `directory`, sorted by file name; raise CatalogError listing every problem."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CatalogError([f"{directory}: not a directory"])
+    paths = sorted(directory.glob("*.json"))
+    if not paths:
+        # An empty directory would otherwise remove the whole cached catalog.
+        raise CatalogError([f"{directory}: no app definitions (*.json) found"])
+    definitions: list[AppDefinition] = []
+    errors: list[str] = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            errors.append(f"{path.name}: invalid JSON: {exc}")
+            continue
+        definition, problems = validate_definition(data, path.name)
+        errors.extend(problems)
+        if definition is not None:
+            definitions.append(definition)
+    if errors:
+        raise CatalogError(errors)
+    return definitions
+
+
+# --- ingestion ------------------------------------------------------------------------------------------------
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_hash(definition_json: dict) -> str:
+    return hashlib.sha256(canonical_json(definition_json).encode("utf-8")).hexdigest()
+
+
+def ingest_definitions(directory: Path | str = DEFINITIONS_DIR) -> dict[str, list[str]]:
+    """Regenerate the cached catalog from the definition files; the caller commits.
+
+    Everything is validated before anything is written, so an invalid file leaves the table untouched. Returns
+    `{"added", "updated", "removed", "unchanged"}`, each a sorted list of slugs.
+    """
+    definitions = load_definition_files(directory)
+    report: dict[str, list[str]] = {"added": [], "updated": [], "removed": [], "unchanged": []}
+    existing = {row.slug: row for row in db.session.scalars(select(CatalogApp))}
+    now = utcnow()
+    for definition in definitions:
+        payload = definition.model_dump(mode="json", exclude_none=False)
+        instructions = payload["agentInstructions"]
+        digest = content_hash(payload)
+        row = existing.pop(definition.slug, None)
+        if row is None:
+            db.session.add(
+                CatalogApp(
+                    slug=definition.slug,
+                    name=definition.name,
+                    description=definition.description,
+                    categories=list(definition.categories),
+                    definition=payload,
+                    agent_instructions=instructions,
+                    content_hash=digest,
+                    ingested_at=now,
+                )
+            )
+            report["added"].append(definition.slug)
+            continue
+        if (
+            row.content_hash == digest
+            and row.definition == payload
+            and row.agent_instructions == instructions
+        ):
+            report["unchanged"].append(definition.slug)
+            continue
+        row.name = definition.name
+        row.description = definition.description
+        row.categories = list(definition.categories)
+        row.definition = payload
+        row.agent_instructions = instructions
+        row.content_hash = digest
+        row.ingested_at = now
+        report["updated"].append(definition.slug)
+    for slug, row in existing.items():
+        db.session.delete(row)
+        report["removed"].append(slug)
+    db.session.flush()
+    return {kind: sorted(slugs) for kind, slugs in report.items()}
+
+
+# --- runtime readers (the cached catalog) ---------------------------------------------------------------------
+
+
+def _parse_row(row: CatalogApp) -> AppDefinition | None:
+    key = (row.slug, row.content_hash)
+    cached = _parsed_cache.get(key)
+    if cached is not None:
+        return cached
+    try:
+        parsed = AppDefinition.model_validate(row.definition, context={"check_files": False})
+    except ValidationError:
+        # A row written by an older schema; re-run `switchboard catalog ingest`. Skip it rather than fail a page.
+        log.exception("cached catalog row %r no longer validates", row.slug)
+        return None
+    _parsed_cache[key] = parsed
+    return parsed
+
+
+def get_app(slug: str) -> AppDefinition | None:
+    """The cached definition of one app, or None when the catalog has no such slug."""
+    row = db.session.get(CatalogApp, slug)
+    return _parse_row(row) if row is not None else None
+
+
+def list_apps() -> list[AppDefinition]:
+    """Every app in the cached catalog, sorted by name."""
+    rows = db.session.scalars(select(CatalogApp)).all()
+    apps = [app for app in (_parse_row(row) for row in rows) if app is not None]
+    return sorted(apps, key=lambda app: (app.name.casefold(), app.slug))
+
+
+def get_method(app: AppDefinition, method_key: str | None) -> Method | None:
+    """The app's method with this key, else its first method (None only for an app without methods)."""
+    return app.method(method_key)
+
+
+def template_default(app: AppDefinition | None) -> dict | None:
+    """The saved-setting default for a new connection: the app's template, enabled; None without a template."""
+    template = app.agentInstructions if app is not None else None
+    if template is None:
+        return None
+    return {
+        "enabled": True,
+        "text": template.text,
+        "template": {"id": template.id, "version": template.version},
+    }
+
+
+def logo_url(app: AppDefinition, dark: bool = False) -> str:
+    """The app's logo path (under /static/img/apps/); the dark variant when asked for and available."""
+    if dark and app.branding.darkLogoUrl:
+        return app.branding.darkLogoUrl
+    return app.branding.logoUrl

@@ -1,0 +1,253 @@
+"""The app definition schema: what one `app/catalog/definitions/<slug>.json` file may say.
+
+Every model refuses unknown keys, so a typo in a definition fails ingestion instead of being ignored. Checks that
+span several keys (a required field needs a placeholder, an API-key method needs a key placement, ...) raise
+`DefinitionError` with the path of the offending key, so the loader can report `file: path.to.key: message`.
+
+Validation context (optional, passed by the loader): `{"file_stem": "<slug>"}` makes the slug match the file name;
+`{"check_files": False}` skips the logo file check (used when re-reading the cached catalog, already checked at
+ingest).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlparse
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
+LOGO_PREFIX = "/static/img/apps/"
+TEMPLATE_TEXT_MAX_LENGTH = 2000
+TEMPLATE_ID_MAX_LENGTH = 160
+
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+FIELD_KEY_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
+
+Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN, max_length=80)]
+FieldKey = Annotated[str, StringConstraints(pattern=FIELD_KEY_PATTERN, max_length=80)]
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+LongText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=TEMPLATE_TEXT_MAX_LENGTH)
+]
+TemplateId = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=TEMPLATE_ID_MAX_LENGTH)
+]
+
+AuthKind = Literal["oauth", "api_key", "none"]
+GrantKind = Literal["organization", "user", "agent"]
+FieldType = Literal["text", "password", "textarea", "select", "checkbox", "url"]
+
+
+class DefinitionError(ValueError):
+    """A rule that spans keys failed; `path` names the key (relative to the model that raised it)."""
+
+    def __init__(self, path: tuple[str | int, ...], message: str):
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def _check_url(value: str | None, *, https_only: bool) -> str | None:
+    if value is None:
+        return None
+    parsed = urlparse(value)
+    schemes = ("https",) if https_only else ("https", "http")
+    if parsed.scheme not in schemes or not parsed.netloc:
+        raise ValueError("must be an https URL" if https_only else "must be an http(s) URL")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FieldOption(_Strict):
+    value: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    label: Text
+
+
+class FieldValidation(_Strict):
+    pattern: str | None = None
+    maxLength: int | None = Field(default=None, gt=0)
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression ({exc})") from None
+        return value
+
+
+class ConfigField(_Strict):
+    """One input of a connection method: a credential, a tenant setting, or an extension setting."""
+
+    key: FieldKey
+    label: Text
+    type: FieldType
+    required: bool = False
+    secret: bool = False
+    placeholder: Text | None = None
+    helpText: LongText | None = None
+    defaultValue: str | bool | None = None
+    validation: FieldValidation = Field(default_factory=FieldValidation)
+    options: list[FieldOption] | None = None
+
+    @property
+    def is_public(self) -> bool:
+        """Public fields may appear in agent-visible context; secret and password fields never do."""
+        return not self.secret and self.type != "password"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ConfigField:
+        if self.required and self.placeholder is None:
+            raise DefinitionError(("placeholder",), "required fields need a placeholder")
+        if self.type == "password" and not self.secret:
+            raise DefinitionError(("secret",), "password fields must be secret")
+        if self.type == "select" and not self.options:
+            raise DefinitionError(("options",), "select fields need options")
+        if self.type != "select" and self.options is not None:
+            raise DefinitionError(("options",), "only select fields take options")
+        if self.type == "checkbox" and not isinstance(self.defaultValue, bool | None):
+            raise DefinitionError(("defaultValue",), "a checkbox default must be true or false")
+        if self.type != "checkbox" and isinstance(self.defaultValue, bool):
+            raise DefinitionError(("defaultValue",), "only checkbox defaults may be true or false")
+        return self
+
+
+class MethodDefaults(_Strict):
+    serverUrl: str | None = None
+    scopes: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
+        default_factory=list
+    )
+    dynamicClientRegistration: bool = False
+
+    @field_validator("serverUrl")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return _check_url(value, https_only=False)
+
+
+class KeyPlacement(_Strict):
+    location: Literal["header", "query"]
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$", max_length=100)]
+    prefix: str = ""
+
+
+class Method(_Strict):
+    """One way to connect an app (OAuth, an API key, or no auth), with the fields its setup form asks for."""
+
+    key: Slug
+    label: Text
+    transport: Literal["mcp_remote"]
+    auth: AuthKind
+    grantKinds: list[GrantKind] = Field(min_length=1)
+    whenToUse: LongText | None = None
+    defaults: MethodDefaults = Field(default_factory=MethodDefaults)
+    credentialFields: list[ConfigField] = Field(default_factory=list)
+    tenantFields: list[ConfigField] = Field(default_factory=list)
+    extensionFields: list[ConfigField] = Field(default_factory=list)
+    keyPlacement: KeyPlacement | None = None
+
+    @property
+    def all_fields(self) -> list[ConfigField]:
+        return [*self.credentialFields, *self.tenantFields, *self.extensionFields]
+
+    @property
+    def public_fields(self) -> list[ConfigField]:
+        """Tenant and extension fields that are neither secret nor passwords: the instruction context."""
+        return [f for f in (*self.tenantFields, *self.extensionFields) if f.is_public]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Method:
+        if len(set(self.grantKinds)) != len(self.grantKinds):
+            raise DefinitionError(("grantKinds",), "duplicate grant kind")
+        if self.auth == "api_key" and self.keyPlacement is None:
+            raise DefinitionError(("keyPlacement",), "api_key methods need a keyPlacement")
+        seen: set[str] = set()
+        for group in ("credentialFields", "tenantFields", "extensionFields"):
+            for index, field in enumerate(getattr(self, group)):
+                if field.key in seen:
+                    raise DefinitionError((group, index, "key"), f"duplicate field key {field.key!r}")
+                seen.add(field.key)
+        return self
+
+
+class Branding(_Strict):
+    logoUrl: str
+    darkLogoUrl: str | None = None
+
+    @field_validator("logoUrl", "darkLogoUrl")
+    @classmethod
+    def _logo_exists(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(LOGO_PREFIX) or ".." in value or "\\" in value:
+            raise ValueError(f"must be a path under {LOGO_PREFIX}")
+        check_files = (info.context or {}).get("check_files", True)
+        if check_files and not (STATIC_DIR / value.removeprefix("/static/")).is_file():
+            raise ValueError(f"no such file: static/{value.removeprefix('/static/')}")
+        return value
+
+
+class AgentInstructionsTemplate(_Strict):
+    """A catalog default for connection instructions; `template_default` turns it into a saved setting."""
+
+    id: TemplateId
+    version: int = Field(gt=0)
+    text: LongText
+
+
+class AppDefinition(_Strict):
+    schemaVersion: Literal[1]
+    slug: Slug
+    name: Text
+    description: Text
+    categories: list[Annotated[str, StringConstraints(pattern=SLUG_PATTERN, max_length=40)]]
+    featured: bool = False
+    branding: Branding
+    docsUrl: str | None = None
+    methods: list[Method] = Field(min_length=1)
+    agentInstructions: AgentInstructionsTemplate | None = None
+
+    @field_validator("slug")
+    @classmethod
+    def _slug_matches_file(cls, value: str, info: ValidationInfo) -> str:
+        stem = (info.context or {}).get("file_stem")
+        if stem is not None and value != stem:
+            raise ValueError(f"must equal the file name ({stem!r})")
+        return value
+
+    @field_validator("docsUrl")
+    @classmethod
+    def _docs_url(cls, value: str | None) -> str | None:
+        return _check_url(value, https_only=True)
+
+    @model_validator(mode="after")
+    def _unique_methods(self) -> AppDefinition:
+        seen: set[str] = set()
+        for index, method in enumerate(self.methods):
+            if method.key in seen:
+                raise DefinitionError(("methods", index, "key"), f"duplicate method key {method.key!r}")
+            seen.add(method.key)
+        return self
+
+    def method(self, key: str | None) -> Method | None:
+        """The method with this key, else the first method (how saved connections pick theirs)."""
+        for method in self.methods:
+            if method.key == key:
+                return method
+        return self.methods[0] if self.methods else None
