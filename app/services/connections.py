@@ -37,6 +37,9 @@ from app.services.instructions import InstructionsSetting
 from app.services.secrets_box import decrypt, encrypt
 
 UNSET = object()
+# Secret keys under which OAuth grants keep their tokens (encrypted like every credential).
+OAUTH_ACCESS_TOKEN_KEY = "oauth_access_token"  # noqa: S105 (a key name, not a secret)
+OAUTH_REFRESH_TOKEN_KEY = "oauth_refresh_token"  # noqa: S105 (a key name, not a secret)
 IDENTITY_KINDS = {"organization": "organization", "user": "user"}
 ORGANIZATION_FORBIDDEN = "Only connection managers can connect an app for the whole organization"
 
@@ -195,7 +198,7 @@ def start_connection(
     )
     db.session.add(connection)
     db.session.flush()
-    _grant_for(connection, identity, actor)
+    grant_for_identity(connection, identity, actor)
     record_activity(
         company_id=actor.company_id,
         actor_type="user",
@@ -213,7 +216,7 @@ def start_connection(
     return connection
 
 
-def _grant_for(connection: ToolConnection, identity: str, actor: Membership) -> ConnectionGrant:
+def grant_for_identity(connection: ToolConnection, identity: str, actor: Membership) -> ConnectionGrant:
     """The grant that holds this actor's credentials for the chosen identity (created on first use)."""
     if identity == "organization":
         grant = db.session.scalar(
@@ -265,13 +268,16 @@ def server_url_for(connection: ToolConnection, app_definition, method) -> str:
     return str(url)
 
 
-def _stored_secrets(grant: ConnectionGrant) -> dict[str, str]:
+def stored_secrets(grant: ConnectionGrant) -> dict[str, str]:
     rows = db.session.scalars(select(GrantSecret).where(GrantSecret.grant_id == grant.id))
     return {row.key: decrypt(row.ciphertext) for row in rows}
 
 
 def provider_headers(method, secrets: dict[str, str]) -> tuple[dict, dict]:
     """Headers and query parameters that carry the credential as the definition places it."""
+    if method.auth == "oauth":
+        token = secrets.get(OAUTH_ACCESS_TOKEN_KEY)
+        return ({"Authorization": f"Bearer {token}"} if token else {}), {}
     if method.auth != "api_key" or method.keyPlacement is None:
         return {}, {}
     secret_fields = [f for f in method.credentialFields if f.secret]
@@ -287,7 +293,7 @@ def connection_endpoint(
 ) -> tuple[str, dict]:
     """URL (with any query credential) and headers to reach the provider as this grant. Used by the gateway too."""
     method = get_method(app_definition, connection.method_key)
-    headers, query = provider_headers(method, _stored_secrets(grant))
+    headers, query = provider_headers(method, stored_secrets(grant))
     url = server_url_for(connection, app_definition, method)
     if query:
         url = provider_mcp.url_with_query(url, query)
@@ -321,10 +327,10 @@ def finish_connection(
     before_instructions = connection.agent_instructions
     if agent_instructions is not UNSET:
         connection.agent_instructions = validate_instructions(agent_instructions)
-    grant = _grant_for(connection, identity, actor)
+    grant = grant_for_identity(connection, identity, actor)
     credentials = {k: v for k, v in (credentials or {}).items() if isinstance(v, str) and v.strip()}
     secrets = {
-        **_stored_secrets(grant),
+        **stored_secrets(grant),
         **validate_fields(method.credentialFields, credentials, group="credentials", partial=True),
     }
     if method.auth == "api_key":
@@ -336,6 +342,23 @@ def finish_connection(
     elif method.auth == "oauth":
         raise Unprocessable("Sign in with the provider to finish this connection.")
     tools = verify_and_list_tools(connection, app_definition, method, secrets)
+    first_activation = activate_connection(actor, connection, grant, secrets, tools, audience=audience)
+    record_setup_finished(actor, connection, grant, tools, before_instructions, first_activation)
+    return connection
+    return connection
+
+
+def activate_connection(
+    actor: Membership,
+    connection: ToolConnection,
+    grant: ConnectionGrant,
+    secrets: dict[str, str],
+    tools,
+    *,
+    audience=UNSET,
+) -> bool:
+    """The shared tail of every successful setup (API key or OAuth): store the verified credentials encrypted,
+    index tools, apply the audience, and mark the connection live. Returns True on first activation."""
     for key, value in secrets.items():
         _store_secret(grant, key, value)
     grant.status = "active"
@@ -360,6 +383,12 @@ def finish_connection(
     connection.health_status = "healthy"
     connection.health_message = None
     connection.last_catalog_refresh_at = utcnow()
+    return first_activation
+
+
+def record_setup_finished(
+    actor, connection, grant, tools, before_instructions, first_activation: bool
+) -> None:
     record_activity(
         company_id=connection.company_id,
         actor_type="user",
@@ -374,7 +403,6 @@ def finish_connection(
             "instructionsDigestAfter": settings_digest(connection.agent_instructions),
         },
     )
-    return connection
 
 
 def verify_and_list_tools(connection, app_definition, method, secrets: dict[str, str]):
