@@ -197,11 +197,29 @@ def test_instruction_settings_rules_through_patch(client, db, acme, providers):
     assert empty.json == {"error": "At least one tool connection field is required"}
 
 
-def test_custom_connection_saves_instructions_without_a_template(client, db, acme, providers, notes_server):
+def test_custom_connection_saves_instructions_without_a_template(
+    client, db, acme, providers, notes_server, monkeypatch
+):
     company, owner, *_ = acme
     token = sign_in(client, owner)
     app_config = client.application.config
-    app_config["PROVIDER_SERVER_URLS"] = {**app_config["PROVIDER_SERVER_URLS"]}
+    # A loopback server URL typed by a member is refused unless the operator allow-lists the host.
+    refused = api(
+        client,
+        token,
+        "POST",
+        f"/api/companies/{company.id}/tools/apps/connect",
+        {
+            "appSlug": "custom",
+            "methodKey": "custom-api-key",
+            "identity": "organization",
+            "credentials": {"authorization": NOTES_KEY},
+            "methodConfig": {"serverUrl": notes_server.url},
+        },
+    )
+    assert refused.status_code == 422 and "private or local address" in refused.json["error"]
+    assert notes_server.requests == []
+    monkeypatch.setitem(app_config, "OUTBOUND_ALLOWED_HOSTS", ["127.0.0.1"])
     body = {
         "appSlug": "custom",
         "methodKey": "custom-api-key",

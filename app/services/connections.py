@@ -34,6 +34,7 @@ from app.services.access import CONFIGURE_FORBIDDEN, can_configure, can_manage_c
 from app.services.activity import record_activity
 from app.services.errors import Forbidden, ProviderRefused, ServiceError, Unprocessable, ValidationFailed
 from app.services.instructions import InstructionsSetting
+from app.services.net_guard import check_outbound_url
 from app.services.secrets_box import decrypt, encrypt
 
 UNSET = object()
@@ -259,8 +260,9 @@ def server_url_for(connection: ToolConnection, app_definition, method) -> str:
     """The provider MCP endpoint: an operator override, the connection's own URL (custom servers), or the default."""
     overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
     url = overrides.get(connection.app_slug)
-    if not url:
-        url = connection.method_config.get("serverUrl")
+    if not url and connection.method_config.get("serverUrl"):
+        # A URL typed by a member reaches our network only through the outbound guard.
+        url = check_outbound_url(connection.method_config["serverUrl"])
     if not url and method.defaults is not None:
         url = method.defaults.serverUrl
     if not url:
