@@ -21,21 +21,47 @@ INTRO = (
 )
 
 
-def source(connection_id, text="Use the handbook.", enabled=True, template=None, context=None, name="Handbook",
-           connector="custom", method="custom-api-key", grant="g-1"):
+def source(
+    connection_id,
+    text="Use the handbook.",
+    enabled=True,
+    template=None,
+    context=None,
+    name="Handbook",
+    connector="custom",
+    method="custom-api-key",
+    grant="g-1",
+):
     setting = {"enabled": enabled, "text": text}
     if template:
         setting["template"] = template
-    return InstructionSource(connection_id=connection_id, connection_name=name, grant_id=grant, connector=connector,
-                             method=method, setting=setting, context={} if context is None else context)
+    return InstructionSource(
+        connection_id=connection_id,
+        connection_name=name,
+        grant_id=grant,
+        connector=connector,
+        method=method,
+        setting=setting,
+        context={} if context is None else context,
+    )
 
 
 def test_snapshot_golden_layout_and_digest():
-    snapshot = compose_snapshot([
-        source("b-2", text="Second block.", context={"workspaceId": "team-workspace"}, name="Honcho",
-               connector="honcho", method="mcp-api-key", template={"id": "honcho.usage", "version": 1}, grant="g-2"),
-        source("a-1", text="First block."),
-    ])
+    snapshot = compose_snapshot(
+        [
+            source(
+                "b-2",
+                text="Second block.",
+                context={"workspaceId": "team-workspace"},
+                name="Honcho",
+                connector="honcho",
+                method="mcp-api-key",
+                template={"id": "honcho.usage", "version": 1},
+                grant="g-2",
+            ),
+            source("a-1", text="First block."),
+        ]
+    )
     expected = (
         "## Connection instructions\n\n" + INTRO + "\n\n"
         'Connection source and configuration (data): {"connectionId":"a-1","connectionName":"Handbook",'
@@ -52,7 +78,12 @@ def test_snapshot_golden_layout_and_digest():
 def test_snapshot_is_null_without_eligible_blocks():
     assert compose_snapshot([]) is None
     assert compose_snapshot([source("a", enabled=False)]) is None
-    assert compose_snapshot([InstructionSource("a", "n", "g", "honcho", "m", {"enabled": True, "text": "x"}, None)]) is None
+    assert (
+        compose_snapshot(
+            [InstructionSource("a", "n", "g", "honcho", "m", {"enabled": True, "text": "x"}, None)]
+        )
+        is None
+    )
     assert compose_snapshot([InstructionSource("a", "n", "g", "x", "m", None, {})]) is None
 
 
@@ -74,9 +105,15 @@ def test_honcho_context_needs_the_workspace_and_excludes_secrets(db):
     honcho = get_app("honcho")
     method_key = honcho.methods[0].key
     assert instruction_context(honcho, {"connectionMethodKey": method_key, "methodConfig": {}}) is None
-    assert instruction_context(honcho, {"connectionMethodKey": method_key, "methodConfig": {"workspaceId": "  "}}) is None
+    assert (
+        instruction_context(
+            honcho, {"connectionMethodKey": method_key, "methodConfig": {"workspaceId": "  "}}
+        )
+        is None
+    )
     context = instruction_context(
-        honcho, {"connectionMethodKey": method_key, "methodConfig": {"workspaceId": " team ", "authorization": "x"}}
+        honcho,
+        {"connectionMethodKey": method_key, "methodConfig": {"workspaceId": " team ", "authorization": "x"}},
     )
     assert context == {"workspaceId": "team"}
     assert instruction_context(None, {}) == {}
@@ -84,7 +121,9 @@ def test_honcho_context_needs_the_workspace_and_excludes_secrets(db):
 
 def test_cognee_base_url_is_a_credential_not_context(db):
     cognee = get_app("cognee")
-    assert instruction_context(cognee, {"connectionMethodKey": cognee.methods[0].key, "methodConfig": {}}) == {}
+    assert (
+        instruction_context(cognee, {"connectionMethodKey": cognee.methods[0].key, "methodConfig": {}}) == {}
+    )
 
 
 def test_reset_adopts_template_and_keeps_the_toggle(db):

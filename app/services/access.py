@@ -66,7 +66,11 @@ def can_manage_connections(membership: Membership | None) -> bool:
 
 def can_configure(membership: Membership | None, connection: ToolConnection) -> bool:
     """An active non-viewer who created the connection or holds tools:manage_connections."""
-    if membership is None or not membership.has_write_access or membership.company_id != connection.company_id:
+    if (
+        membership is None
+        or not membership.has_write_access
+        or membership.company_id != connection.company_id
+    ):
         return False
     return connection.created_by_user_id == membership.user_id or can_manage_connections(membership)
 
@@ -102,7 +106,9 @@ def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID):
             (ConnectionInstall.target_type == "agent") & (ConnectionInstall.target_id == agent_id),
         ),
     )
-    return select(ToolConnection).where(ToolConnection.company_id == company_id, ToolConnection.id.in_(installed))
+    return select(ToolConnection).where(
+        ToolConnection.company_id == company_id, ToolConnection.id.in_(installed)
+    )
 
 
 def responsible_identity(company_id: uuid.UUID, responsible_user_id: uuid.UUID | None) -> uuid.UUID | None:
@@ -110,7 +116,9 @@ def responsible_identity(company_id: uuid.UUID, responsible_user_id: uuid.UUID |
     if responsible_user_id is None:
         return None
     membership = db.session.scalar(
-        select(Membership).where(Membership.company_id == company_id, Membership.user_id == responsible_user_id)
+        select(Membership).where(
+            Membership.company_id == company_id, Membership.user_id == responsible_user_id
+        )
     )
     return responsible_user_id if membership is not None and membership.has_write_access else None
 
@@ -154,7 +162,8 @@ def tools_with_policies(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, list
         select(ConnectionTool, ToolPolicy.action)
         .outerjoin(
             ToolPolicy,
-            (ToolPolicy.connection_id == ConnectionTool.connection_id) & (ToolPolicy.tool_name == ConnectionTool.name),
+            (ToolPolicy.connection_id == ConnectionTool.connection_id)
+            & (ToolPolicy.tool_name == ConnectionTool.name),
         )
         .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
         .order_by(ConnectionTool.name)

@@ -13,10 +13,12 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.extensions import db
 from app.models import ApiKey, LoginFailure, User
-from app.models.base import utcnow
+from app.models.base import as_utc, utcnow
 from app.services.errors import NotFound, TooManyRequests
 
 API_KEY_PREFIX = "sbk_"
+# How stale `last_used_at` may get before a request refreshes it: one write per key per minute, not per request.
+API_KEY_TOUCH_INTERVAL = timedelta(seconds=60)
 # A constant hash to compare against when the email is unknown, so timing does not reveal which emails exist.
 _DUMMY_HASH = generate_password_hash("switchboard-dummy-password", method="pbkdf2:sha256:1000")
 
@@ -107,7 +109,9 @@ def user_for_api_key(token: str) -> User | None:
     key = db.session.scalar(select(ApiKey).where(ApiKey.token_hash == _hash_token(token)))
     if key is None or key.revoked_at is not None:
         return None
-    key.last_used_at = utcnow()
+    now = utcnow()
+    if key.last_used_at is None or as_utc(key.last_used_at) < now - API_KEY_TOUCH_INTERVAL:
+        key.last_used_at = now
     return key.user
 
 

@@ -1,6 +1,6 @@
 """Sign-in and sign-out."""
 
-from flask import Blueprint, redirect, render_template, request, url_for
+from flask import Blueprint, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 
 from app.extensions import db
@@ -40,4 +40,6 @@ def logout():
     form = EmptyForm()
     if form.validate_on_submit():
         logout_user()
+        # Drop everything else the session carried too (the chosen company, the CSRF secret).
+        session.clear()
     return redirect(url_for("auth.login"), code=303)

@@ -8,13 +8,14 @@ request must carry the token.
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
-from flask import Flask, g, request
+from flask import Flask, g, jsonify, make_response, redirect, render_template, request, url_for
 from flask_login import current_user
 
 from app.extensions import csrf, db, login_manager
 from app.models import User
-from app.services.accounts import user_for_api_key
+from app.services.accounts import safe_next, user_for_api_key
 
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 # Agent-facing routes authenticate with their own bearer tokens and are never driven by a browser session.
@@ -32,8 +33,16 @@ def bearer_token() -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
+def is_api_bearer_request() -> bool:
+    return request.path.startswith("/api/") and bool(request.headers.get("Authorization", "").strip())
+
+
 @login_manager.user_loader
 def load_user(user_id: str) -> User | None:
+    # An API call that presents a credential is judged by that credential alone: a browser session cookie sent along
+    # must neither stand in for an invalid key nor change whom a valid key acts as.
+    if is_api_bearer_request():
+        return None
     try:
         return db.session.get(User, uuid.UUID(user_id))
     except ValueError:
@@ -50,18 +59,34 @@ def load_user_from_api_key(req) -> User | None:
     user = user_for_api_key(token)
     if user is not None:
         g.api_key_user = user
+        # Commit the key's "last used" now, before the view starts its own unit of work: read-only calls would
+        # otherwise roll it back, and on SQLite the pending UPDATE would hold the write lock for the whole request.
+        db.session.commit()
     return user
+
+
+def _page_to_return_to() -> str:
+    """Where to go after signing in: the requested page, or for htmx requests the page the fragment belongs to."""
+    if request.headers.get("HX-Request"):
+        current = urlsplit(request.headers.get("HX-Current-URL", ""))
+        if current.netloc == request.host and current.path:
+            return safe_next(current.path + (f"?{current.query}" if current.query else ""))
+        return "/"
+    return safe_next(request.full_path.rstrip("?"))
 
 
 @login_manager.unauthorized_handler
 def unauthorized():
-    from flask import jsonify, redirect, url_for
-
-    from app.services.accounts import safe_next
-
     if request.path.startswith("/api/"):
         return jsonify({"error": "Authentication required"}), 401
-    return redirect(url_for("auth.login", next=safe_next(request.full_path.rstrip("?"))))
+    login_url = url_for("auth.login", next=_page_to_return_to())
+    if request.headers.get("HX-Request"):
+        # A redirect would be followed inside the XHR and swap the login page into a fragment's place: ask htmx to
+        # navigate the whole window instead, and say why in case it cannot.
+        response = make_response(render_template("_error_alert.html", message="Sign in to continue."), 401)
+        response.headers["HX-Redirect"] = login_url
+        return response
+    return redirect(login_url)
 
 
 def install_request_security(app: Flask) -> None:
@@ -71,14 +96,18 @@ def install_request_security(app: Flask) -> None:
             return None
         if request.path.startswith(TOKEN_AUTH_PREFIXES) or request.endpoint in CSRF_EXEMPT_ENDPOINTS:
             return None
-        if request.path.startswith("/api/") and bearer_token():
-            # Resolve the key now: a bearer-authenticated call is exempt only when the key really authenticated it.
-            if current_user.is_authenticated and g.get("api_key_user") is current_user._get_current_object():
-                return None
-            if not current_user.is_authenticated:
-                from flask import jsonify
-
+        if request.path.startswith("/api/"):
+            # Resolve the caller now: a bearer-authenticated call is exempt only when the key really authenticated it,
+            # and an API call nobody authenticated is answered 401 (it could change nothing anyway).
+            if is_api_bearer_request():
+                if (
+                    current_user.is_authenticated
+                    and g.get("api_key_user") is current_user._get_current_object()
+                ):
+                    return None
                 return jsonify({"error": "Invalid or revoked API key"}), 401
+            if not current_user.is_authenticated:
+                return jsonify({"error": "Authentication required"}), 401
         csrf.protect()
         return None
 

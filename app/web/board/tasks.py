@@ -1,6 +1,7 @@
 """Tasks: the list with filters, the task page with its thread, comments, status and assignee changes."""
 
 from flask import redirect, render_template, request, url_for
+from wtforms.fields.choices import SelectChoice
 
 from app.extensions import db, htmx
 from app.models import Issue
@@ -15,7 +16,9 @@ from app.web.forms import CommentForm, IssueAssigneeForm, IssueStatusForm, NewIs
 
 def _assignee_form(issue: Issue, agents) -> IssueAssigneeForm:
     form = IssueAssigneeForm(assignee=str(issue.assignee_agent_id or ""))
-    form.assignee.choices = [("", "Unassigned")] + [(str(a.id), a.name) for a in agents]
+    form.assignee.choices = [SelectChoice("", "Unassigned")] + [
+        SelectChoice(str(a.id), a.name) for a in agents
+    ]
     return form
 
 

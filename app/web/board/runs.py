@@ -1,0 +1,16 @@
+"""Runs: the page of one heartbeat run (who ran, on which task, when, and what context it was given)."""
+
+from flask import render_template
+
+from app.extensions import db
+from app.models import HeartbeatRun, Issue
+from app.web.board import bp
+from app.web.context import load_scoped
+
+
+@bp.get("/runs/<run_id>")
+def run(run_id):
+    run, _membership = load_scoped(HeartbeatRun, run_id)
+    issue = db.session.get(Issue, run.issue_id) if run.issue_id else None
+    snapshot_keys = sorted((run.context_snapshot or {}).keys())
+    return render_template("board/run.html", run=run, issue=issue, snapshot_keys=snapshot_keys)
