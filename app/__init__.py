@@ -30,6 +30,10 @@ def create_app(config_override: dict | None = None) -> Flask:
     register_extensions(app)
     register_blueprints(app)
     register_cli(app)
+    if app.config.get("RUN_WORKER_IN_PROCESS") and not app.config.get("TESTING"):
+        from app.workers.loop import start_in_process_worker
+
+        start_in_process_worker(app)
     return app
 
 
@@ -53,12 +57,16 @@ def register_extensions(app: Flask) -> None:
 
 
 def register_blueprints(app: Flask) -> None:
-    from app.web import api, auth, board, errors, health
+    from app.web import api, apps, auth, board, errors, health, runtime
+    from app.web import oauth as oauth_web
 
     app.register_blueprint(auth.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(board.bp)
+    app.register_blueprint(apps.bp)
     app.register_blueprint(api.bp)
+    app.register_blueprint(oauth_web.bp)
+    app.register_blueprint(runtime.bp)
     errors.register_error_handlers(app)
 
 

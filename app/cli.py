@@ -74,3 +74,10 @@ def register_commands(app) -> None:
     from app.catalog.cli import catalog_group
 
     app.cli.add_command(catalog_group)
+    from app.runs_cli import connections_group, runs_group
+
+    app.cli.add_command(runs_group)
+    app.cli.add_command(connections_group)
+    from app.worker_cli import worker_command
+
+    app.cli.add_command(worker_command)

@@ -70,6 +70,8 @@ def load_config(instance_path: str) -> dict:
         # Operator overrides of provider MCP server URLs, e.g. {"honcho": "https://honcho.internal/mcp"}.
         "PROVIDER_SERVER_URLS": json.loads(env.get("SWITCHBOARD_PROVIDER_SERVER_URLS") or "{}"),
         # Hosts that user- or agent-supplied URLs may reach even when they resolve to private addresses.
-        "OUTBOUND_ALLOWED_HOSTS": [h for h in (env.get("SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS") or "").split(",") if h.strip()],
+        "OUTBOUND_ALLOWED_HOSTS": [
+            h for h in (env.get("SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS") or "").split(",") if h.strip()
+        ],
         "RUN_WORKER_IN_PROCESS": _bool(env.get("RUN_WORKER_IN_PROCESS"), False),
     }

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, text
 
 from tests import factories
 
-pytest_plugins = ["tests.peers.fixtures"]
+pytest_plugins = ["tests.peers.fixtures", "tests.peers.oidc_fixtures"]
 
 TEST_DATABASE_URL = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "")
 _TMP = Path(tempfile.mkdtemp(prefix="switchboard-tests-"))

@@ -12,17 +12,25 @@ from app.models.connections import (
     ToolConnection,
     ToolPolicy,
 )
+from app.models.intents import ConnectionIntentDelivery
+from app.models.oauth import OAuthClientRegistration, OAuthState
+from app.models.run_logs import AgentTaskSession, RunLog
 from app.models.runs import HeartbeatRun, WakeupRequest
 from app.models.tenancy import ApiKey, Company, LoginFailure, Membership, User
 from app.models.work import Comment, Issue, Project, ThreadInteraction
 
 __all__ = [
+    "AgentTaskSession",
+    "RunLog",
     "CatalogApp",
     "ConnectionGrant",
     "ConnectionInstall",
+    "ConnectionIntentDelivery",
     "ConnectionTool",
     "GrantDelegation",
     "GrantSecret",
+    "OAuthClientRegistration",
+    "OAuthState",
     "ToolConnection",
     "ToolPolicy",
     "ActivityLog",

@@ -4,8 +4,8 @@ Search readiness, connection requests, setup options, intent completion, the ins
 all ask this module. Queries are batched per call (a constant number of statements whatever the catalog size).
 
 Identity order, failing closed on ambiguity: the agent's own grant, then the responsible person's personal grant (only
-while that person is an active member with write access), then the organization grant (the default one, or the only
-active one).
+while that person is an active member with write access), then a personal grant standing-delegated to the agent (its
+owner still an active writer), then the organization grant (the default one, or the only active one).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from app.models import (
     ConnectionGrant,
     ConnectionInstall,
     ConnectionTool,
+    GrantDelegation,
     Membership,
     ToolConnection,
     ToolPolicy,
@@ -76,9 +77,17 @@ def can_configure(membership: Membership | None, connection: ToolConnection) -> 
 
 
 def select_grant(
-    grants: list[ConnectionGrant], agent_id: uuid.UUID | None, responsible_user_id: uuid.UUID | None
+    grants: list[ConnectionGrant],
+    agent_id: uuid.UUID | None,
+    responsible_user_id: uuid.UUID | None,
+    delegated_grant_ids: set[uuid.UUID] | frozenset = frozenset(),
 ) -> ConnectionGrant | None:
-    """Pick the identity for one connection from its grants (see module docstring)."""
+    """Pick the identity for one connection from its grants (see module docstring).
+
+    `delegated_grant_ids` are personal grants standing-delegated to this agent whose owner is still an active member
+    with write access; one of them is used when the responsible person has no grant of their own. Two candidates at
+    the same level are ambiguous and resolve to no identity.
+    """
     active = [g for g in grants if g.status == "active"]
     if agent_id is not None:
         for grant in active:
@@ -88,6 +97,11 @@ def select_grant(
         for grant in active:
             if grant.kind == "user" and grant.subject_user_id == responsible_user_id:
                 return grant
+    delegated = [g for g in active if g.kind == "user" and g.id in delegated_grant_ids]
+    if len(delegated) == 1:
+        return delegated[0]
+    if len(delegated) > 1:
+        return None
     organization = [g for g in active if g.kind == "organization"]
     defaults = [g for g in organization if g.is_default]
     if len(defaults) == 1:
@@ -145,15 +159,45 @@ def effective_access(
     for grant in db.session.scalars(select(ConnectionGrant).where(ConnectionGrant.connection_id.in_(ids))):
         grants_by_connection[grant.connection_id].append(grant)
     responsible = responsible_identity(company_id, responsible_user_id)
+    delegated = usable_delegations(
+        company_id, agent_id, [g for gs in grants_by_connection.values() for g in gs]
+    )
     tools_by_connection = tools_with_policies(ids)
     return [
         ConnectionAccess(
             connection=c,
-            grant=select_grant(grants_by_connection[c.id], agent_id, responsible),
+            grant=select_grant(grants_by_connection[c.id], agent_id, responsible, delegated),
             tools=tools_by_connection.get(c.id, []),
         )
         for c in connections
     ]
+
+
+def usable_delegations(
+    company_id: uuid.UUID, agent_id: uuid.UUID, grants: list[ConnectionGrant]
+) -> set[uuid.UUID]:
+    """Personal grants delegated to the agent whose owners still have active write membership (two queries)."""
+    personal = {g.id: g for g in grants if g.kind == "user" and g.status == "active"}
+    if not personal:
+        return set()
+    delegated_ids = set(
+        db.session.scalars(
+            select(GrantDelegation.grant_id).where(
+                GrantDelegation.agent_id == agent_id, GrantDelegation.grant_id.in_(list(personal))
+            )
+        )
+    )
+    if not delegated_ids:
+        return set()
+    owners = {personal[g].subject_user_id for g in delegated_ids}
+    writers = {
+        m.user_id
+        for m in db.session.scalars(
+            select(Membership).where(Membership.company_id == company_id, Membership.user_id.in_(owners))
+        )
+        if m.has_write_access
+    }
+    return {g for g in delegated_ids if personal[g].subject_user_id in writers}
 
 
 def tools_with_policies(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[ToolAccess]]:

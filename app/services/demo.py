@@ -24,7 +24,7 @@ DEMO_USERS = [
         "role": "member",
     },
 ]
-EXAMPLE_AGENT = Path(__file__).resolve().parents[2] / "examples" / "process_agent.py"
+EXAMPLE_AGENT = Path(__file__).resolve().parents[2] / "examples" / "agents" / "process_agent.py"
 DEMO_AGENTS = [
     {
         "name": "Builder",

@@ -6,11 +6,14 @@ import uuid
 
 from sqlalchemy import select
 
+from app.adapters import EXECUTABLE_ADAPTERS
 from app.extensions import db
 from app.models import Agent, Comment, Issue, Membership, ThreadInteraction
 from app.models.work import ISSUE_STATUSES
 from app.services.activity import record_activity
 from app.services.errors import Unprocessable
+from app.services.intents import expire_intents_for_issue
+from app.services.runs import request_wakeup
 from app.services.tenancy import allocate_issue_identifier, get_membership
 
 
@@ -78,6 +81,8 @@ def add_comment(
     )
     db.session.add(comment)
     db.session.flush()
+    if author_user_id is not None:
+        wake_assignee(issue, source="comment", reason="A person commented on the task.")
     actor_type, actor_id = ("user", author_user_id) if author_user_id else ("agent", author_agent_id)
     record_activity(
         company_id=issue.company_id,
@@ -122,6 +127,11 @@ def update_issue(
                 raise Unprocessable("Choose an active member with write access")
         changes["responsibleUserId"] = [_s(issue.responsible_user_id), _s(responsible_user_id)]
         issue.responsible_user_id = responsible_user_id
+    if {"status", "assigneeAgentId"} & changes.keys():
+        # Closing or reassigning a task makes its pending connection cards moot.
+        expire_intents_for_issue(issue)
+    if "assigneeAgentId" in changes:
+        wake_assignee(issue, source="assignment", reason="The task was assigned to you.")
     if changes:
         record_activity(
             company_id=issue.company_id,
@@ -133,6 +143,16 @@ def update_issue(
             details={"changes": changes},
         )
     return issue
+
+
+def wake_assignee(issue: Issue, *, source: str, reason: str) -> None:
+    """Wake the task's agent (when it runs through an adapter and the task is open) to pick the task up."""
+    if issue.assignee_agent_id is None or issue.is_closed:
+        return
+    agent = db.session.get(Agent, issue.assignee_agent_id)
+    if agent is None or agent.adapter_type not in EXECUTABLE_ADAPTERS or agent.status != "active":
+        return
+    request_wakeup(agent, issue=issue, source=source, reason=reason)
 
 
 def _s(value) -> str | None:

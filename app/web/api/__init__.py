@@ -12,4 +12,4 @@ def _require_login():
     return None
 
 
-from app.web.api import connections, tasks  # noqa: E402,F401
+from app.web.api import connections, intents, tasks  # noqa: E402,F401

@@ -4,6 +4,7 @@ from flask import render_template
 
 from app.extensions import db
 from app.models import HeartbeatRun, Issue
+from app.services.runs import run_log
 from app.web.board import bp
 from app.web.context import load_scoped
 
@@ -13,4 +14,6 @@ def run(run_id):
     run, _membership = load_scoped(HeartbeatRun, run_id)
     issue = db.session.get(Issue, run.issue_id) if run.issue_id else None
     snapshot_keys = sorted((run.context_snapshot or {}).keys())
-    return render_template("board/run.html", run=run, issue=issue, snapshot_keys=snapshot_keys)
+    return render_template(
+        "board/run.html", run=run, issue=issue, snapshot_keys=snapshot_keys, run_log=run_log(run)
+    )

@@ -8,6 +8,7 @@ from app.models import Issue
 from app.models.work import ISSUE_STATUSES
 from app.services.agents import list_agents
 from app.services.errors import Unprocessable
+from app.services.runs import recent_runs
 from app.services.work import add_comment, create_issue, list_issues, thread_items, update_issue
 from app.web.board import bp
 from app.web.context import current_membership, load_scoped, parse_uuid, require_write
@@ -87,7 +88,7 @@ def create_task():
 @bp.get("/tasks/<issue_id>")
 def task(issue_id):
     issue, membership = load_scoped(Issue, issue_id)
-    return render_template("board/task.html", **_task_context(issue, membership))
+    return render_template("board/task.html", runs=recent_runs(issue), **_task_context(issue, membership))
 
 
 @bp.post("/tasks/<issue_id>/comments")

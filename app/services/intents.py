@@ -1,0 +1,585 @@
+"""Connection intents: the task-thread card an agent opens when it needs a service connected.
+
+Lifecycle: `create_connection_intent` (create, reuse or supersede a pending card), `set_phase` while pending, then
+exactly one resolution: `complete_intent` (connected) or `decline_intent` (declined), each writing a continuation
+outbox row in the same transaction; or expiry when the task closes or changes hands (`expire_intents_for_issue`).
+
+Payloads carry only service identity, requesting-agent identity and a safe phase: never credentials or URLs beyond
+the logo path. The database enforces one pending card per idempotency key; the service handles the conflict.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from app.catalog.loader import get_app, logo_url
+from app.extensions import db
+from app.models import (
+    Agent,
+    ConnectionGrant,
+    ConnectionInstall,
+    ConnectionIntentDelivery,
+    GrantDelegation,
+    Issue,
+    Membership,
+    ThreadInteraction,
+    ToolConnection,
+)
+from app.models.base import utcnow
+from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
+from app.services.access import can_manage_connections, effective_access
+from app.services.activity import record_activity
+from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
+
+KIND = "connection_intent"
+PHASES = ("requested", "authorizing", "needs_retry")
+PHASE_INVALID = "phase must be requested, authorizing, or needs_retry"
+NOT_ADDRESSEE = "Only the addressed user can act on this connection request"
+ALREADY_RESOLVED = "Connection intent is already resolved"
+NO_WRITE_ACCESS = "Addressed user is no longer authorized for company write access"
+TASK_GONE = "Connection request no longer belongs to an active task"
+CLOSED_ISSUE = "Cannot create an interaction on a closed issue"
+CONNECTION_PREFIX = "connection:"
+ISSUE_CLOSED = "issue_closed"
+ASSIGNMENT_CHANGED = "assignment_changed"
+
+
+@dataclass(frozen=True)
+class ServiceIdentity:
+    """A connectable service as agents name it: a catalog slug or `connection:<uuid>` for a custom connection."""
+
+    slug: str
+    name: str
+    description: str | None
+    logo_url: str | None
+    methods: list[dict]
+    source: str  # "catalog" or "configured"
+    available: bool
+    connection_id: uuid.UUID | None = None
+
+
+def service_slug_of(connection: ToolConnection) -> str:
+    """Custom MCP connections are their own service; catalog connections belong to their app's slug."""
+    if connection.app_slug == CUSTOM_APP_SLUG:
+        return f"{CONNECTION_PREFIX}{connection.id}"
+    return connection.app_slug
+
+
+def catalog_service(app_definition) -> ServiceIdentity:
+    return ServiceIdentity(
+        slug=app_definition.slug,
+        name=app_definition.name,
+        description=app_definition.description,
+        logo_url=logo_url(app_definition),
+        methods=[{"key": m.key, "label": m.label, "auth": m.auth} for m in app_definition.methods],
+        source="catalog",
+        available=bool(app_definition.methods),
+    )
+
+
+def configured_service(connection: ToolConnection) -> ServiceIdentity:
+    custom = get_app(CUSTOM_APP_SLUG)
+    return ServiceIdentity(
+        slug=service_slug_of(connection),
+        name=connection.name,
+        description=None,
+        logo_url=logo_url(custom) if custom is not None else None,
+        methods=[{"key": "configured", "label": "Use configured connection", "auth": connection.auth_kind}],
+        source="configured",
+        available=connection.enabled,
+        connection_id=connection.id,
+    )
+
+
+def grant_in_audience(grant: ConnectionGrant, user_id: uuid.UUID | None, agent_id: uuid.UUID | None) -> bool:
+    """An active grant of the organization, of this person, or of this agent."""
+    if grant.status != "active":
+        return False
+    return (
+        grant.kind == "organization"
+        or (grant.kind == "user" and user_id is not None and grant.subject_user_id == user_id)
+        or (grant.kind == "agent" and agent_id is not None and grant.subject_agent_id == agent_id)
+    )
+
+
+def parse_connection_service(slug: str) -> uuid.UUID | None:
+    """The connection id of `connection:<uuid>`; identifiers are never interpreted as URLs."""
+    if not slug.startswith(CONNECTION_PREFIX):
+        return None
+    try:
+        value = uuid.UUID(slug[len(CONNECTION_PREFIX) :])
+    except ValueError:
+        return None
+    return value if f"{CONNECTION_PREFIX}{value}" == slug else None
+
+
+def resolve_service(
+    company_id: uuid.UUID, slug: str, user_id: uuid.UUID | None, agent_id: uuid.UUID | None
+) -> ServiceIdentity | None:
+    """The service named by an agent or a card, or None when this audience cannot see such a service."""
+    connection_id = parse_connection_service(slug)
+    if connection_id is not None:
+        connection = db.session.get(ToolConnection, connection_id)
+        if (
+            connection is None
+            or connection.company_id != company_id
+            or connection.app_slug != CUSTOM_APP_SLUG
+            or connection.status == "archived"
+            or not any(grant_in_audience(g, user_id, agent_id) for g in connection.grants)
+        ):
+            return None
+        return configured_service(connection)
+    if slug == CUSTOM_APP_SLUG or slug.startswith(CONNECTION_PREFIX):
+        return None
+    app_definition = get_app(slug)
+    return catalog_service(app_definition) if app_definition is not None else None
+
+
+def matching_connections(company_id: uuid.UUID, slug: str) -> list[ToolConnection]:
+    """Non-archived connections of the company that serve this service."""
+    connection_id = parse_connection_service(slug)
+    query = select(ToolConnection).where(
+        ToolConnection.company_id == company_id, ToolConnection.status != "archived"
+    )
+    if connection_id is not None:
+        query = query.where(ToolConnection.id == connection_id, ToolConnection.app_slug == CUSTOM_APP_SLUG)
+    else:
+        query = query.where(ToolConnection.app_slug == slug)
+    return list(db.session.scalars(query.order_by(ToolConnection.id)))
+
+
+# --- creating cards ------------------------------------------------------------------------------------------
+
+
+def idempotency_key(run_id: uuid.UUID, user_id: uuid.UUID, slug: str) -> str:
+    return f"connection-intent:{run_id}:{user_id}:{slug}"
+
+
+def _pending_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
+    return db.session.scalar(
+        select(ThreadInteraction)
+        .where(
+            ThreadInteraction.company_id == issue.company_id,
+            ThreadInteraction.issue_id == issue.id,
+            ThreadInteraction.idempotency_key == key,
+            ThreadInteraction.status == "pending",
+        )
+        .execution_options(populate_existing=True)
+    )
+
+
+def _pending_for_agent(issue: Issue, agent_id: uuid.UUID, slug: str) -> list[ThreadInteraction]:
+    rows = db.session.scalars(
+        select(ThreadInteraction)
+        .where(
+            ThreadInteraction.issue_id == issue.id,
+            ThreadInteraction.kind == KIND,
+            ThreadInteraction.status == "pending",
+            ThreadInteraction.requesting_agent_id == agent_id,
+        )
+        .order_by(ThreadInteraction.created_at)
+        .execution_options(populate_existing=True)
+    )
+    return [row for row in rows if (row.payload or {}).get("serviceSlug") == slug]
+
+
+def create_connection_intent(
+    issue: Issue,
+    agent: Agent,
+    service: ServiceIdentity,
+    *,
+    addressee_user_id: uuid.UUID,
+    run_id: uuid.UUID,
+) -> tuple[ThreadInteraction, bool]:
+    """Create the pending card, or return the one already pending for this run, or for this task, requester,
+    addressee and service. A card for the same service addressed to someone else is superseded.
+
+    Returns (interaction, created).
+    """
+    key = idempotency_key(run_id, addressee_user_id, service.slug)
+    existing = _pending_by_key(issue, key)
+    if existing is not None:
+        return existing, False
+    # Serialize requests on this task (PostgreSQL); SQLite serializes writers itself.
+    locked = db.session.scalar(
+        select(Issue).where(Issue.id == issue.id).with_for_update().execution_options(populate_existing=True)
+    )
+    if locked is None or locked.is_closed or locked.assignee_agent_id != agent.id:
+        raise Conflict(CLOSED_ISSUE)
+    same_service = _pending_for_agent(issue, agent.id, service.slug)
+    for row in same_service:
+        if row.addressee_user_id == addressee_user_id:
+            return row, False
+    interaction = ThreadInteraction(
+        company_id=issue.company_id,
+        issue_id=issue.id,
+        kind=KIND,
+        status="pending",
+        title=f"Connect {service.name}",
+        summary=f"{agent.name} needs this connection to continue.",
+        payload={
+            "version": 1,
+            "serviceSlug": service.slug,
+            "serviceName": service.name,
+            "serviceLogoUrl": service.logo_url,
+            "requestingAgentId": str(agent.id),
+            "requestingAgentName": agent.name,
+            "phase": "requested",
+        },
+        idempotency_key=key,
+        addressee_user_id=addressee_user_id,
+        requesting_agent_id=agent.id,
+        source_run_id=run_id,
+    )
+    try:
+        with db.session.begin_nested():
+            db.session.add(interaction)
+            db.session.flush()
+    except IntegrityError:
+        # Another request inserted the same pending key first: the database decided, so use its row.
+        winner = _pending_by_key(issue, key)
+        if winner is None:
+            raise
+        return winner, False
+    now = utcnow()
+    for row in same_service:
+        row.status = "expired"
+        row.result = {"version": 1, "outcome": "superseded", "supersededByInteractionId": str(interaction.id)}
+        row.resolved_at = now
+    locked.updated_at = now
+    db.session.flush()
+    return interaction, True
+
+
+# --- expiry --------------------------------------------------------------------------------------------------
+
+
+def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
+    """Expire pending connection cards that the task's new state makes moot; call after any task update.
+
+    A closed task (done/cancelled) expires every pending card (`issue_closed`); otherwise cards requested by an agent
+    that no longer owns the task expire with "The task assignment changed". Comments and later runs keep them.
+    Returns how many cards expired.
+    """
+    if reason is None:
+        reason = ISSUE_CLOSED if issue.is_closed else ASSIGNMENT_CHANGED
+    query = select(ThreadInteraction).where(
+        ThreadInteraction.issue_id == issue.id,
+        ThreadInteraction.kind == KIND,
+        ThreadInteraction.status == "pending",
+    )
+    rows = list(db.session.scalars(query.with_for_update()))
+    if reason == ASSIGNMENT_CHANGED and not issue.is_closed:
+        rows = [r for r in rows if r.requesting_agent_id != issue.assignee_agent_id]
+    now = utcnow()
+    for row in rows:
+        row.status = "expired"
+        row.resolved_at = now
+        if reason == ISSUE_CLOSED:
+            row.result = {"version": 1, "outcome": "issue_closed", "reason": None}
+        else:
+            row.result = {"version": 1, "outcome": "expired", "reason": "The task assignment changed"}
+    db.session.flush()
+    return len(rows)
+
+
+# --- the addressed person's side -----------------------------------------------------------------------------
+
+
+def lock_intent(interaction_id: uuid.UUID) -> ThreadInteraction:
+    row = db.session.scalar(
+        select(ThreadInteraction)
+        .where(ThreadInteraction.id == interaction_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if row is None or row.kind != KIND:
+        raise NotFound("Connection intent not found")
+    return row
+
+
+def _require_writer(interaction: ThreadInteraction, user_id: uuid.UUID, *, lock: bool = False) -> Membership:
+    query = select(Membership).where(
+        Membership.company_id == interaction.company_id, Membership.user_id == user_id
+    )
+    if lock:
+        query = query.with_for_update()
+    membership = db.session.scalar(query.execution_options(populate_existing=True))
+    if membership is None or not membership.has_write_access:
+        raise Forbidden(NO_WRITE_ACCESS)
+    return membership
+
+
+def _require_addressee(interaction: ThreadInteraction, user_id: uuid.UUID) -> None:
+    if interaction.addressee_user_id != user_id:
+        raise Forbidden(NOT_ADDRESSEE)
+
+
+def _active_task(interaction: ThreadInteraction) -> Issue:
+    issue = db.session.scalar(
+        select(Issue)
+        .where(Issue.id == interaction.issue_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if (
+        issue is None
+        or issue.is_closed
+        or str(issue.assignee_agent_id) != (interaction.payload or {}).get("requestingAgentId")
+    ):
+        raise Conflict(TASK_GONE)
+    return issue
+
+
+def set_phase(interaction_id: uuid.UUID, user_id: uuid.UUID, phase: str) -> ThreadInteraction:
+    if phase not in PHASES:
+        raise Unprocessable(PHASE_INVALID)
+    interaction = lock_intent(interaction_id)
+    _require_addressee(interaction, user_id)
+    _require_writer(interaction, user_id)
+    if interaction.status != "pending":
+        raise Conflict(ALREADY_RESOLVED)
+    _active_task(interaction)
+    interaction.payload = {**interaction.payload, "phase": phase}
+    db.session.flush()
+    return interaction
+
+
+def setup_options(interaction: ThreadInteraction) -> dict:
+    """What the addressed person needs to answer the card: selection metadata only, never configuration."""
+    payload = interaction.payload or {}
+    slug = payload.get("serviceSlug", "")
+    agent_id = _uuid_or_none(payload.get("requestingAgentId"))
+    service = resolve_service(interaction.company_id, slug, interaction.addressee_user_id, agent_id)
+    if service is None:
+        raise NotFound("Connection service is no longer available")
+    eligible = [
+        c
+        for c in matching_connections(interaction.company_id, slug)
+        if c.status == "active"
+        and c.enabled
+        and any(grant_in_audience(g, interaction.addressee_user_id, agent_id) for g in c.grants)
+    ]
+    return {
+        "version": 1,
+        "service": {
+            "service": service.slug,
+            "name": service.name,
+            "description": service.description,
+            "logoUrl": service.logo_url,
+            "methods": service.methods,
+            "source": service.source,
+            "state": "needs_user_action" if eligible else "available",
+            "connectionId": None,
+        },
+        "existingConnections": [
+            {
+                "id": str(c.id),
+                "name": c.name,
+                "status": c.status,
+                "enabled": c.enabled,
+                "providerAccountLabel": c.provider_account_label,
+            }
+            for c in eligible
+        ],
+        "requestedAgentId": payload.get("requestingAgentId"),
+    }
+
+
+def _uuid_or_none(value) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _resolve(interaction: ThreadInteraction, user_id: uuid.UUID, status: str, result: dict) -> None:
+    """Resolve once: the conditional UPDATE also guards backends without row locks."""
+    now = utcnow()
+    outcome = db.session.execute(
+        update(ThreadInteraction)
+        .where(ThreadInteraction.id == interaction.id, ThreadInteraction.status == "pending")
+        .values(status=status, result=result, resolved_by_user_id=user_id, resolved_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if outcome.rowcount != 1:
+        raise Conflict(ALREADY_RESOLVED)
+    db.session.add(
+        ConnectionIntentDelivery(
+            interaction_id=interaction.id, company_id=interaction.company_id, next_attempt_at=now
+        )
+    )
+    db.session.flush()
+    db.session.refresh(interaction)
+
+
+def complete_intent(
+    interaction_id: uuid.UUID, user_id: uuid.UUID, connection_id: uuid.UUID
+) -> ThreadInteraction:
+    """Connect the chosen connection to the requesting agent and resolve the card as connected, atomically."""
+    interaction = lock_intent(interaction_id)
+    _require_addressee(interaction, user_id)
+    if interaction.status != "pending":
+        result = interaction.result or {}
+        if (
+            interaction.status == "accepted"
+            and result.get("connectionId") == str(connection_id)
+            and interaction.resolved_by_user_id == user_id
+        ):
+            return interaction
+        raise Conflict(ALREADY_RESOLVED)
+    _active_task(interaction)
+    membership = _require_writer(interaction, user_id, lock=True)
+    payload = interaction.payload or {}
+    agent_id = uuid.UUID(payload["requestingAgentId"])
+    connection = db.session.scalar(
+        select(ToolConnection)
+        .where(ToolConnection.id == connection_id, ToolConnection.company_id == interaction.company_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if connection is None or service_slug_of(connection) != payload.get("serviceSlug"):
+        raise NotFound("Connection does not match this intent")
+    if (
+        connection.status != "active"
+        or not connection.enabled
+        or connection.health_status in ATTENTION_HEALTH
+    ):
+        raise Conflict("Finish and test this connection before using it for the task")
+    grants = [g for g in connection.grants if g.status == "active"]
+    personal = next((g for g in grants if g.kind == "user" and g.subject_user_id == user_id), None)
+    dedicated = next((g for g in grants if g.kind == "agent" and g.subject_agent_id == agent_id), None)
+    organization = [g for g in grants if g.kind == "organization"]
+    if personal is None and dedicated is None and not organization:
+        raise Conflict("This connection has no usable identity grant")
+    if personal is None and dedicated is None and not can_manage_connections(membership):
+        raise Forbidden("Sharing a company connection requires connection-management authority")
+    if personal is not None and dedicated is None:
+        delegated = db.session.scalar(
+            select(GrantDelegation).where(
+                GrantDelegation.grant_id == personal.id, GrantDelegation.agent_id == agent_id
+            )
+        )
+        if delegated is None:
+            db.session.add(
+                GrantDelegation(
+                    company_id=connection.company_id,
+                    grant_id=personal.id,
+                    agent_id=agent_id,
+                    created_by_user_id=user_id,
+                )
+            )
+            record_activity(
+                company_id=connection.company_id,
+                actor_type="user",
+                actor_id=user_id,
+                action="tool_connection.grant_delegated",
+                entity_type="tool_connection",
+                entity_id=connection.id,
+                agent_id=agent_id,
+                details={"grantId": str(personal.id), "interactionId": str(interaction.id)},
+            )
+    installed = db.session.scalar(
+        select(ConnectionInstall).where(
+            ConnectionInstall.connection_id == connection.id,
+            ConnectionInstall.target_type == "agent",
+            ConnectionInstall.target_id == agent_id,
+        )
+    )
+    if installed is None:
+        db.session.add(
+            ConnectionInstall(
+                company_id=connection.company_id,
+                connection_id=connection.id,
+                target_type="agent",
+                target_id=agent_id,
+                created_by_user_id=user_id,
+            )
+        )
+    db.session.flush()
+    access = effective_access(connection.company_id, agent_id, user_id, connection_ids=[connection.id])
+    if not access or not access[0].usable_tools:
+        raise Conflict(
+            "This connection has no permitted tools. Review its action permissions before continuing."
+        )
+    if access[0].grant is None:
+        raise Conflict(
+            "This identity is not the connection this agent can execute. "
+            "Resolve conflicting identities before continuing."
+        )
+    _resolve(
+        interaction,
+        user_id,
+        "accepted",
+        {"version": 1, "outcome": "connected", "connectionId": str(connection.id)},
+    )
+    record_activity(
+        company_id=interaction.company_id,
+        actor_type="user",
+        actor_id=user_id,
+        action="issue.connection_intent_connected",
+        entity_type="issue",
+        entity_id=interaction.issue_id,
+        agent_id=agent_id,
+        details={
+            "interactionId": str(interaction.id),
+            "connectionId": str(connection.id),
+            "requestingAgentId": str(agent_id),
+        },
+    )
+    return interaction
+
+
+def decline_intent(interaction_id: uuid.UUID, user_id: uuid.UUID, reason: str | None) -> ThreadInteraction:
+    """Resolve the card as declined (the card's "Not now"); the continuation is told to pursue alternatives."""
+    interaction = lock_intent(interaction_id)
+    _require_addressee(interaction, user_id)
+    if interaction.status != "pending":
+        raise Conflict(ALREADY_RESOLVED)
+    _require_writer(interaction, user_id, lock=True)
+    reason = (reason or "").strip() or None
+    _resolve(interaction, user_id, "rejected", {"version": 1, "outcome": "declined", "reason": reason})
+    record_activity(
+        company_id=interaction.company_id,
+        actor_type="user",
+        actor_id=user_id,
+        action="issue.connection_intent_declined",
+        entity_type="issue",
+        entity_id=interaction.issue_id,
+        agent_id=interaction.requesting_agent_id,
+        details={"interactionId": str(interaction.id), "reason": reason},
+    )
+    return interaction
+
+
+def interaction_json(interaction: ThreadInteraction) -> dict:
+    def s(value):
+        return str(value) if value is not None else None
+
+    def iso(value):
+        from app.models.base import as_utc
+
+        return as_utc(value).isoformat() if value is not None else None
+
+    return {
+        "id": str(interaction.id),
+        "companyId": str(interaction.company_id),
+        "issueId": str(interaction.issue_id),
+        "kind": interaction.kind,
+        "status": interaction.status,
+        "title": interaction.title,
+        "summary": interaction.summary,
+        "payload": interaction.payload,
+        "result": interaction.result,
+        "addresseeUserId": s(interaction.addressee_user_id),
+        "requestingAgentId": s(interaction.requesting_agent_id),
+        "sourceRunId": s(interaction.source_run_id),
+        "resolvedByUserId": s(interaction.resolved_by_user_id),
+        "resolvedAt": iso(interaction.resolved_at),
+        "createdAt": iso(interaction.created_at),
+        "updatedAt": iso(interaction.updated_at),
+    }

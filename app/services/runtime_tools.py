@@ -1,0 +1,422 @@
+"""The agent runtime tools `connections_search` and `connection_request`, shared by the MCP and REST doors.
+
+Every token use re-validates the run (`load_run_context`, in the order of the reference), so company, agent, task
+and responsible person always come from the signed token plus the stored run, never from the agent's arguments.
+Search reads only the stored catalog and tool index (it never contacts providers), and reads a connection's indexed
+tool text only after the connection's identity audience check. Readiness comes from `effective_access`.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+
+from flask import current_app
+from sqlalchemy import select
+
+from app.catalog.loader import list_apps
+from app.extensions import db
+from app.models import (
+    Agent,
+    ConnectionGrant,
+    ConnectionTool,
+    HeartbeatRun,
+    Issue,
+    Membership,
+    ThreadInteraction,
+    ToolConnection,
+)
+from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
+from app.services import intents
+from app.services.access import ConnectionAccess, effective_access
+from app.services.activity import record_activity
+from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
+from app.services.run_tokens import MintedToken
+
+SERVER_NAME = "paperclip-runtime-tools"
+PROTOCOL_VERSION = "2025-03-26"
+TOOL_NAMES = ("connections_search", "connection_request")
+SEARCH_LIMIT = 20
+QUERY_MAX_LENGTH = 200
+SERVICE_MAX_LENGTH = 120
+
+DECLINED_IN_CONTINUATION = (
+    "The user declined this connection. Pursue alternatives; do not request it again in this continuation."
+)
+ADMIN_DENIAL = (
+    "This agent has no permitted actions for this service. Ask an administrator to review tool permissions; "
+    "reconnecting will not remove a denial."
+)
+
+GUIDANCE = (
+    "Connection runtime tools: when the task needs a known external service (named by the user or implied by the "
+    "work) and you are not sure you can reach it, call connections_search first. If a result is ready, use its "
+    "installed tools. If it is available or needs_user_action, call connection_request with the returned service "
+    "identifier and follow the returned instruction. If it is unavailable, explain that and do not request it. "
+    "After a request answers needs_user_action, finish independent work, then end the run and wait for the "
+    "continuation: do not retry or poll, do not ask for credentials in comments, and never claim access you do "
+    "not have. A pending connection card stays open across messages; do not request it again. If the user "
+    "declined a connection, pursue alternatives and do not request it again unless the user explicitly asks. "
+    "Never connect arbitrary MCP server URLs. When a continuation says a connection is connected, use it."
+)
+
+TOOL_DEFINITIONS = [
+    {
+        "name": "connections_search",
+        "description": (
+            "Search the known connectable services and report this run's agent-relative access state for each "
+            "(ready, needs_user_action, available, unavailable). Call it before connection_request when a task "
+            "needs an external service and access is uncertain. An empty query lists everything."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "maxLength": QUERY_MAX_LENGTH,
+                    "description": "Service name or what you need to do, e.g. 'github issues'.",
+                }
+            },
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": "connection_request",
+        "description": (
+            "Request access to a known connectable service for this run's agent from the task's responsible "
+            "user. Returns ready when the service is already usable; otherwise sends one connection card to the "
+            "responsible user and tells you to finish independent work, then end the run and wait."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "service": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": SERVICE_MAX_LENGTH,
+                    "description": "The service identifier returned by connections_search.",
+                }
+            },
+            "required": ["service"],
+            "additionalProperties": False,
+        },
+    },
+]
+
+
+class RunRejected(Forbidden):
+    """The token does not match a live run: clients must stop (kept as HTTP 403 even inside MCP tool calls)."""
+
+
+@dataclass
+class RunContext:
+    run: HeartbeatRun
+    agent: Agent
+    issue: Issue
+    responsible_user_id: uuid.UUID
+    membership: Membership
+
+
+def _uuid(value) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def load_live_run(claims: dict) -> HeartbeatRun:
+    """Steps 1-2 of run validation: the token's run exists, matches its claims and is still running."""
+    run_id = _uuid(claims.get("run_id"))
+    run = db.session.get(HeartbeatRun, run_id) if run_id else None
+    if (
+        run is None
+        or str(run.company_id) != claims.get("company_id")
+        or str(run.agent_id) != claims.get("sub")
+        or (str(run.responsible_user_id) if run.responsible_user_id else "")
+        != claims.get("responsible_user_id")
+    ):
+        raise RunRejected("Runtime tool token does not match its heartbeat run")
+    if run.status != "running":
+        raise RunRejected("Runtime tool token is no longer active")
+    return run
+
+
+def load_run_context(claims: dict) -> RunContext:
+    """Full validation for a tool use, in the reference order (each step with its own status and message)."""
+    run = load_live_run(claims)
+    if run.responsible_user_id is None:
+        raise Forbidden("This task needs a responsible user to connect a service")
+    snapshot = run.context_snapshot or {}
+    issue_id = run.issue_id or _uuid(snapshot.get("issueId")) or _uuid(snapshot.get("taskId"))
+    if issue_id is None:
+        raise Unprocessable("Connection requests require a task-bound heartbeat run")
+    issue = db.session.get(Issue, issue_id)
+    agent = db.session.get(Agent, run.agent_id)
+    if (
+        issue is None
+        or agent is None
+        or issue.company_id != run.company_id
+        or agent.company_id != run.company_id
+    ):
+        raise NotFound("Runtime task or agent was not found")
+    membership = db.session.scalar(
+        select(Membership).where(
+            Membership.company_id == run.company_id, Membership.user_id == run.responsible_user_id
+        )
+    )
+    if membership is None or not membership.has_write_access:
+        raise Forbidden("Responsible user is no longer authorized for company write access")
+    if issue.assignee_agent_id != agent.id:
+        raise Conflict("The requesting agent no longer owns this task")
+    if issue.is_closed:
+        raise Conflict("Connection requests cannot be created on a closed task")
+    return RunContext(
+        run=run, agent=agent, issue=issue, responsible_user_id=run.responsible_user_id, membership=membership
+    )
+
+
+# --- readiness -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Readiness:
+    state: str
+    reason: str
+    connection_id: uuid.UUID | None = None
+    admin_denied: bool = False
+
+
+def readiness(
+    service: intents.ServiceIdentity, accesses: list[ConnectionAccess], matching: list[ToolConnection]
+) -> Readiness:
+    """The agent-relative state of one service (reference 5.4 table, checked in order)."""
+    ready = next((a for a in accesses if a.is_ready), None)
+    if ready is not None:
+        return Readiness("ready", "Connection is installed and usable by this agent", ready.connection.id)
+    if accesses and not any(a.usable_tools for a in accesses) and any(a.tools for a in accesses):
+        return Readiness(
+            "unavailable",
+            "An administrator has not permitted executable tools for this agent; reconnecting cannot grant "
+            "that permission",
+            admin_denied=True,
+        )
+    if not service.available or not service.methods:
+        return Readiness("unavailable", "Connection is disabled or unavailable")
+    if matching:
+        attention = any(c.health_status in ATTENTION_HEALTH for c in matching)
+        return Readiness(
+            "needs_user_action",
+            "Connection needs attention" if attention else "Review identity and access for this agent",
+        )
+    return Readiness("available", "Connect this service to continue")
+
+
+def _accesses_by_service(ctx: RunContext) -> dict[str, list[ConnectionAccess]]:
+    grouped: dict[str, list[ConnectionAccess]] = defaultdict(list)
+    for access in effective_access(ctx.run.company_id, ctx.agent.id, ctx.responsible_user_id):
+        grouped[intents.service_slug_of(access.connection)].append(access)
+    return grouped
+
+
+# --- search --------------------------------------------------------------------------------------------------
+
+
+def _tokens(query: str) -> list[str]:
+    return re.findall(r"[^\W_]+", query.lower())
+
+
+def _score(query: str, tokens: list[str], service: intents.ServiceIdentity, haystack: str) -> int:
+    if not query:
+        return 1
+    if service.slug == query or service.name.lower() == query:
+        return 1000
+    return sum(1 for token in tokens if token in haystack)
+
+
+def search_connections(ctx: RunContext, query: str) -> dict:
+    """Ranked services with this agent's state; exact slug/name first, then matched tokens, then name; max 20."""
+    original = query
+    needle = (query or "").strip().lower()
+    tokens = _tokens(needle)
+    company_id = ctx.run.company_id
+    connections = list(
+        db.session.scalars(
+            select(ToolConnection)
+            .where(ToolConnection.company_id == company_id, ToolConnection.status != "archived")
+            .order_by(ToolConnection.id)
+        )
+    )
+    ids = [c.id for c in connections]
+    grants: dict[uuid.UUID, list[ConnectionGrant]] = defaultdict(list)
+    if ids:
+        for grant in db.session.scalars(
+            select(ConnectionGrant).where(ConnectionGrant.connection_id.in_(ids))
+        ):
+            grants[grant.connection_id].append(grant)
+    # Privacy gate: indexed tool text of a connection is read only inside its identity audience.
+    authorized = [
+        c.id
+        for c in connections
+        if any(intents.grant_in_audience(g, ctx.responsible_user_id, ctx.agent.id) for g in grants[c.id])
+    ]
+    tool_text: dict[str, list[str]] = defaultdict(list)
+    by_connection = {c.id: c for c in connections}
+    if authorized:
+        for tool in db.session.scalars(
+            select(ConnectionTool).where(
+                ConnectionTool.connection_id.in_(authorized), ConnectionTool.status == "active"
+            )
+        ):
+            slug = intents.service_slug_of(by_connection[tool.connection_id])
+            tool_text[slug].append(f"{tool.name} {tool.description}")
+    matching: dict[str, list[ToolConnection]] = defaultdict(list)
+    for connection in connections:
+        matching[intents.service_slug_of(connection)].append(connection)
+
+    services: list[tuple[intents.ServiceIdentity, str]] = []
+    for app_definition in list_apps():
+        if app_definition.slug == CUSTOM_APP_SLUG or not app_definition.methods:
+            continue
+        capabilities = " ".join(m.whenToUse or "" for m in app_definition.methods)
+        services.append((intents.catalog_service(app_definition), capabilities))
+    for connection in connections:
+        if connection.app_slug == CUSTOM_APP_SLUG and connection.id in authorized:
+            services.append((intents.configured_service(connection), ""))
+
+    accesses = _accesses_by_service(ctx)
+    scored = []
+    for service, capabilities in services:
+        haystack = " ".join(
+            [service.slug, service.name, service.description or "", capabilities, *tool_text[service.slug]]
+        ).lower()
+        score = _score(needle, tokens, service, haystack)
+        if score > 0:
+            scored.append((score, service))
+    scored.sort(key=lambda item: (-item[0], item[1].name.casefold(), item[1].slug))
+    results = []
+    for _score_value, service in scored[:SEARCH_LIMIT]:
+        state = readiness(service, accesses.get(service.slug, []), matching.get(service.slug, []))
+        results.append(
+            {
+                "service": service.slug,
+                "name": service.name,
+                "description": service.description,
+                "logoUrl": service.logo_url,
+                "methods": service.methods,
+                "source": service.source,
+                "state": state.state,
+                "reason": state.reason,
+                "connectionId": str(state.connection_id) if state.connection_id else None,
+            }
+        )
+    return {"version": 1, "query": original, "results": results}
+
+
+# --- request -------------------------------------------------------------------------------------------------
+
+
+def _declined_in_this_continuation(ctx: RunContext, slug: str) -> bool:
+    """True when this run was woken by a declined card for the same service."""
+    interaction_id = _uuid((ctx.run.context_snapshot or {}).get("interactionId"))
+    if interaction_id is None:
+        return False
+    interaction = db.session.get(ThreadInteraction, interaction_id)
+    return (
+        interaction is not None
+        and interaction.company_id == ctx.run.company_id
+        and interaction.kind == intents.KIND
+        and interaction.status == "rejected"
+        and (interaction.payload or {}).get("serviceSlug") == slug
+    )
+
+
+def request_connection(ctx: RunContext, slug: str) -> dict:
+    """Ready when usable now; otherwise create or reuse one pending card addressed to the responsible person."""
+    service = intents.resolve_service(ctx.run.company_id, slug, ctx.responsible_user_id, ctx.agent.id)
+    if service is None or not service.available or not service.methods:
+        raise Unprocessable(f"Connection service {slug} is not available")
+    matching = intents.matching_connections(ctx.run.company_id, service.slug)
+    state = readiness(service, _accesses_by_service(ctx).get(service.slug, []), matching)
+    if state.state == "ready":
+        return {
+            "version": 1,
+            "service": service.slug,
+            "state": "ready",
+            "connectionId": str(state.connection_id),
+            "interactionId": None,
+            "instruction": f"{service.name} is connected and available in this run. Use its installed tools.",
+        }
+    if state.admin_denied:
+        raise Forbidden(ADMIN_DENIAL)
+    if _declined_in_this_continuation(ctx, service.slug):
+        raise Conflict(DECLINED_IN_CONTINUATION)
+    interaction, created = intents.create_connection_intent(
+        ctx.issue, ctx.agent, service, addressee_user_id=ctx.responsible_user_id, run_id=ctx.run.id
+    )
+    if interaction.status != "pending":
+        raise Conflict("This connection request has already been resolved. Follow its recorded outcome.")
+    if created:
+        record_activity(
+            company_id=ctx.run.company_id,
+            actor_type="agent",
+            actor_id=ctx.agent.id,
+            action="issue.thread_interaction_created",
+            entity_type="issue",
+            entity_id=ctx.issue.id,
+            agent_id=ctx.agent.id,
+            run_id=ctx.run.id,
+            details={"interactionId": str(interaction.id), "interactionKind": intents.KIND, "purpose": None},
+        )
+    return {
+        "version": 1,
+        "service": service.slug,
+        "state": "needs_user_action",
+        "connectionId": None,
+        "interactionId": str(interaction.id),
+        "instruction": (
+            "A connection card was sent to the responsible user. Finish independent work, then end this run "
+            "and wait for continuation. Do not repeat this request."
+        ),
+    }
+
+
+# --- what a run is handed ------------------------------------------------------------------------------------
+
+
+def runtime_urls() -> dict[str, str]:
+    base = str(current_app.config["PUBLIC_BASE_URL"]).rstrip("/")
+    return {
+        "mcp": f"{base}/mcp/runtime-tools",
+        "search": f"{base}/runtime-tools/connections/search",
+        "request": f"{base}/runtime-tools/connections/request",
+    }
+
+
+def runtime_descriptor(token: MintedToken) -> dict:
+    """The typed descriptor for adapters (`paperclipRuntimeTools` in the HTTP adapter body)."""
+    urls = runtime_urls()
+    return {
+        "version": 1,
+        "guidance": GUIDANCE,
+        "mcpEndpoint": urls["mcp"],
+        "rest": {"connectionsSearch": urls["search"], "connectionRequest": urls["request"]},
+        "bearerToken": token.token,
+        "expiresAt": token.expires_at_iso,
+        "tools": list(TOOL_NAMES),
+    }
+
+
+def runtime_env(token: MintedToken) -> dict[str, str]:
+    """The `PAPERCLIP_RUNTIME_TOOLS_*` environment for shell-based runtimes."""
+    urls = runtime_urls()
+    return {
+        "PAPERCLIP_RUNTIME_TOOLS_MCP_URL": urls["mcp"],
+        "PAPERCLIP_RUNTIME_TOOLS_TOKEN": token.token,
+        "PAPERCLIP_RUNTIME_TOOLS_EXPIRES_AT": token.expires_at_iso,
+        "PAPERCLIP_RUNTIME_TOOLS_CONNECTIONS_SEARCH_URL": urls["search"],
+        "PAPERCLIP_RUNTIME_TOOLS_CONNECTION_REQUEST_URL": urls["request"],
+        "PAPERCLIP_RUNTIME_TOOLS_AVAILABLE": ",".join(TOOL_NAMES),
+        "PAPERCLIP_RUNTIME_TOOLS_GUIDANCE": GUIDANCE,
+    }

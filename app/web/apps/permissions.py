@@ -1,0 +1,270 @@
+"""A connection's Permissions page: Agent access, provider configuration, Agent instructions, Actions.
+
+Each section is a self-contained component (its own partial, id and endpoint). An htmx save returns the component
+alone; without JavaScript a save answers 303 back to the page, and a failed save re-renders the page with the
+component's draft and its error (422, or 403 when the person may not configure the connection).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from flask import abort, redirect, render_template, request, url_for
+
+from app.catalog.loader import get_app, get_method, logo_url
+from app.extensions import db, htmx
+from app.models import Membership, ToolConnection
+from app.services.access import CONFIGURE_FORBIDDEN, can_configure, tools_with_policies
+from app.services.agents import list_agents
+from app.services.connections import Audience, audience_of, public_fields, update_connection
+from app.services.errors import Forbidden, Unprocessable, ValidationFailed
+from app.services.instructions import instruction_context
+from app.web.apps import bp
+from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm
+from app.web.apps.instructions_state import EditorState, editor_state
+from app.web.context import load_scoped
+
+CONFIG_PREFIX = "config-"
+
+
+@dataclass
+class AccessState:
+    audience: Audience
+    agents: list
+    errors: list[str] = field(default_factory=list)
+    saved: bool = False
+
+    @property
+    def selected_agent_ids(self) -> set[str]:
+        return {str(a) for a in self.audience.agent_ids}
+
+
+@dataclass
+class ConfigState:
+    fields: list
+    values: dict
+    errors: dict[str, str] = field(default_factory=dict)
+    saved: bool = False
+    missing_note: str | None = None
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[:1].lower() in "aeiou" else "a"
+
+
+def _noun(label: str, app_name: str) -> str:
+    """ "Honcho workspace" for the app Honcho reads as "workspace"; acronyms ("URL") keep their case."""
+    noun = label[len(app_name) :].strip() if label.lower().startswith(app_name.lower() + " ") else label
+    if len(noun) > 1 and not noun[1].isupper():
+        noun = noun[0].lower() + noun[1:]
+    return f"{_article(noun)} {noun}"
+
+
+def missing_config_note(connection: ToolConnection, app_definition) -> str | None:
+    """The amber note shown while a required public field is missing (agents then get no standing instructions)."""
+    if app_definition is None or instruction_context(app_definition, connection.config) is not None:
+        return None
+    method = get_method(app_definition, connection.method_key)
+    values = connection.method_config
+    missing = [
+        f
+        for f in public_fields(method)
+        if f.required and f.is_public and not str(values.get(f.key, f.defaultValue) or "").strip()
+    ]
+    if not missing:
+        return None
+    nouns = " and ".join(_noun(f.label, app_definition.name) for f in missing)
+    if connection.agent_instructions is not None or app_definition.agentInstructions is not None:
+        return (
+            f"Enter {nouns} to include {app_definition.name} instructions. Existing tools remain available."
+        )
+    return f"Enter {nouns} to complete this connection’s configuration. Existing tools remain available."
+
+
+def access_state(connection: ToolConnection, **kwargs) -> AccessState:
+    kwargs.setdefault("audience", audience_of(connection))
+    return AccessState(agents=list_agents(connection.company_id), **kwargs)
+
+
+def config_state(connection: ToolConnection, app_definition, **kwargs) -> ConfigState:
+    method = get_method(app_definition, connection.method_key) if app_definition else None
+    fields = public_fields(method) if method else []
+    kwargs.setdefault("values", connection.method_config)
+    return ConfigState(fields=fields, missing_note=missing_config_note(connection, app_definition), **kwargs)
+
+
+def load_connection(connection_id) -> tuple[ToolConnection, Membership, object]:
+    connection, membership = load_scoped(ToolConnection, connection_id)
+    if connection.status == "archived":
+        abort(404)
+    return connection, membership, get_app(connection.app_slug)
+
+
+def require_configure(membership: Membership, connection: ToolConnection) -> None:
+    if not can_configure(membership, connection):
+        raise Forbidden(CONFIGURE_FORBIDDEN)
+
+
+def page_context(
+    connection: ToolConnection,
+    membership: Membership,
+    app_definition,
+    *,
+    access: AccessState | None = None,
+    config: ConfigState | None = None,
+    editor: EditorState | None = None,
+) -> dict:
+    configure = can_configure(membership, connection)
+    if editor is None:
+        editor = editor_state(connection, app_definition, can_edit=configure)
+    return {
+        "connection": connection,
+        "app_definition": app_definition,
+        "logo": logo_url(app_definition) if app_definition else None,
+        "can_configure": configure,
+        "access": access or access_state(connection),
+        "config": config or config_state(connection, app_definition),
+        "editor": editor,
+        "tools": tools_with_policies([connection.id]).get(connection.id, []),
+        "action_labels": ACTION_LABELS,
+    }
+
+
+def render_page(connection, membership, app_definition, status: int = 200, **states):
+    return render_template(
+        "apps/permissions.html", **page_context(connection, membership, app_definition, **states)
+    ), status
+
+
+def back_to_page(connection: ToolConnection):
+    return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
+
+
+@bp.get("/apps/<connection_id>/permissions")
+def permissions(connection_id):
+    connection, membership, app_definition = load_connection(connection_id)
+    return render_page(connection, membership, app_definition)
+
+
+def read_audience(form) -> Audience:
+    if form.get("audience") != "selected":
+        return Audience(all_agents=True)
+    ids = []
+    for value in form.getlist("agent_ids"):
+        try:
+            ids.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    return Audience(False, tuple(dict.fromkeys(ids)))
+
+
+@bp.post("/apps/<connection_id>/audience")
+def save_audience(connection_id):
+    connection, membership, app_definition = load_connection(connection_id)
+    form = AudienceForm()
+    audience = read_audience(request.form)
+    status, errors = 200, []
+    if not form.validate():
+        status, errors = 422, ["Choose All agents or Selected agents."]
+    else:
+        try:
+            update_connection(membership, connection, app_definition, audience=audience)
+        except ValidationFailed as err:
+            status, errors = 422, [d["msg"] for d in err.details]
+        except Forbidden as err:
+            status, errors = 403, [err.message]
+    if status == 200:
+        db.session.commit()
+        if not htmx:
+            return back_to_page(connection)
+        state = access_state(connection, saved=True)
+    else:
+        db.session.rollback()
+        state = access_state(connection, audience=audience, errors=errors)
+    if htmx:
+        return render_template(
+            "apps/_agent_access.html", connection=connection, access=state, can_configure=True
+        ), status
+    return render_page(connection, membership, app_definition, status, access=state)
+
+
+def read_config(form, fields) -> dict:
+    values: dict = {}
+    for f in fields:
+        name = CONFIG_PREFIX + f.key
+        if f.type == "checkbox":
+            values[f.key] = form.get(name) in ("on", "true", "1")
+        elif name in form:
+            values[f.key] = form.get(name, "")
+    return values
+
+
+@bp.post("/apps/<connection_id>/configuration")
+def save_configuration(connection_id):
+    connection, membership, app_definition = load_connection(connection_id)
+    if app_definition is None:
+        abort(404)
+    fields = config_state(connection, app_definition).fields
+    values = read_config(request.form, fields)
+    status, errors = 200, {}
+    try:
+        update_connection(membership, connection, app_definition, method_config=values)
+    except ValidationFailed as err:
+        status, errors = 422, err.field_messages()
+    except Forbidden as err:
+        status, errors = 403, {"": err.message}
+    if status == 200:
+        db.session.commit()
+        if not htmx:
+            return back_to_page(connection)
+        state = config_state(connection, app_definition, saved=True)
+    else:
+        db.session.rollback()
+        state = config_state(connection, app_definition, values=values, errors=errors)
+    if htmx:
+        return render_template(
+            "apps/_configuration.html", connection=connection, config=state, can_configure=True
+        ), status
+    return render_page(connection, membership, app_definition, status, config=state)
+
+
+@bp.post("/apps/<connection_id>/tools/policy")
+def save_tool_policy(connection_id):
+    connection, membership, app_definition = load_connection(connection_id)
+    form = ToolPolicyForm()
+    tools = {t.tool.name: t for t in tools_with_policies([connection.id]).get(connection.id, [])}
+    tool = tools.get(form.tool.data or "")
+    if tool is None:
+        abort(404)
+    status, error = 200, None
+    if not form.validate():
+        status, error = 422, "Choose Allow, Ask first or Block."
+    else:
+        try:
+            update_connection(
+                membership, connection, app_definition, tool_policies={tool.tool.name: form.action.data}
+            )
+        except ValidationFailed as err:
+            status, error = 422, "; ".join(d["msg"] for d in err.details)
+        except Forbidden as err:
+            status, error = 403, err.message
+    if status == 200:
+        db.session.commit()
+        if not htmx:
+            return back_to_page(connection)
+        tool = tools_with_policies([connection.id])[connection.id]
+        tool = next(t for t in tool if t.tool.name == form.tool.data)
+    else:
+        db.session.rollback()
+    if htmx:
+        return render_template(
+            "apps/_tool_row.html",
+            connection=connection,
+            tool=tool,
+            can_configure=True,
+            action_labels=ACTION_LABELS,
+            saved=status == 200,
+            error=error,
+        ), status
+    raise (Forbidden(error) if status == 403 else Unprocessable(error))

@@ -1,0 +1,169 @@
+"""The full-page host of the shared setup flow: connect an app, and reconnect (rotate the key of) a connection.
+
+Connect starts a draft, commits it, then verifies the credentials with the provider. A refusal keeps the draft (its
+id travels in a hidden field) so the next submit finishes that same draft instead of starting another.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from flask import abort, redirect, render_template, request, url_for
+
+from app.catalog.loader import get_app, get_method
+from app.extensions import db, htmx
+from app.models import Membership, ToolConnection
+from app.services.access import CONFIGURE_FORBIDDEN, can_configure
+from app.services.connections import UNSET, finish_connection, start_connection
+from app.services.errors import Forbidden, ProviderRefused, ValidationFailed
+from app.web.apps import bp
+from app.web.apps.setup_flow import OAUTH_LATER, build_setup_flow, read_submission
+from app.web.context import current_membership, load_scoped, require_write
+
+
+def app_or_404(slug: str):
+    app_definition = get_app(slug)
+    if app_definition is None:
+        abort(404)
+    return app_definition
+
+
+def resumable_draft(draft_id: str | None, membership: Membership, app_definition) -> ToolConnection | None:
+    """The kept draft named by the form, only if it is this company's, this app's, still a draft, and the person's
+    to configure; anything else is ignored (and a fresh draft is started) rather than touched."""
+    if not draft_id:
+        return None
+    try:
+        draft = db.session.get(ToolConnection, uuid.UUID(draft_id))
+    except ValueError:
+        return None
+    if (
+        draft is None
+        or draft.company_id != membership.company_id
+        or draft.status != "draft"
+        or draft.app_slug != app_definition.slug
+        or not can_configure(membership, draft)
+    ):
+        return None
+    return draft
+
+
+def _flow_response(flow, status: int = 200):
+    """The partial alone for an htmx request aimed at the flow (method switch, hosted dialog), else the page."""
+    if htmx and not htmx.boosted and htmx.target == "setup-flow":
+        return render_template("apps/_setup_flow.html", flow=flow), status
+    return render_template("apps/connect.html", flow=flow), status
+
+
+def _connect_flow(membership, app_definition, **kwargs):
+    return build_setup_flow(
+        membership,
+        app_definition,
+        action_url=url_for("apps.connect", slug=app_definition.slug),
+        method_url=url_for("apps.connect", slug=app_definition.slug),
+        **kwargs,
+    )
+
+
+@bp.get("/apps/<slug>/connect")
+def connect(slug):
+    membership = current_membership()
+    app_definition = app_or_404(slug)
+    method_key = request.args.get("method_key")
+    return _flow_response(_connect_flow(membership, app_definition, method_key=method_key))
+
+
+@bp.post("/apps/<slug>/connect")
+def connect_submit(slug):
+    membership = current_membership()
+    app_definition = app_or_404(slug)
+    require_write(membership)
+    draft = resumable_draft(request.form.get("draft_id"), membership, app_definition)
+    method = get_method(app_definition, draft.method_key if draft else request.form.get("method_key"))
+    submission = read_submission(request.form, method)
+
+    def failed(status: int, **kwargs):
+        db.session.rollback()
+        kept = draft if draft is not None and draft.status == "draft" else None
+        flow = _connect_flow(
+            membership, app_definition, method_key=method.key, submission=submission, draft=kept, **kwargs
+        )
+        return _flow_response(flow, status)
+
+    if method.auth == "oauth":
+        return failed(422, form_errors=[f"{OAUTH_LATER}."])
+    try:
+        if draft is None:
+            draft = start_connection(
+                membership,
+                app_definition,
+                method_key=method.key,
+                identity=submission.identity,
+                name=submission.name or None,
+                method_config=submission.method_config,
+                audience=submission.audience,
+            )
+            # Commit the draft before talking to the provider: a refusal keeps it for the next submit.
+            db.session.commit()
+            method_config = audience = UNSET
+        else:
+            # A kept draft: its method and identity are fixed; its public values and audience follow the form.
+            method_config, audience = submission.method_config, submission.audience
+        finish_connection(
+            membership,
+            draft,
+            app_definition,
+            credentials=submission.credentials,
+            method_config=method_config,
+            audience=audience,
+        )
+    except ValidationFailed as err:
+        return failed(422, errors=err.field_messages())
+    except ProviderRefused as err:
+        return failed(422, refusal=err.message)
+    except Forbidden as err:
+        return failed(403, form_errors=[err.message])
+    db.session.commit()
+    return redirect(url_for("apps.permissions", connection_id=draft.id), code=303)
+
+
+def _reconnect_flow(membership, connection, app_definition, **kwargs):
+    return build_setup_flow(
+        membership,
+        app_definition,
+        action_url=url_for("apps.reconnect", connection_id=connection.id),
+        mode="reconnect",
+        connection=connection,
+        **kwargs,
+    )
+
+
+@bp.route("/apps/<connection_id>/reconnect", methods=["GET", "POST"])
+def reconnect(connection_id):
+    connection, membership = load_scoped(ToolConnection, connection_id)
+    if connection.status == "archived":
+        abort(404)
+    app_definition = app_or_404(connection.app_slug)
+    if not can_configure(membership, connection):
+        raise Forbidden(CONFIGURE_FORBIDDEN)
+    if request.method == "GET":
+        return _flow_response(_reconnect_flow(membership, connection, app_definition))
+    method = get_method(app_definition, connection.method_key)
+    submission = read_submission(request.form, method, reconnect=True)
+
+    def failed(status: int, **kwargs):
+        db.session.rollback()
+        return _flow_response(_reconnect_flow(membership, connection, app_definition, **kwargs), status)
+
+    if method.auth == "oauth":
+        return failed(422, form_errors=[f"{OAUTH_LATER}."])
+    try:
+        finish_connection(membership, connection, app_definition, credentials=submission.credentials)
+    except ValidationFailed as err:
+        return failed(422, errors=err.field_messages())
+    except ProviderRefused as err:
+        return failed(422, refusal=err.message)
+    except Forbidden as err:
+        return failed(403, form_errors=[err.message])
+    db.session.commit()
+    return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)

@@ -1,0 +1,224 @@
+"""The shared connection setup flow: what `templates/apps/_setup_flow.html` renders, and how its form is read.
+
+Everything the partial shows comes from a `SetupFlow`, so any host (the full-page connect and reconnect routes here, a
+task-card dialog later) builds one with `build_setup_flow` and includes the partial; submissions are read with
+`read_submission` and handed to the connection services. Credentials are write-only: a flow never carries a
+credential value, so a failed submit cannot render one back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from werkzeug.datastructures import MultiDict
+
+from app.catalog.loader import get_method, logo_url
+from app.models import Membership, ToolConnection
+from app.services.access import can_manage_connections
+from app.services.agents import list_agents
+from app.services.connections import Audience, audience_of, public_fields
+
+OAUTH_LATER = "OAuth sign-in arrives in a later release"
+ORGANIZATION_EXPLANATION = (
+    "Only people who can manage connections can connect an app for the whole organization."
+)
+IDENTITY_LABELS = {"user": "Just me", "organization": "Organization"}
+IDENTITY_HINTS = {
+    "user": "Agents act with your own account when you are responsible for their task.",
+    "organization": "Agents act with a shared account for everyone in this company.",
+}
+CREDENTIAL_PREFIX = "credentials-"
+CONFIG_PREFIX = "config-"
+
+
+@dataclass(frozen=True)
+class IdentityChoice:
+    key: str
+    label: str
+    hint: str
+    allowed: bool
+    explanation: str | None = None
+
+
+@dataclass
+class Submission:
+    """The values of one posted setup form (credentials only travel inward, to the service)."""
+
+    method_key: str | None
+    identity: str
+    name: str
+    credentials: dict[str, str]
+    method_config: dict
+    audience: Audience
+    draft_id: str | None
+
+
+@dataclass
+class SetupFlow:
+    app: object
+    mode: str  # "connect" or "reconnect"
+    action_url: str
+    method: object
+    methods: list
+    identity: str
+    identity_choices: list[IdentityChoice]
+    agents: list
+    audience: Audience
+    method_url: str | None = None
+    name: str = ""
+    values: dict = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    form_errors: list[str] = field(default_factory=list)
+    refusal: str | None = None
+    draft: ToolConnection | None = None
+    connection: ToolConnection | None = None
+    can_submit: bool = True
+    # A host that posts the flow with htmx (a dialog) sets the element to swap; the full page relies on hx-boost.
+    hx_target: str | None = None
+
+    @property
+    def is_oauth(self) -> bool:
+        return self.method.auth == "oauth"
+
+    @property
+    def locked(self) -> bool:
+        """A kept draft fixes its method and identity: a re-submit finishes that same draft."""
+        return self.draft is not None or self.mode == "reconnect"
+
+    @property
+    def credential_fields(self) -> list:
+        return list(self.method.credentialFields)
+
+    @property
+    def public_fields(self) -> list:
+        return [] if self.mode == "reconnect" else public_fields(self.method)
+
+    @property
+    def keeps_stored_credentials(self) -> bool:
+        return self.connection is not None and self.connection.status == "active"
+
+    @property
+    def logo(self) -> str:
+        return logo_url(self.app)
+
+    @property
+    def selected_agent_ids(self) -> set[str]:
+        return {str(a) for a in self.audience.agent_ids}
+
+    @property
+    def general_errors(self) -> list[str]:
+        """Messages that belong to no rendered field (shown at the top of the form)."""
+        shown = {"identity", "agentIds", "name"}
+        shown |= {f.key for f in self.credential_fields} | {f.key for f in self.public_fields}
+        return self.form_errors + [m for k, m in self.errors.items() if k not in shown]
+
+
+def identity_choices(membership: Membership, method) -> list[IdentityChoice]:
+    choices = []
+    for kind in ("user", "organization"):
+        if kind not in method.grantKinds:
+            continue
+        allowed = kind != "organization" or can_manage_connections(membership)
+        choices.append(
+            IdentityChoice(
+                key=kind,
+                label=IDENTITY_LABELS[kind],
+                hint=IDENTITY_HINTS[kind],
+                allowed=allowed,
+                explanation=None if allowed else ORGANIZATION_EXPLANATION,
+            )
+        )
+    return choices
+
+
+def build_setup_flow(
+    membership: Membership,
+    app_definition,
+    *,
+    action_url: str,
+    method_key: str | None = None,
+    mode: str = "connect",
+    method_url: str | None = None,
+    submission: Submission | None = None,
+    draft: ToolConnection | None = None,
+    connection: ToolConnection | None = None,
+    errors: dict[str, str] | None = None,
+    form_errors: list[str] | None = None,
+    refusal: str | None = None,
+    hx_target: str | None = None,
+) -> SetupFlow:
+    """Everything the setup partial needs, from the app definition, the person, and any kept draft or submission."""
+    fixed = draft or connection
+    method = get_method(app_definition, fixed.method_key if fixed else method_key)
+    choices = identity_choices(membership, method)
+    if fixed is not None:
+        identity = (fixed.config or {}).get("identity", "organization")
+    elif submission is not None and submission.identity in {c.key for c in choices}:
+        identity = submission.identity
+    else:
+        identity = next((c.key for c in choices if c.allowed), "user")
+    if submission is not None:
+        audience, values, name = submission.audience, submission.method_config, submission.name
+    elif fixed is not None:
+        audience, values, name = audience_of(fixed), fixed.method_config, fixed.name
+    else:
+        audience, values, name = Audience(all_agents=True), {}, ""
+    return SetupFlow(
+        app=app_definition,
+        mode=mode,
+        action_url=action_url,
+        method=method,
+        methods=list(app_definition.methods),
+        identity=identity,
+        identity_choices=choices,
+        agents=list_agents(membership.company_id),
+        audience=audience,
+        method_url=method_url,
+        name=name,
+        values=values,
+        errors=errors or {},
+        form_errors=form_errors or [],
+        refusal=refusal,
+        draft=draft,
+        connection=connection,
+        can_submit=membership.has_write_access,
+        hx_target=hx_target,
+    )
+
+
+def _agent_ids(values: list[str]) -> tuple[uuid.UUID, ...]:
+    ids = []
+    for value in values:
+        try:
+            ids.append(uuid.UUID(value))
+        except ValueError:
+            continue  # not an id at all: nothing to select
+    return tuple(dict.fromkeys(ids))
+
+
+def read_submission(form: MultiDict, method, *, reconnect: bool = False) -> Submission:
+    """Read the posted setup form for `method`: declared fields only, credentials kept apart from public values."""
+    credentials = {
+        f.key: form.get(CREDENTIAL_PREFIX + f.key, "")
+        for f in method.credentialFields
+        if form.get(CREDENTIAL_PREFIX + f.key, "").strip()
+    }
+    method_config: dict = {}
+    if not reconnect:
+        for f in public_fields(method):
+            name = CONFIG_PREFIX + f.key
+            if f.type == "checkbox":
+                method_config[f.key] = form.get(name) in ("on", "true", "1")
+            elif name in form:
+                method_config[f.key] = form.get(name, "")
+    selected = form.get("audience") == "selected"
+    return Submission(
+        method_key=form.get("method_key") or None,
+        identity=form.get("identity") or "user",
+        name=(form.get("name") or "").strip(),
+        credentials=credentials,
+        method_config=method_config,
+        audience=Audience(not selected, _agent_ids(form.getlist("agent_ids")) if selected else ()),
+        draft_id=form.get("draft_id") or None,
+    )

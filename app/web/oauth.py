@@ -1,0 +1,165 @@
+"""OAuth door: start a provider sign-in for a connection (page form or JSON) and receive the provider's callback.
+
+The callback is a GET (CSRF-exempt) but needs the same signed-in person who started the sign-in. It consumes the
+state and commits that before exchanging the code, so a replayed or parallel callback can never exchange twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from flask import Blueprint, abort, current_app, jsonify, redirect, render_template, request, url_for
+from flask_login import current_user, login_required
+from pydantic import BaseModel, ConfigDict
+
+from app.catalog.loader import get_app
+from app.extensions import db
+from app.models import ThreadInteraction, ToolConnection
+from app.services import oauth as oauth_service
+from app.services.errors import Forbidden, NotFound, ServiceError
+from app.services.tenancy import get_membership
+from app.web.api.validation import parse_body
+from app.web.context import load_scoped
+from app.web.security import csrf_exempt_endpoint
+
+bp = Blueprint("oauth", __name__)
+csrf_exempt_endpoint("oauth.callback")
+
+
+class StartBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    interactionId: uuid.UUID | None = None
+
+
+def _connection_and_app(connection_id):
+    connection, membership = load_scoped(ToolConnection, connection_id)
+    if connection.status == "archived":
+        abort(404)
+    app_definition = get_app(connection.app_slug)
+    if app_definition is None:
+        abort(404)
+    return connection, membership, app_definition
+
+
+@bp.post("/apps/<connection_id>/oauth/start")
+@login_required
+def start(connection_id):
+    """The setup flow's "Sign in with <provider>" button (also Reconnect): 303 to the provider."""
+    connection, membership, app_definition = _connection_and_app(connection_id)
+    interaction_id = _optional_uuid(request.form.get("interaction_id"))
+    url = oauth_service.start_authorization(
+        membership,
+        connection,
+        app_definition,
+        interaction_id=interaction_id,
+        opener_origin=request.headers.get("Origin") if interaction_id else None,
+    )
+    db.session.commit()
+    return redirect(url, code=303)
+
+
+@bp.post("/api/tools/oauth/<connection_id>/start")
+@login_required
+def start_json(connection_id):
+    """JSON start for the task card: `{interactionId?}` -> `{authorizationUrl}` (opened in a popup)."""
+    connection, membership, app_definition = _connection_and_app(connection_id)
+    body = parse_body(StartBody)
+    url = oauth_service.start_authorization(
+        membership,
+        connection,
+        app_definition,
+        interaction_id=body.interactionId,
+        opener_origin=request.headers.get("Origin") if body.interactionId else None,
+    )
+    db.session.commit()
+    return jsonify({"authorizationUrl": url})
+
+
+@bp.get("/oauth/callback")
+@login_required
+def callback():
+    raw_state = request.args.get("state", "")
+    state = oauth_service.peek_state(raw_state)
+    if state is None:
+        return _invalid_state()
+    if state.user_id != current_user.id:
+        return _failure_page(oauth_service.WRONG_USER, None, None, 403)
+    try:
+        state = oauth_service.consume_state(raw_state, current_user.id)
+    except oauth_service.InvalidOAuthState:
+        db.session.rollback()
+        return _invalid_state()
+    # The state is spent before anything else happens: a second callback with it finds nothing.
+    db.session.commit()
+    connection = db.session.get(ToolConnection, state.connection_id)
+    membership = get_membership(state.company_id, current_user.id)
+    app_definition = get_app(connection.app_slug) if connection is not None else None
+    if connection is None or app_definition is None or membership is None or not membership.is_active_member:
+        return _invalid_state()
+    try:
+        oauth_service.complete_authorization(
+            membership,
+            state,
+            connection,
+            app_definition,
+            code=request.args.get("code"),
+            error=request.args.get("error"),
+            iss=request.args.get("iss"),
+        )
+    except (oauth_service.OAuthFlowError, Forbidden) as err:
+        db.session.rollback()
+        reason = getattr(err, "reason", "forbidden")
+        oauth_service.record_failure(current_user.id, state, reason)
+        db.session.commit()
+        if state.interaction_id:
+            return _opener_page(state, "needs_retry")
+        return _failure_page(err.message, connection, app_definition, err.status)
+    except ServiceError:
+        db.session.rollback()
+        oauth_service.record_failure(current_user.id, state, "provider_error")
+        db.session.commit()
+        raise
+    db.session.commit()
+    if state.interaction_id:
+        return _opener_page(state, "connected")
+    return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
+
+
+def _optional_uuid(value) -> uuid.UUID | None:
+    if not value:
+        return None
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise NotFound("Unknown interaction") from None
+
+
+def _invalid_state():
+    return render_template("oauth/failed.html", message=oauth_service.INVALID_STATE, connection=None), 400
+
+
+def _failure_page(message: str, connection, app_definition, status: int):
+    return (
+        render_template("oauth/failed.html", message=message, connection=connection, app=app_definition),
+        status,
+    )
+
+
+def _opener_page(state, outcome: str):
+    interaction = db.session.get(ThreadInteraction, state.interaction_id)
+    fallback = (
+        url_for("board.task", issue_id=interaction.issue_id) if interaction else url_for("apps.catalog")
+    )
+    return render_template(
+        "oauth/opener.html",
+        message={
+            "type": "paperclip.connection-intent.oauth",
+            "interactionId": str(state.interaction_id),
+            "outcome": outcome,
+        },
+        target_origin=state.opener_origin
+        or oauth_service.normalize_origin(current_app.config["PUBLIC_BASE_URL"])
+        or "/",
+        fallback_url=fallback,
+    )

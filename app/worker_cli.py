@@ -1,0 +1,37 @@
+"""`switchboard worker`: execute queued runs and deliver connection continuations (several may run at once)."""
+
+from __future__ import annotations
+
+import threading
+
+import click
+from flask import current_app
+from flask.cli import with_appcontext
+
+
+@click.command("worker")
+@click.option("--once", is_flag=True, help="Do one pass over the pending work and exit.")
+@click.option("--poll-seconds", default=2.0, show_default=True, help="Idle wait between polls.")
+@with_appcontext
+def worker_command(once: bool, poll_seconds: float):
+    """Run the background worker (runs and continuation delivery)."""
+    from app.workers.loop import run_once, run_worker_forever
+
+    app = current_app._get_current_object()
+    if once:
+        click.echo(f"worker: {run_once(app)} unit(s) of work done")
+        return
+    click.echo("worker: running (Ctrl+C to stop)")
+    stop = threading.Event()
+    continuations = threading.Thread(
+        target=run_worker_forever,
+        args=(app, poll_seconds),
+        kwargs={"jobs": ("continuations",), "stop": stop},
+        name="switchboard-worker-continuations",
+        daemon=True,
+    )
+    continuations.start()
+    try:
+        run_worker_forever(app, poll_seconds, jobs=("runs",), stop=stop)
+    except KeyboardInterrupt:
+        stop.set()

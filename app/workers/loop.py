@@ -1,0 +1,91 @@
+"""The worker loop: deliver continuations and execute runs, in `switchboard worker` or a thread of the web process.
+
+`run_worker_forever` polls both jobs; `start_in_process_worker` starts one daemon thread per job so a long agent run
+never delays continuation delivery (used under `make run` when `RUN_WORKER_IN_PROCESS` is set). `notify_worker()`
+wakes the in-process threads early, e.g. right after a card resolution commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from flask import Flask
+
+from app.extensions import db
+
+log = logging.getLogger(__name__)
+
+JOBS = ("continuations", "runs")
+_nudge = threading.Event()
+
+
+def _job(name: str) -> Callable[[], int]:
+    if name == "continuations":
+        from app.workers.continuations import sweep_pending
+
+        return lambda: sum(sweep_pending().values())
+    if name == "runs":
+        from app.workers.run_executor import execute_pending_runs
+
+        return execute_pending_runs
+    raise ValueError(f"unknown worker job {name!r}")
+
+
+def run_once(app: Flask, jobs: tuple[str, ...] = JOBS) -> int:
+    """One pass over the jobs; returns how many units of work were done."""
+    done = 0
+    with app.app_context():
+        try:
+            for name in jobs:
+                try:
+                    done += _job(name)()
+                except Exception:
+                    db.session.rollback()
+                    log.exception("worker job %s failed", name)
+        finally:
+            db.session.remove()
+    return done
+
+
+def run_worker_forever(
+    app: Flask,
+    poll_seconds: float = 2.0,
+    *,
+    jobs: tuple[str, ...] = JOBS,
+    stop: threading.Event | None = None,
+) -> None:
+    """Poll the jobs until `stop` is set; sleeps `poll_seconds` between idle passes (or until nudged)."""
+    stop = stop or threading.Event()
+    while not stop.is_set():
+        if run_once(app, jobs):
+            continue
+        _nudge.wait(poll_seconds)
+        _nudge.clear()
+
+
+def notify_worker() -> None:
+    """Ask in-process workers to look for work now instead of at the next poll."""
+    _nudge.set()
+
+
+def start_in_process_worker(app: Flask, poll_seconds: float = 2.0) -> list[threading.Thread]:
+    """Start the worker threads once per app (daemon threads: they end with the process)."""
+    existing = app.extensions.get("switchboard_worker")
+    if existing:
+        return existing
+    threads = [
+        threading.Thread(
+            target=run_worker_forever,
+            args=(app, poll_seconds),
+            kwargs={"jobs": (name,)},
+            name=f"switchboard-worker-{name}",
+            daemon=True,
+        )
+        for name in JOBS
+    ]
+    app.extensions["switchboard_worker"] = threads
+    for thread in threads:
+        thread.start()
+    return threads

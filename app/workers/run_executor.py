@@ -1,0 +1,61 @@
+"""Execute queued heartbeat runs: claim one, prepare its invocation, hand it to the adapter, record the outcome.
+
+Each step commits on its own: the claim (so no other worker takes the run), the prepared turn (its frozen snapshot and
+session decision), and the completion. The adapter runs with no transaction open.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from app.adapters import get_adapter
+from app.extensions import db
+from app.models import Agent
+from app.services.errors import ServiceError
+from app.services.run_context import prepare_invocation
+from app.services.runs import claim_next_run, complete_run, fail_run
+
+log = logging.getLogger(__name__)
+
+
+def execute_next_run() -> bool:
+    """Execute one queued run; False when there was nothing to do. Call inside an app context."""
+    run = claim_next_run()
+    if run is None:
+        db.session.rollback()
+        return False
+    db.session.commit()
+    try:
+        agent = db.session.get(Agent, run.agent_id)
+        adapter = get_adapter(agent.adapter_type) if agent is not None else None
+        if adapter is None:
+            fail_run(run, "The agent has no executable adapter.")
+            db.session.commit()
+            return True
+        invocation = prepare_invocation(run)
+        db.session.commit()
+    except ServiceError as exc:
+        db.session.rollback()
+        fail_run(run, exc.message)
+        db.session.commit()
+        return True
+    try:
+        result = adapter.execute(invocation)
+    except Exception as exc:  # an adapter bug must not leave the run running forever
+        log.exception("adapter failed for run %s", invocation.run_id)
+        db.session.rollback()
+        fail_run(run, f"The adapter failed: {exc.__class__.__name__}")
+        db.session.commit()
+        return True
+    db.session.rollback()  # nothing pending; refresh state from the database before writing the outcome
+    complete_run(run, result)
+    db.session.commit()
+    return True
+
+
+def execute_pending_runs(limit: int = 100) -> int:
+    """Execute queued runs one after another until none is due (at most `limit`)."""
+    done = 0
+    while done < limit and execute_next_run():
+        done += 1
+    return done

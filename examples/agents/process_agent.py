@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""A small example agent for Switchboard's process adapter (Python standard library only).
+
+What it does on every turn:
+
+1. Reads the wake prompt from stdin and the connection-instruction snapshot from the private file named by
+   `PAPERCLIP_CONNECTION_INSTRUCTIONS_FILE` (empty when no instructions apply), checks the digest, and prints the prompt
+   it would send to a model (the snapshot text appended unless the prompt already carries it).
+2. If the runtime tools are available (`PAPERCLIP_RUNTIME_TOOLS_*`), calls `connections_search` for the service its
+   task names and, unless the service is ready, `connection_request` so the responsible person gets a connection card.
+3. On a continuation (`PAPERCLIP_WAKE_CONTEXT` has `outcome`), reports what happened instead of asking again.
+4. Prints one result line `{"result": ...}` and one session line `{"paperclipSession": {"id": ...}}`.
+
+Run it by hand to see the contract: `echo "hello" | python3 examples/agents/process_agent.py`.
+Options: `--service <slug>` searches for that service instead of guessing it from the task title.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import urllib.error
+import urllib.request
+import uuid
+
+STOP_WORDS = {"the", "a", "an", "in", "on", "to", "of", "and", "for", "our", "with", "write", "task"}
+
+
+def read_snapshot() -> dict | None:
+    path = os.environ.get("PAPERCLIP_CONNECTION_INSTRUCTIONS_FILE", "")
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as fh:
+        snapshot = json.load(fh)
+    digest = hashlib.sha256(snapshot["text"].encode("utf-8")).hexdigest()
+    if digest != snapshot.get("digest"):
+        raise SystemExit("instruction snapshot digest mismatch")
+    return snapshot
+
+
+def model_prompt(wake_prompt: str, snapshot: dict | None) -> str:
+    if snapshot and snapshot["text"] not in wake_prompt:
+        return wake_prompt.rstrip() + "\n\n" + snapshot["text"] + "\n"
+    return wake_prompt
+
+
+def call_tool(url_variable: str, body: dict) -> dict:
+    """POST to a runtime-tools REST endpoint with the run's bearer token; errors come back as {"error": ...}."""
+    request = urllib.request.Request(  # noqa: S310 (the URL is the server's own, from the environment)
+        os.environ[url_variable],
+        data=json.dumps(body).encode("utf-8"),
+        headers={
+            "Authorization": "Bearer " + os.environ.get("PAPERCLIP_RUNTIME_TOOLS_TOKEN", ""),
+            "Content-Type": "application/json",
+        },
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:
+        try:
+            return {"error": json.loads(exc.read().decode("utf-8")).get("error"), "status": exc.code}
+        except ValueError:
+            return {"error": f"HTTP {exc.code}", "status": exc.code}
+    except (urllib.error.URLError, OSError) as exc:
+        return {"error": str(exc)}
+
+
+def guess_query(prompt: str) -> str:
+    """The last meaningful word of the task title (e.g. "Write the launch notes in Notion" -> "notion")."""
+    match = re.search(r"^## Task [^:]*: (.+)$", prompt, re.MULTILINE)
+    words = [w.lower() for w in re.findall(r"[A-Za-z0-9]+", match.group(1) if match else "")]
+    words = [w for w in words if w not in STOP_WORDS]
+    return words[-1] if words else ""
+
+
+def main(argv: list[str]) -> int:
+    service_arg = argv[argv.index("--service") + 1] if "--service" in argv[:-1] else None
+    wake_prompt = sys.stdin.read() or os.environ.get("PAPERCLIP_WAKE_PROMPT", "")
+    snapshot = read_snapshot()
+    context = json.loads(os.environ.get("PAPERCLIP_WAKE_CONTEXT") or "{}")
+    print("=== prompt for the model ===")
+    print(model_prompt(wake_prompt, snapshot))
+    print("=== end of prompt ===")
+    if snapshot:
+        print(f"connection instructions: digest {snapshot['digest'][:12]}...")
+
+    result: dict
+    available = os.environ.get("PAPERCLIP_RUNTIME_TOOLS_AVAILABLE", "").split(",")
+    if context.get("outcome") == "connected":
+        result = {"status": "continuing", "detail": "The connection is ready; continuing the task with it."}
+    elif context.get("outcome") == "declined":
+        result = {"status": "alternatives", "detail": "The connection was declined; pursuing alternatives."}
+    elif "connections_search" not in available:
+        result = {
+            "status": "no_runtime_tools",
+            "detail": "No runtime tools in this run; working without them.",
+        }
+    else:
+        query = service_arg or guess_query(wake_prompt)
+        found = call_tool("PAPERCLIP_RUNTIME_TOOLS_CONNECTIONS_SEARCH_URL", {"query": query})
+        top = (found.get("results") or [None])[0]
+        print(f"connections_search({query!r}) -> {json.dumps(top) if top else found}")
+        if top is None:
+            result = {"status": "no_service", "query": query, "detail": found.get("error")}
+        elif top.get("state") == "ready":
+            result = {"status": "ready", "service": top["service"], "connectionId": top.get("connectionId")}
+        elif top.get("state") == "unavailable":
+            result = {"status": "unavailable", "service": top["service"], "reason": top.get("reason")}
+        else:
+            requested = call_tool(
+                "PAPERCLIP_RUNTIME_TOOLS_CONNECTION_REQUEST_URL", {"service": top["service"]}
+            )
+            print(f"connection_request({top['service']!r}) -> {json.dumps(requested)}")
+            result = {"status": requested.get("state") or "error", "service": top["service"], **requested}
+    print(json.dumps({"result": result}))
+    session = os.environ.get("PAPERCLIP_SESSION_ID") or f"example-{uuid.uuid4()}"
+    print(json.dumps({"paperclipSession": {"id": session}}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

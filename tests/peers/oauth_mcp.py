@@ -1,0 +1,156 @@
+"""An OAuth-protected MCP provider: the official SDK behind a gate that accepts only bearer tokens from a real issuer.
+
+The gate validates every bearer token with the issuer's introspection endpoint (RFC 7662, short timeout), answers a
+missing or inactive token with 401 and `WWW-Authenticate: Bearer resource_metadata="..."`, and publishes RFC 9728
+protected-resource metadata naming the issuer as its authorization server. It records each request's method, path
+and outcome, and a SHA-256 fingerprint of every accepted token (never the token itself), so tests can tell which
+access token the provider saw.
+
+    server = start_oauth_mcp_server(issuer="http://127.0.0.1:9090", introspection_client=("id", "secret"))
+    ...  # server.url is the MCP endpoint; server.accepted_token_digests lists fingerprints
+    server.stop()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import uvicorn
+
+from tests.peers.mcp_servers import RequestRecord, RunningMcpServer, _send_json
+
+INTROSPECTION_TIMEOUT = 2.0
+_START_TIMEOUT = 5.0
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class _IntrospectionGate:
+    def __init__(self, app: Any, owner: OAuthMcpServer):
+        self.app = app
+        self.owner = owner
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if path.startswith("/.well-known/oauth-protected-resource"):
+            self.owner._record_request(RequestRecord(scope["method"], path, "metadata"))
+            await _send_json(send, 200, self.owner.resource_metadata())
+            return
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        outcome = "missing"
+        if token:
+            outcome = "ok" if await self.owner._introspect(token) else "wrong"
+        self.owner._record_request(RequestRecord(scope["method"], path, outcome))
+        if outcome == "ok":
+            self.owner._accept(token)
+            await self.app(scope, receive, send)
+            return
+        challenge = f'Bearer resource_metadata="{self.owner.resource_metadata_url}"'
+        if outcome == "wrong":
+            challenge += ', error="invalid_token"'
+        await _send_json(
+            send,
+            401,
+            {"error": "invalid_token", "error_description": "A valid bearer token is required."},
+            [(b"www-authenticate", challenge.encode())],
+        )
+
+
+class OAuthMcpServer(RunningMcpServer):
+    """A notes-like MCP server whose gate trusts tokens the issuer's introspection endpoint calls active."""
+
+    def __init__(self, name: str, *, issuer: str, introspection_client: tuple[str, str]):
+        super().__init__(name)
+        self.issuer = issuer.rstrip("/")
+        self.introspection_client = introspection_client
+        self._accepted: list[str] = []
+
+    @property
+    def resource_metadata_url(self) -> str:
+        return f"{self.base_url}/.well-known/oauth-protected-resource/mcp"
+
+    def resource_metadata(self) -> dict:
+        return {
+            "resource": self.url,
+            "authorization_servers": [self.issuer],
+            "bearer_methods_supported": ["header"],
+        }
+
+    async def _introspect(self, token: str) -> bool:
+        try:
+            async with httpx.AsyncClient(timeout=INTROSPECTION_TIMEOUT) as client:
+                response = await client.post(
+                    f"{self.issuer}/token/introspection",
+                    data={"token": token},
+                    auth=self.introspection_client,
+                )
+            return response.status_code == 200 and response.json().get("active") is True
+        except (httpx.HTTPError, json.JSONDecodeError):
+            return False
+
+    def _accept(self, token: str) -> None:
+        with self._lock:
+            self._accepted.append(token_digest(token))
+
+    @property
+    def accepted_token_digests(self) -> list[str]:
+        with self._lock:
+            return list(self._accepted)
+
+    def reset(self) -> None:
+        super().reset()
+        with self._lock:
+            self._accepted.clear()
+
+    def start(self) -> OAuthMcpServer:
+        self._baseline = set(self._registrations)
+        app = _IntrospectionGate(self.mcp.streamable_http_app(stateless_http=True, json_response=True), self)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name=f"mcp-peer-{self.name}", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + _START_TIMEOUT
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"MCP peer {self.name!r} did not start")
+            time.sleep(0.01)
+        return self
+
+
+def start_oauth_mcp_server(*, issuer: str, introspection_client: tuple[str, str]) -> OAuthMcpServer:
+    """Tools: search_docs (read-only) and create_doc (write)."""
+    server = OAuthMcpServer("oauth-docs", issuer=issuer, introspection_client=introspection_client)
+
+    def search_docs(query: str) -> list[str]:
+        server.record_call("search_docs", {"query": query})
+        return [f"doc about {query}"]
+
+    def create_doc(title: str) -> dict[str, str]:
+        server.record_call("create_doc", {"title": title})
+        return {"id": "d1", "title": title}
+
+    server.add_tool(search_docs, description="Search documents.", read_only=True)
+    server.add_tool(create_doc, description="Create a document.", read_only=False, destructive=False)
+    return server.start()

@@ -1,0 +1,186 @@
+"""Effective access: identity order, delegation, installs, policies, membership, and company boundaries."""
+
+import pytest
+from sqlalchemy import event
+
+from app.models import (
+    ConnectionGrant,
+    ConnectionInstall,
+    ConnectionTool,
+    GrantDelegation,
+    ToolConnection,
+    ToolPolicy,
+)
+from app.services.access import effective_access
+
+
+def live_connection(
+    db, company, *, name="Conn", install="company", agent=None, tools=(("read_it", "allow"),)
+):
+    connection = ToolConnection(
+        company_id=company.id,
+        app_slug="custom",
+        name=name,
+        status="active",
+        enabled=True,
+        health_status="healthy",
+        auth_kind="api_key",
+        config={"connectionMethodKey": "custom-api-key", "methodConfig": {}},
+    )
+    db.session.add(connection)
+    db.session.flush()
+    target = company.id if install == "company" else agent.id
+    db.session.add(
+        ConnectionInstall(
+            company_id=company.id, connection_id=connection.id, target_type=install, target_id=target
+        )
+    )
+    for tool_name, action in tools:
+        db.session.add(
+            ConnectionTool(
+                company_id=company.id,
+                connection_id=connection.id,
+                name=tool_name,
+                description=f"{tool_name} tool",
+                version_hash="h",
+            )
+        )
+        db.session.add(
+            ToolPolicy(company_id=company.id, connection_id=connection.id, tool_name=tool_name, action=action)
+        )
+    db.session.commit()
+    return connection
+
+
+def grant(db, connection, kind, *, user=None, agent=None, default=False, status="active"):
+    row = ConnectionGrant(
+        company_id=connection.company_id,
+        connection_id=connection.id,
+        kind=kind,
+        subject_user_id=user.id if user else None,
+        subject_agent_id=agent.id if agent else None,
+        is_default=default,
+        status=status,
+    )
+    db.session.add(row)
+    db.session.commit()
+    return row
+
+
+@pytest.fixture
+def world(db, make):
+    company = make.company("Acme")
+    owner = make.member(company, "owner")
+    member = make.member(company, "member")
+    agent = make.agent(company, "Builder")
+    return company, owner, member, agent
+
+
+def only(accesses):
+    assert len(accesses) == 1
+    return accesses[0]
+
+
+def test_identity_order_agent_then_responsible_then_delegated_then_organization(db, world):
+    company, owner, member, agent = world
+    connection = live_connection(db, company)
+    org = grant(db, connection, "organization", default=True)
+    assert only(effective_access(company.id, agent.id, owner.id)).grant.id == org.id
+    member_grant = grant(db, connection, "user", user=member)
+    assert only(effective_access(company.id, agent.id, owner.id)).grant.id == org.id
+    db.session.add(GrantDelegation(company_id=company.id, grant_id=member_grant.id, agent_id=agent.id))
+    db.session.commit()
+    assert only(effective_access(company.id, agent.id, owner.id)).grant.id == member_grant.id
+    owner_grant = grant(db, connection, "user", user=owner)
+    assert only(effective_access(company.id, agent.id, owner.id)).grant.id == owner_grant.id
+    agent_grant = grant(db, connection, "agent", agent=agent)
+    assert only(effective_access(company.id, agent.id, owner.id)).grant.id == agent_grant.id
+
+
+def test_delegation_stops_when_the_owner_loses_write_access(db, make, world):
+    company, owner, member, agent = world
+    connection = live_connection(db, company)
+    member_grant = grant(db, connection, "user", user=member)
+    db.session.add(GrantDelegation(company_id=company.id, grant_id=member_grant.id, agent_id=agent.id))
+    db.session.commit()
+    assert only(effective_access(company.id, agent.id, owner.id)).grant.id == member_grant.id
+    make.membership(company, member).role = "viewer"
+    db.session.commit()
+    access = only(effective_access(company.id, agent.id, owner.id))
+    assert access.grant is None and not access.is_ready
+
+
+def test_responsible_persons_grant_needs_active_write_membership(db, make, world):
+    company, owner, member, agent = world
+    connection = live_connection(db, company)
+    grant(db, connection, "user", user=member)
+    assert only(effective_access(company.id, agent.id, member.id)).is_ready
+    make.membership(company, member).status = "suspended"
+    db.session.commit()
+    assert only(effective_access(company.id, agent.id, member.id)).grant is None
+
+
+def test_ambiguous_organization_grants_fail_closed(db, world):
+    company, owner, _member, agent = world
+    connection = live_connection(db, company)
+    grant(db, connection, "organization")
+    grant(db, connection, "organization")
+    assert only(effective_access(company.id, agent.id, owner.id)).grant is None
+
+
+def test_revoked_grants_and_blocked_tools_are_not_ready(db, world):
+    company, owner, _member, agent = world
+    connection = live_connection(db, company, tools=(("read_it", "block"),))
+    org = grant(db, connection, "organization", default=True)
+    access = only(effective_access(company.id, agent.id, owner.id))
+    assert access.grant.id == org.id and access.usable_tools == [] and not access.is_ready
+    ask = live_connection(db, company, name="Ask", tools=(("write_it", "ask_first"),))
+    grant(db, ask, "organization", default=True)
+    by_id = {a.connection.id: a for a in effective_access(company.id, agent.id, owner.id)}
+    assert by_id[ask.id].is_ready
+    org.status = "revoked"
+    db.session.commit()
+    by_id = {a.connection.id: a for a in effective_access(company.id, agent.id, owner.id)}
+    assert by_id[connection.id].grant is None
+
+
+def test_installs_disabled_and_other_companies(db, make, world):
+    company, owner, _member, agent = world
+    other_agent = make.agent(company, "Researcher")
+    mine = live_connection(db, company, install="agent", agent=agent)
+    grant(db, mine, "organization", default=True)
+    assert only(effective_access(company.id, agent.id, owner.id)).connection.id == mine.id
+    assert effective_access(company.id, other_agent.id, owner.id) == []
+    elsewhere = make.company("Elsewhere")
+    assert effective_access(elsewhere.id, agent.id, owner.id) == []
+    mine.enabled = False
+    db.session.commit()
+    assert effective_access(company.id, agent.id, owner.id) == []
+
+
+def test_statement_count_is_constant_as_connections_grow(db, world):
+    company, owner, member, agent = world
+
+    def count_for(n_new):
+        for i in range(n_new):
+            c = live_connection(
+                db, company, name=f"C{count_for.total + i}", tools=(("a", "allow"), ("b", "block"))
+            )
+            g = grant(db, c, "user", user=member)
+            db.session.add(GrantDelegation(company_id=company.id, grant_id=g.id, agent_id=agent.id))
+        count_for.total += n_new
+        db.session.commit()
+        statements = []
+        listener = lambda *args: statements.append(args[2])  # noqa: E731
+        event.listen(db.engine, "before_cursor_execute", listener)
+        try:
+            result = effective_access(company.id, agent.id, owner.id)
+        finally:
+            event.remove(db.engine, "before_cursor_execute", listener)
+        assert len(result) == count_for.total
+        return len(statements)
+
+    count_for.total = 0
+    small = count_for(2)
+    large = count_for(20)
+    assert small == large

@@ -1,0 +1,384 @@
+"""The instruction resolver for runs and the prepared invocation: eligibility, freezing, and forged-field overwrite.
+
+Connections are persisted directly (the resolver reads stored settings and the cached catalog only, never a
+provider); the helpers here are shared with the adapter, worker and continuation tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+
+import pytest
+from sqlalchemy import delete
+
+from app.adapters.http import request_body
+from app.models import (
+    ConnectionGrant,
+    ConnectionInstall,
+    ConnectionTool,
+    HeartbeatRun,
+    ToolConnection,
+    ToolPolicy,
+)
+from app.services.errors import Forbidden
+from app.services.run_context import prepare_invocation, resolve_instructions_for_run
+from app.services.runs import claim_next_run, complete_run, request_wakeup
+
+_names = itertools.count(1)
+CUSTOM_CONFIG = {
+    "connectionMethodKey": "custom-none",
+    "methodConfig": {"serverUrl": "https://mcp.example.com/mcp"},
+}
+HANDBOOK = {"enabled": True, "text": "Use the release handbook before changing a deployment."}
+
+
+def add_connection(
+    db,
+    company,
+    *,
+    name: str | None = None,
+    slug: str = "custom",
+    instructions: dict | None = HANDBOOK,
+    config: dict | None = None,
+    grants: list[tuple[str, object]] | None = None,
+    install=None,
+    tools: dict[str, str | None] | None = None,
+) -> ToolConnection:
+    """An active connection with grants (kind, subject), an install (None: company-wide) and tools (name: action)."""
+    connection = ToolConnection(
+        company_id=company.id,
+        app_slug=slug,
+        name=name or f"{slug} connection {next(_names)}",
+        status="active",
+        enabled=True,
+        health_status="healthy",
+        auth_kind="api_key",
+        config=config if config is not None else CUSTOM_CONFIG if slug == "custom" else {},
+        agent_instructions=instructions,
+    )
+    db.session.add(connection)
+    db.session.flush()
+    for kind, subject in grants or [("organization", None)]:
+        db.session.add(
+            ConnectionGrant(
+                company_id=company.id,
+                connection_id=connection.id,
+                kind=kind,
+                subject_user_id=subject.id if kind == "user" else None,
+                subject_agent_id=subject.id if kind == "agent" else None,
+                status="active",
+                is_default=kind == "organization",
+            )
+        )
+    target_type, target_id = ("company", company.id) if install is None else ("agent", install.id)
+    db.session.add(
+        ConnectionInstall(
+            company_id=company.id, connection_id=connection.id, target_type=target_type, target_id=target_id
+        )
+    )
+    for tool, action in (tools if tools is not None else {"search": "allow"}).items():
+        db.session.add(
+            ConnectionTool(company_id=company.id, connection_id=connection.id, name=tool, version_hash="v1")
+        )
+        if action is not None:
+            db.session.add(
+                ToolPolicy(company_id=company.id, connection_id=connection.id, tool_name=tool, action=action)
+            )
+    db.session.commit()
+    return connection
+
+
+def honcho_config(workspace: str | None) -> dict:
+    return {
+        "connectionMethodKey": "mcp-api-key",
+        "methodConfig": {"workspaceId": workspace} if workspace else {},
+    }
+
+
+@pytest.fixture
+def team(make):
+    company = make.company("Acme")
+    owner = make.member(company, "owner")
+    agent = make.agent(company, "Builder", adapter_type="process", adapter_config={"command": ["true"]})
+    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
+    return company, owner, agent, issue
+
+
+def start_run(db, agent, issue, **kwargs) -> HeartbeatRun:
+    """Wake the agent on the task and claim the run (status running), committed."""
+    request_wakeup(agent, issue=issue, **kwargs)
+    db.session.commit()
+    run = claim_next_run()
+    db.session.commit()
+    assert run is not None and run.agent_id == agent.id
+    return run
+
+
+def run_for(db, agent, issue, responsible=None) -> HeartbeatRun:
+    run = HeartbeatRun(
+        company_id=agent.company_id,
+        agent_id=agent.id,
+        issue_id=issue.id if issue else None,
+        responsible_user_id=responsible.id if responsible else None,
+        status="running",
+        context_snapshot={},
+    )
+    db.session.add(run)
+    db.session.commit()
+    return run
+
+
+# --- eligibility -----------------------------------------------------------------------------------------------
+
+
+def test_honcho_workspace_is_in_the_text_and_a_missing_workspace_withholds_guidance(db, team):
+    company, owner, agent, issue = team
+    with_workspace = add_connection(
+        db,
+        company,
+        name="Honcho team",
+        slug="honcho",
+        config=honcho_config("team-workspace"),
+        instructions={
+            "enabled": True,
+            "text": "Recall first.",
+            "template": {"id": "honcho.usage", "version": 1},
+        },
+    )
+    run = run_for(db, agent, issue, owner)
+    snapshot = resolve_instructions_for_run(run)
+    assert '"workspaceId":"team-workspace"' in snapshot["text"]
+    assert f'"connectionId":"{with_workspace.id}"' in snapshot["text"]
+    assert (
+        '"connector":"honcho","method":"mcp-api-key","template":{"id":"honcho.usage","version":1}'
+        in (snapshot["text"])
+    )
+
+    with_workspace.config = honcho_config(None)
+    db.session.commit()
+    assert resolve_instructions_for_run(run) is None
+
+
+def test_workspace_change_changes_the_digest(db, team):
+    company, owner, agent, issue = team
+    connection = add_connection(db, company, slug="honcho", config=honcho_config("one"))
+    run = run_for(db, agent, issue, owner)
+    first = resolve_instructions_for_run(run)
+    connection.config = honcho_config("two")
+    db.session.commit()
+    second = resolve_instructions_for_run(run)
+    assert first["digest"] != second["digest"] and '"workspaceId":"two"' in second["text"]
+
+
+def test_eligibility_follows_assignment(db, make, team):
+    company, owner, agent, issue = team
+    other = make.agent(company, "Other")
+    connection = add_connection(db, company, install=agent)
+    assert resolve_instructions_for_run(run_for(db, agent, issue, owner)) is not None
+    other_issue = make.issue(company, status="in_progress", assignee=other, responsible=owner)
+    assert resolve_instructions_for_run(run_for(db, other, other_issue, owner)) is None
+
+    db.session.execute(delete(ConnectionInstall).where(ConnectionInstall.connection_id == connection.id))
+    db.session.commit()
+    assert resolve_instructions_for_run(run_for(db, agent, issue, owner)) is None
+
+
+@pytest.mark.parametrize(
+    ("actions", "eligible"),
+    [
+        ({"read": "block", "write": "block"}, False),
+        ({"read": "block", "write": "ask_first"}, True),
+        ({"read": "allow"}, True),
+        ({"read": None}, True),  # no policy row means ask first, which counts
+        ({}, False),  # no cached tools at all
+    ],
+)
+def test_action_policy_decides_eligibility(db, team, actions, eligible):
+    company, owner, agent, issue = team
+    add_connection(db, company, tools=actions)
+    snapshot = resolve_instructions_for_run(run_for(db, agent, issue, owner))
+    assert (snapshot is not None) is eligible
+
+
+def test_disabled_or_cleared_instructions_contribute_nothing(db, team):
+    company, owner, agent, issue = team
+    add_connection(db, company, name="off", instructions={**HANDBOOK, "enabled": False})
+    add_connection(db, company, name="none", instructions=None)
+    assert resolve_instructions_for_run(run_for(db, agent, issue, owner)) is None
+
+
+def test_grant_revocation_is_checked_on_every_turn(db, team):
+    company, owner, agent, issue = team
+    connection = add_connection(db, company)
+    run = run_for(db, agent, issue, owner)
+    assert resolve_instructions_for_run(run) is not None
+    grant = connection.grants[0]
+    grant.status = "revoked"
+    db.session.commit()
+    assert resolve_instructions_for_run(run) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "role", "eligible"),
+    [
+        ("active", "member", True),
+        ("suspended", "member", False),
+        ("active", "viewer", False),
+    ],
+)
+def test_personal_grant_needs_an_active_writer_as_responsible_person(db, make, team, status, role, eligible):
+    company, _owner, agent, issue = team
+    person = make.member(company, role, status=status)
+    connection = add_connection(db, company, grants=[("user", person)])
+    snapshot = resolve_instructions_for_run(run_for(db, agent, issue, person))
+    assert (snapshot is not None) is eligible
+    if eligible:
+        assert f'"grantId":"{connection.grants[0].id}"' in snapshot["text"]
+
+
+def test_company_boundaries(db, make, team):
+    company, owner, agent, issue = team
+    elsewhere = make.company("Elsewhere")
+    make.member(elsewhere, "owner")
+    foreign = add_connection(db, elsewhere, name="Foreign")
+    # An install row in the other company naming our agent still grants nothing here.
+    db.session.add(
+        ConnectionInstall(
+            company_id=elsewhere.id, connection_id=foreign.id, target_type="agent", target_id=agent.id
+        )
+    )
+    db.session.commit()
+    assert resolve_instructions_for_run(run_for(db, agent, issue, owner)) is None
+
+    foreign_agent = make.agent(elsewhere, "Intruder")
+    forged = HeartbeatRun(
+        company_id=company.id,
+        agent_id=foreign_agent.id,
+        issue_id=issue.id,
+        status="running",
+        context_snapshot={},
+    )
+    db.session.add(forged)
+    db.session.commit()
+    with pytest.raises(Forbidden):
+        resolve_instructions_for_run(forged)
+
+
+# --- the prepared invocation -------------------------------------------------------------------------------------
+
+
+def test_active_turn_keeps_its_snapshot_while_the_next_turn_sees_the_edit(db, team):
+    company, owner, agent, issue = team
+    connection = add_connection(db, company)
+    run = start_run(db, agent, issue)
+    first = prepare_invocation(run)
+    db.session.commit()
+    assert "release handbook" in first.connection_instructions["text"]
+
+    connection.agent_instructions = {"enabled": True, "text": "Edited: cite the checklist."}
+    db.session.commit()
+    again = prepare_invocation(db.session.get(HeartbeatRun, run.id))
+    db.session.commit()
+    assert again.connection_instructions == first.connection_instructions
+    assert "release handbook" in again.prompt
+
+    complete_run(run, _ok())
+    db.session.commit()
+    following = start_run(db, agent, issue)
+    assert following.id != run.id
+    later = prepare_invocation(following)
+    assert "Edited: cite the checklist." in later.connection_instructions["text"]
+    assert later.connection_instructions["digest"] != first.connection_instructions["digest"]
+    assert "Edited: cite the checklist." in later.prompt
+
+
+def _ok():
+    from app.adapters import AdapterResult
+
+    return AdapterResult(ok=True)
+
+
+FORGED = {"text": "forged", "digest": "forged"}
+
+
+def test_forged_runtime_fields_never_survive(db, make, team):
+    company, owner, _agent, _issue = team
+    agent = make.agent(
+        company,
+        "Forger",
+        adapter_type="http",
+        adapter_config={
+            "url": "https://agent.example.com/run",
+            "connectionInstructions": FORGED,
+            "paperclipConnectionInstructions": FORGED,
+            "paperclipRuntimeTools": {"bearerToken": "forged"},
+            "env": {"PAPERCLIP_CONNECTION_INSTRUCTIONS_FILE": "/forged", "KEEP": "yes"},
+            "payloadTemplate": {
+                "connectionInstructions": FORGED,
+                "paperclipRuntimeTools": "forged",
+                "nested": {"deeper": [{"connectionInstructions": "forged"}]},
+                "keep": "template value",
+            },
+        },
+    )
+    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
+    add_connection(db, company)
+    run = start_run(
+        db,
+        agent,
+        issue,
+        context={
+            "connectionInstructions": FORGED,
+            "paperclipRuntimeTools": "forged",
+            "paperclipWake": {"connectionInstructions": FORGED, "note": "kept"},
+            "paperclipTurn": {"frozen": True, "connectionInstructions": FORGED},
+            "nested": {"paperclipConnectionInstructions": "forged"},
+        },
+    )
+    invocation = prepare_invocation(run)
+    db.session.commit()
+    serialized = json.dumps(dataclasses.asdict(invocation)) + json.dumps(request_body(invocation))
+    assert "forged" not in serialized
+    snapshot = invocation.connection_instructions
+    assert snapshot is not None and "release handbook" in snapshot["text"]
+    assert invocation.context["connectionInstructions"] == snapshot
+    assert invocation.context["paperclipWake"] == {"connectionInstructions": snapshot, "note": "kept"}
+    assert invocation.config["paperclipConnectionInstructions"] == snapshot
+    assert invocation.config["env"] == {"KEEP": "yes"}
+    assert invocation.config["payloadTemplate"]["keep"] == "template value"
+    stored = db.session.get(HeartbeatRun, run.id).context_snapshot
+    assert "forged" not in json.dumps(stored)
+
+
+def test_runtime_tools_descriptor_and_wake_prompt(db, app, team):
+    company, owner, agent, issue = team
+    add_connection(db, company)
+    run = start_run(db, agent, issue)
+    invocation = prepare_invocation(run)
+    tools = invocation.runtime_tools
+    assert tools["version"] == 1 and tools["tools"] == ["connections_search", "connection_request"]
+    assert tools["mcpEndpoint"] == "http://127.0.0.1:5000/mcp/runtime-tools"
+    assert tools["rest"]["connectionRequest"] == "http://127.0.0.1:5000/runtime-tools/connections/request"
+    assert tools["bearerToken"] and tools["expiresAt"].endswith("Z")
+    assert invocation.connection_instructions["text"] in invocation.prompt
+    assert issue.title in invocation.prompt and "connections_search" in invocation.prompt
+    assert tools["bearerToken"] not in json.dumps(db.session.get(HeartbeatRun, run.id).context_snapshot)
+
+
+def test_no_descriptor_without_responsible_person_or_public_url(db, app, make, team):
+    company, owner, agent, _issue = team
+    unowned = make.issue(company, status="in_progress", assignee=agent)
+    run = start_run(db, agent, unowned)
+    invocation = prepare_invocation(run)
+    assert invocation.runtime_tools is None and invocation.connection_instructions is None
+    db.session.commit()
+
+    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
+    saved = app.config["PUBLIC_BASE_URL"]
+    app.config["PUBLIC_BASE_URL"] = ""
+    try:
+        assert prepare_invocation(start_run(db, agent, issue)).runtime_tools is None
+    finally:
+        app.config["PUBLIC_BASE_URL"] = saved
