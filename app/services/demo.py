@@ -12,7 +12,7 @@ from app.models import Agent, Company, Issue, Project
 from app.services.accounts import create_user, find_user_by_email
 from app.services.agents import create_agent
 from app.services.tenancy import add_membership, create_company, get_membership
-from app.services.work import create_issue
+from app.services.work import create_issue, wake_assignee
 
 DEMO_COMPANY = "Acme Robotics"
 DEMO_USERS = [
@@ -112,6 +112,9 @@ def load_demo() -> dict:
                 assignee_agent_id=agent.id if agent else None,
                 responsible_user_id=users["owner"].id,
             )
+            if issue.status == "in_progress":
+                # The demo starts with work in flight: the worker runs Builder on this task right away.
+                wake_assignee(issue, source="demo", reason="Demo data: pick up the task.")
         issues.append(issue)
     return {
         "company": {"id": str(company.id), "name": company.name},
