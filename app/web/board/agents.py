@@ -5,6 +5,7 @@ from flask import redirect, render_template, url_for
 from app.extensions import db, htmx
 from app.models import Agent
 from app.services.agents import list_agents, update_agent_instructions
+from app.web.apps.agent_section import agent_connection_instructions
 from app.web.board import bp
 from app.web.context import current_membership, load_scoped, require_write
 from app.web.forms import AgentInstructionsForm
@@ -36,7 +37,13 @@ def agent_instructions(agent_id):
         else:
             status = 422
             template = "board/_agent_instructions_form.html" if htmx else "board/agent_instructions.html"
-            return render_template(template, agent=agent, form=form, can_write=True), status
+            return render_template(
+                template,
+                agent=agent,
+                form=form,
+                can_write=True,
+                connection_instructions=agent_connection_instructions(agent),
+            ), status
         if not htmx:
             return redirect(url_for("board.agent_instructions", agent_id=agent.id), code=303)
     template = (
@@ -45,5 +52,10 @@ def agent_instructions(agent_id):
         else "board/agent_instructions.html"
     )
     return render_template(
-        template, agent=agent, form=form, saved=saved, can_write=membership.has_write_access
+        template,
+        agent=agent,
+        form=form,
+        saved=saved,
+        can_write=membership.has_write_access,
+        connection_instructions=agent_connection_instructions(agent),
     )
