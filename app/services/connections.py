@@ -178,7 +178,7 @@ def start_connection(
         raise Forbidden(ORGANIZATION_FORBIDDEN)
     cleaned_config = validate_fields(public_fields(method), method_config or {}, group="methodConfig")
     audience = audience or Audience(all_agents=True)
-    _check_audience(actor, audience, identity)
+    _check_audience(actor, audience)
     instructions = template_default(app_definition) if agent_instructions is UNSET else agent_instructions
     instructions = validate_instructions(instructions)
     connection = ToolConnection(
@@ -501,7 +501,7 @@ def audience_of(connection: ToolConnection) -> Audience:
     return Audience(all_agents, tuple(sorted(agent_ids)))
 
 
-def _check_audience(actor: Membership, audience: Audience, identity: str) -> None:
+def _check_audience(actor: Membership, audience: Audience) -> None:
     if audience.agent_ids:
         found = set(
             db.session.scalars(
@@ -527,7 +527,7 @@ def set_audience(actor: Membership, connection: ToolConnection, audience: Audien
     Broadening an organization connection's audience needs connection-management authority.
     """
     identity = connection.config.get("identity", "organization")
-    _check_audience(actor, audience, identity)
+    _check_audience(actor, audience)
     if connection.status == "draft":
         connection.config = {**connection.config, "draftAudience": audience.to_json()}
         return
@@ -636,7 +636,9 @@ def update_connection(
     if tool_policies is not UNSET:
         known = set(
             db.session.scalars(
-                select(ConnectionTool.name).where(ConnectionTool.connection_id == connection.id)
+                select(ConnectionTool.name).where(
+                    ConnectionTool.connection_id == connection.id, ConnectionTool.status == "active"
+                )
             )
         )
         errors = [
