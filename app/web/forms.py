@@ -2,6 +2,7 @@
 
 from flask_wtf import FlaskForm
 from wtforms import EmailField, PasswordField, SelectField, StringField, TextAreaField
+from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, Email, Length, Optional
 
 from app.models.tenancy import ROLES
@@ -24,7 +25,9 @@ class CommentForm(FlaskForm):
 
 
 class IssueStatusForm(FlaskForm):
-    status = SelectField("Status", choices=[(s, s.replace("_", " ").capitalize()) for s in ISSUE_STATUSES])
+    status = SelectField(
+        "Status", choices=[SelectChoice(s, s.replace("_", " ").capitalize()) for s in ISSUE_STATUSES]
+    )
 
 
 class IssueAssigneeForm(FlaskForm):
@@ -43,12 +46,12 @@ class AgentInstructionsForm(FlaskForm):
 class AddMemberForm(FlaskForm):
     email = EmailField("Email", validators=[DataRequired(), Email(), Length(max=320)])
     name = StringField("Name", validators=[DataRequired(), Length(max=200)])
-    role = SelectField("Role", choices=[(r, r.capitalize()) for r in ROLES], default="member")
+    role = SelectField("Role", choices=[SelectChoice(r, r.capitalize()) for r in ROLES], default="member")
     password = PasswordField("Initial password", validators=[Optional(), Length(min=8, max=200)])
 
 
 class MemberRoleForm(FlaskForm):
-    role = SelectField("Role", choices=[(r, r.capitalize()) for r in ROLES])
+    role = SelectField("Role", choices=[SelectChoice(r, r.capitalize()) for r in ROLES])
 
 
 class ApiKeyForm(FlaskForm):
