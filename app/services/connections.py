@@ -564,16 +564,31 @@ def set_audience(actor: Membership, connection: ToolConnection, audience: Audien
             )
         )
     for agent_id in keep - set(current.agent_ids):
+        add_agent_install(connection, agent_id, actor.user_id)
+    db.session.flush()
+
+
+def add_agent_install(
+    connection: ToolConnection, agent_id: uuid.UUID, created_by_user_id: uuid.UUID | None
+) -> None:
+    """Install the connection for one agent (additive: an existing install is kept as it is)."""
+    exists = db.session.scalar(
+        select(ConnectionInstall.id).where(
+            ConnectionInstall.connection_id == connection.id,
+            ConnectionInstall.target_type == "agent",
+            ConnectionInstall.target_id == agent_id,
+        )
+    )
+    if exists is None:
         db.session.add(
             ConnectionInstall(
                 company_id=connection.company_id,
                 connection_id=connection.id,
                 target_type="agent",
                 target_id=agent_id,
-                created_by_user_id=actor.user_id,
+                created_by_user_id=created_by_user_id,
             )
         )
-    db.session.flush()
 
 
 def update_connection(

@@ -21,7 +21,6 @@ from app.extensions import db
 from app.models import (
     Agent,
     ConnectionGrant,
-    ConnectionInstall,
     ConnectionIntentDelivery,
     GrantDelegation,
     Issue,
@@ -33,6 +32,7 @@ from app.models.base import utcnow
 from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
 from app.services.access import can_manage_connections, effective_access
 from app.services.activity import record_activity
+from app.services.connections import add_agent_install
 from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
 
 KIND = "connection_intent"
@@ -483,23 +483,7 @@ def complete_intent(
                 agent_id=agent_id,
                 details={"grantId": str(personal.id), "interactionId": str(interaction.id)},
             )
-    installed = db.session.scalar(
-        select(ConnectionInstall).where(
-            ConnectionInstall.connection_id == connection.id,
-            ConnectionInstall.target_type == "agent",
-            ConnectionInstall.target_id == agent_id,
-        )
-    )
-    if installed is None:
-        db.session.add(
-            ConnectionInstall(
-                company_id=connection.company_id,
-                connection_id=connection.id,
-                target_type="agent",
-                target_id=agent_id,
-                created_by_user_id=user_id,
-            )
-        )
+    add_agent_install(connection, agent_id, user_id)
     db.session.flush()
     access = effective_access(connection.company_id, agent_id, user_id, connection_ids=[connection.id])
     if not access or not access[0].usable_tools:
