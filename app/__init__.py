@@ -58,7 +58,11 @@ def register_extensions(app: Flask) -> None:
 
 def register_blueprints(app: Flask) -> None:
     from app.web import api, apps, auth, board, errors, health, runtime
+    from app.web import approvals as approvals_web
+    from app.web import gateway as gateway_web
     from app.web import oauth as oauth_web
+    from app.web import openapi as openapi_web
+    from app.web.intent_cards import bp as intent_cards_bp
 
     app.register_blueprint(auth.bp)
     app.register_blueprint(health.bp)
@@ -67,6 +71,10 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(api.bp)
     app.register_blueprint(oauth_web.bp)
     app.register_blueprint(runtime.bp)
+    app.register_blueprint(intent_cards_bp)
+    app.register_blueprint(gateway_web.bp)
+    app.register_blueprint(approvals_web.bp)
+    app.register_blueprint(openapi_web.bp)
     errors.register_error_handlers(app)
 
 

@@ -137,12 +137,14 @@ def test_connect_page_shows_identity_credentials_and_public_fields(client, acme)
     assert not re.search(r'value="organization"[^>]*disabled', body)
 
 
-def test_oauth_methods_show_a_disabled_sign_in_and_method_switch_is_a_fragment(client, acme):
+def test_oauth_methods_sign_in_through_the_provider_and_method_switch_is_a_fragment(
+    app, client, db, acme, oauth_mcp, oidc, monkeypatch
+):
     _company, owner, *_ = acme
-    sign_in(client, owner)
-    body = html(client.get("/apps/notion/connect"))
-    assert re.search(r"<button type=\"button\" disabled[^>]*>Sign in with Notion</button>", body)
-    assert "OAuth sign-in arrives in a later release" in body
+    token = sign_in(client, owner)
+    body = html(client.get("/apps/linear/connect?method_key=mcp-oauth"))
+    assert re.search(r'<button type="submit"[^>]*>Sign in with Linear</button>', body)
+    assert "credentials-authorization" not in body
     page = html(client.get("/apps/github/connect"))
     assert 'name="method_key" value="mcp-key"' in page and 'name="method_key" value="oauth"' in page
     fragment = client.get("/apps/github/connect?method_key=oauth", headers={**HX, "HX-Target": "setup-flow"})
@@ -150,6 +152,20 @@ def test_oauth_methods_show_a_disabled_sign_in_and_method_switch_is_a_fragment(c
     assert "<html" not in text and text.lstrip().startswith('<div id="setup-flow"')
     assert "Sign in with GitHub" in text and "credentials-authorization" not in text
     assert client.get("/apps/nope/connect").status_code == 404
+    # Submitting an OAuth method saves the draft and its audience, then sends the person to the provider.
+    monkeypatch.setitem(app.config, "PROVIDER_SERVER_URLS", {"linear": oauth_mcp.url})
+    response = post(
+        client,
+        token,
+        "/apps/linear/connect",
+        {"method_key": "mcp-oauth", "identity": "organization", "audience": "all", "name": "Linear (team)"},
+    )
+    assert response.status_code == 303, response.get_data(as_text=True)[:500]
+    location = response.headers["Location"]
+    assert location.startswith(oidc.issuer) and "code_challenge_method=S256" in location
+    assert "code_verifier" not in location
+    draft = db.session.scalar(select(ToolConnection).where(ToolConnection.name == "Linear (team)"))
+    assert draft.status == "draft" and draft.enabled is False
 
 
 def test_missing_workspace_is_an_inline_error_and_nothing_is_created(client, db, acme, providers):

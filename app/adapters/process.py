@@ -13,6 +13,7 @@ The contract with the child process:
   whether the process succeeded, failed, timed out or was killed.
 - `PAPERCLIP_RUNTIME_TOOLS_*` describe the runtime tools (MCP URL, REST URLs, bearer token, expiry, tool names,
   guidance) when the run has them; otherwise `PAPERCLIP_RUNTIME_TOOLS_AVAILABLE` is empty.
+  `PAPERCLIP_TOOL_GATEWAY_MCP_URL` is the tool gateway (the run's connected tools; same bearer token).
 - `PAPERCLIP_RUN_ID`, `PAPERCLIP_AGENT_ID`, `PAPERCLIP_COMPANY_ID`, `PAPERCLIP_TASK_ID` identify the turn;
   `PAPERCLIP_SESSION_ID` is the session to resume (empty: start a fresh session); `PAPERCLIP_WAKE_CONTEXT` is the
   wake context as JSON (`issueId`, and for a continuation `interactionId`, `outcome`, `forceFreshSession`).
@@ -71,7 +72,8 @@ def command_of(config: dict) -> list[str]:
 
 
 def runtime_tools_env(descriptor: dict | None) -> dict[str, str]:
-    """The `PAPERCLIP_RUNTIME_TOOLS_*` projection of a runtime-tools descriptor (reference section 3)."""
+    """The `PAPERCLIP_RUNTIME_TOOLS_*` projection of a runtime-tools descriptor (reference section 3), plus
+    `PAPERCLIP_TOOL_GATEWAY_MCP_URL` (the tool gateway, authenticated with the same token)."""
     if not descriptor:
         return {"PAPERCLIP_RUNTIME_TOOLS_AVAILABLE": ""}
     rest = descriptor.get("rest") or {}
@@ -83,6 +85,8 @@ def runtime_tools_env(descriptor: dict | None) -> dict[str, str]:
         "PAPERCLIP_RUNTIME_TOOLS_CONNECTION_REQUEST_URL": str(rest.get("connectionRequest") or ""),
         "PAPERCLIP_RUNTIME_TOOLS_AVAILABLE": ",".join(descriptor.get("tools") or []),
         "PAPERCLIP_RUNTIME_TOOLS_GUIDANCE": str(descriptor.get("guidance") or ""),
+        # The tool gateway (same bearer token): the run's connected tools, under action policy and approvals.
+        "PAPERCLIP_TOOL_GATEWAY_MCP_URL": str(descriptor.get("gatewayMcpEndpoint") or ""),
     }
 
 

@@ -105,6 +105,11 @@ class ConfigField(_Strict):
     defaultValue: str | bool | None = None
     validation: FieldValidation = Field(default_factory=FieldValidation)
     options: list[FieldOption] | None = None
+    # A tool argument this (public tenant) field pins: the gateway overrides the caller's value with the configured
+    # one and hides the argument from the agent-visible schema (e.g. Honcho's workspaceId -> workspace_id).
+    toolArgument: (
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=80)] | None
+    ) = None
 
     @property
     def is_public(self) -> bool:

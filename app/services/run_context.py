@@ -117,7 +117,10 @@ def runtime_tools_descriptor(run: HeartbeatRun) -> dict | None:
     from app.services.run_tokens import mint_run_token
     from app.services.runtime_tools import runtime_descriptor
 
-    return runtime_descriptor(mint_run_token(run))
+    descriptor = runtime_descriptor(mint_run_token(run))
+    # The tool gateway sits next to the runtime tools and takes the same run-bound bearer token.
+    descriptor["gatewayMcpEndpoint"] = str(current_app.config["PUBLIC_BASE_URL"]).rstrip("/") + "/mcp/gateway"
+    return descriptor
 
 
 # --- the shared wake prompt --------------------------------------------------------------------------------------

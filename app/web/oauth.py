@@ -15,15 +15,20 @@ from pydantic import BaseModel, ConfigDict
 from app.catalog.loader import get_app
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection
+from app.services import intents
 from app.services import oauth as oauth_service
 from app.services.errors import Forbidden, NotFound, ServiceError
 from app.services.tenancy import get_membership
 from app.web.api.validation import parse_body
 from app.web.context import load_scoped
 from app.web.security import csrf_exempt_endpoint
+from app.workers.continuations import deliver as deliver_continuation
 
 bp = Blueprint("oauth", __name__)
 csrf_exempt_endpoint("oauth.callback")
+
+INTENT_USER_MISMATCH = "OAuth callback user does not match the connection request"
+INTENT_OUTCOMES = {"accepted": "connected", "rejected": "declined"}
 
 
 class StartBody(BaseModel):
@@ -92,6 +97,9 @@ def callback():
         return _invalid_state()
     # The state is spent before anything else happens: a second callback with it finds nothing.
     db.session.commit()
+    if not _callback_user_is_addressee(state):
+        # A card's sign-in finishes only for the person the card asks (nothing is exchanged for anyone else).
+        return _failure_page(INTENT_USER_MISMATCH, None, None, 403)
     connection = db.session.get(ToolConnection, state.connection_id)
     membership = get_membership(state.company_id, current_user.id)
     app_definition = get_app(connection.app_slug) if connection is not None else None
@@ -113,6 +121,7 @@ def callback():
         oauth_service.record_failure(current_user.id, state, reason)
         db.session.commit()
         if state.interaction_id:
+            finish_intent_oauth(state, None)
             return _opener_page(state, "needs_retry")
         return _failure_page(err.message, connection, app_definition, err.status)
     except ServiceError:
@@ -122,8 +131,48 @@ def callback():
         raise
     db.session.commit()
     if state.interaction_id:
+        finish_intent_oauth(state, connection)
         return _opener_page(state, "connected")
     return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
+
+
+def _callback_user_is_addressee(state) -> bool:
+    if not state.interaction_id:
+        return True
+    interaction = db.session.get(ThreadInteraction, state.interaction_id)
+    return interaction is None or interaction.addressee_user_id == current_user.id
+
+
+def finish_intent_oauth(state, connection: ToolConnection | None) -> str:
+    """Resolve the card a sign-in was started from (reference 8, `finishConnectionIntentOAuth`); returns what the
+    card became (`connected`, `declined`, `expired` or `needs_retry`). The opener is told the sign-in's own outcome,
+    which is only a hint: the card re-reads the server.
+
+    Still pending: a connected sign-in completes the card with the new connection (the same `complete_intent` as
+    the card and the API); a failed one, or a completion the rules refuse, moves it to `needs_retry`. A card that
+    is no longer pending is left unchanged. After a resolution commits, the continuation is delivered.
+    """
+    interaction = db.session.get(ThreadInteraction, state.interaction_id)
+    if interaction is None or interaction.kind != intents.KIND:
+        return "needs_retry"
+    if interaction.status == "pending" and connection is not None:
+        try:
+            intents.complete_intent(interaction.id, current_user.id, connection.id)
+            db.session.commit()
+        except ServiceError:
+            db.session.rollback()
+        else:
+            deliver_continuation(interaction.id)
+    db.session.expire_all()
+    interaction = db.session.get(ThreadInteraction, state.interaction_id)
+    if interaction.status == "pending":
+        try:
+            intents.set_phase(interaction.id, current_user.id, "needs_retry")
+            db.session.commit()
+        except ServiceError:
+            db.session.rollback()  # e.g. the task changed hands meanwhile: its expiry shows on the card
+        return "needs_retry"
+    return INTENT_OUTCOMES.get(interaction.status, "expired")
 
 
 def _optional_uuid(value) -> uuid.UUID | None:

@@ -13,11 +13,12 @@ from flask import abort, redirect, render_template, request, url_for
 from app.catalog.loader import get_app, get_method
 from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
+from app.services import oauth as oauth_service
 from app.services.access import CONFIGURE_FORBIDDEN, can_configure
-from app.services.connections import UNSET, finish_connection, start_connection
+from app.services.connections import UNSET, finish_connection, start_connection, update_connection
 from app.services.errors import Forbidden, ProviderRefused, ValidationFailed
 from app.web.apps import bp
-from app.web.apps.setup_flow import OAUTH_LATER, build_setup_flow, read_submission
+from app.web.apps.setup_flow import build_setup_flow, read_submission
 from app.web.context import current_membership, load_scoped, require_write
 
 
@@ -90,8 +91,6 @@ def connect_submit(slug):
         )
         return _flow_response(flow, status)
 
-    if method.auth == "oauth":
-        return failed(422, form_errors=[f"{OAUTH_LATER}."])
     try:
         if draft is None:
             draft = start_connection(
@@ -109,6 +108,8 @@ def connect_submit(slug):
         else:
             # A kept draft: its method and identity are fixed; its public values and audience follow the form.
             method_config, audience = submission.method_config, submission.audience
+        if method.auth == "oauth":
+            return _sign_in(membership, draft, app_definition, method_config, audience)
         finish_connection(
             membership,
             draft,
@@ -125,6 +126,17 @@ def connect_submit(slug):
         return failed(403, form_errors=[err.message])
     db.session.commit()
     return redirect(url_for("apps.permissions", connection_id=draft.id), code=303)
+
+
+def _sign_in(membership, connection, app_definition, method_config, audience):
+    """OAuth methods: save the draft's public values and audience (this grants nothing), then 303 to the provider."""
+    if method_config is not UNSET or audience is not UNSET:
+        update_connection(
+            membership, connection, app_definition, method_config=method_config, audience=audience
+        )
+    url = oauth_service.start_authorization(membership, connection, app_definition)
+    db.session.commit()
+    return redirect(url, code=303)
 
 
 def _reconnect_flow(membership, connection, app_definition, **kwargs):
@@ -155,9 +167,9 @@ def reconnect(connection_id):
         db.session.rollback()
         return _flow_response(_reconnect_flow(membership, connection, app_definition, **kwargs), status)
 
-    if method.auth == "oauth":
-        return failed(422, form_errors=[f"{OAUTH_LATER}."])
     try:
+        if method.auth == "oauth":
+            return _sign_in(membership, connection, app_definition, UNSET, UNSET)
         finish_connection(membership, connection, app_definition, credentials=submission.credentials)
     except ValidationFailed as err:
         return failed(422, errors=err.field_messages())

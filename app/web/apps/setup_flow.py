@@ -19,7 +19,6 @@ from app.services.access import can_manage_connections
 from app.services.agents import list_agents
 from app.services.connections import Audience, audience_of, public_fields
 
-OAUTH_LATER = "OAuth sign-in arrives in a later release"
 ORGANIZATION_EXPLANATION = (
     "Only people who can manage connections can connect an app for the whole organization."
 )

@@ -1,0 +1,573 @@
+"""The tool gateway: agents call the tools of their granted connections through Switchboard.
+
+Listing and calling both ask the one access service (`effective_access`) for the run's stored company, agent
+and responsible person on every request, so a revoked grant, a removed install or a new block policy takes
+effect on the next `tools/list` and refuses the next `tools/call`. Nothing here trusts the agent's view of
+which connection a tool belongs to: the visible name is looked up again in a freshly built map.
+
+Visible names. A tool is shown as `<connection-slug>__<tool>`: the slug is the connection's name lowercased,
+every run of characters other than `a-z0-9` turned into one `-`, trimmed and capped at 32 characters
+(`connection` when nothing is left). When two connections the agent can see share a slug, each of them gets
+`-<first 8 hex of its id>` appended, so names never collide and only change when a same-named connection
+appears. A name longer than 128 characters keeps its first part and ends in `-<8 hex of a hash of the tool
+name>`. Blocked tools are never listed (but a call naming one is still refused with a denial, never
+forwarded).
+
+Action policy. `allow` runs; `block` answers an isError result naming the denial (`tool_blocked`); `ask_first`
+puts one `tool_approval` card in the task thread addressed to the run's responsible person and answers isError
+`approval_required` with the approval id. Once approved, exactly one retry with the same projected arguments
+runs (the card is consumed atomically); the next identical call needs a new approval. A denial refuses the
+same call for the rest of the run (`approval_denied`).
+
+Managed arguments. A connection's public tenant configuration can pin tool arguments: the Honcho workspace
+(`config.methodConfig.workspaceId`) becomes the `workspace_id` argument of every tool that declares one. The
+value is applied after the caller's arguments (a forged value is overwritten) and the argument is removed from
+the visible schema (`properties` and `required`). Without a configured value the caller's argument passes
+through. Which tenant field pins which argument comes from the field's `toolArgument` in the app definition.
+Approvals store a digest of the projected arguments and are compared against the current projection, so
+changing the workspace invalidates an approved call (`approved_tool_target_changed`, the provider is never
+called).
+
+Activity. Every call writes `tool_gateway.call` (tool, connection, run, decision, duration in ms); arguments
+and credentials are never written.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from app.catalog.loader import get_method, list_apps
+from app.extensions import db
+from app.models import ConnectionGrant, HeartbeatRun, ThreadInteraction, ToolConnection
+from app.models.base import utcnow
+from app.services import connections as connection_service
+from app.services import provider_mcp
+from app.services.access import ConnectionAccess, ToolAccess, effective_access
+from app.services.activity import SECRET_KEY_HINTS, record_activity
+from app.services.errors import ServiceError
+
+SERVER_NAME = "switchboard-tool-gateway"
+KIND = "tool_approval"
+ACTIVITY_ACTION = "tool_gateway.call"
+NAME_SEPARATOR = "__"
+SLUG_MAX_LENGTH = 32
+NAME_MAX_LENGTH = 128
+DEFAULT_CALL_TIMEOUT = 30.0
+REDACTED = "[redacted]"
+
+# Card statuses: pending -> approved -> consumed; pending -> denied; pending/approved -> invalidated.
+PENDING, APPROVED, DENIED, CONSUMED, INVALIDATED = "pending", "approved", "denied", "consumed", "invalidated"
+
+APPROVAL_REQUIRED = "approval_required"
+APPROVAL_DENIED = "approval_denied"
+TARGET_CHANGED = "approved_tool_target_changed"
+TOOL_BLOCKED = "tool_blocked"
+PROVIDER_ERROR = "provider_error"
+
+
+# --- naming ------------------------------------------------------------------------------------------------------
+
+
+def connection_slug(name: str) -> str:
+    """The stable, name-safe slug of a connection name (see the module docstring)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (name or "").lower()).strip("-")
+    slug = slug[:SLUG_MAX_LENGTH].rstrip("-")
+    return slug or "connection"
+
+
+def visible_name(slug: str, tool_name: str) -> str:
+    name = f"{slug}{NAME_SEPARATOR}{tool_name}"
+    if len(name) <= NAME_MAX_LENGTH:
+        return name
+    suffix = "-" + hashlib.sha256(tool_name.encode()).hexdigest()[:8]
+    return name[: NAME_MAX_LENGTH - len(suffix)] + suffix
+
+
+def _slugs(connections: list[ToolConnection]) -> dict[uuid.UUID, str]:
+    base = {c.id: connection_slug(c.name) for c in connections}
+    counts: dict[str, int] = {}
+    for slug in base.values():
+        counts[slug] = counts.get(slug, 0) + 1
+    return {cid: (slug if counts[slug] == 1 else f"{slug}-{cid.hex[:8]}") for cid, slug in base.items()}
+
+
+# --- managed arguments and schemas -------------------------------------------------------------------------------
+
+
+def managed_arguments(
+    connection: ToolConnection, app_definition, input_schema: dict | None
+) -> dict[str, Any]:
+    """Arguments pinned by the connection's public configuration for a tool with this schema."""
+    if app_definition is None:
+        return {}
+    method = get_method(app_definition, connection.method_key)
+    if method is None:
+        return {}
+    properties = (input_schema or {}).get("properties") or {}
+    values = connection.method_config
+    managed: dict[str, Any] = {}
+    for tenant_field in method.tenantFields:
+        if not tenant_field.is_public:
+            continue
+        argument = tenant_field.toolArgument
+        value = values.get(tenant_field.key)
+        if isinstance(value, str):
+            value = value.strip()
+        if argument and argument in properties and value not in (None, ""):
+            managed[argument] = value
+    return managed
+
+
+def project_schema(input_schema: dict | None, managed: dict[str, Any]) -> dict:
+    """The agent-visible schema: managed arguments removed from `properties` and `required`."""
+    schema = copy.deepcopy(input_schema or {}) or {"type": "object", "properties": {}}
+    schema.setdefault("type", "object")
+    if managed:
+        properties = schema.get("properties")
+        if isinstance(properties, dict):
+            for key in managed:
+                properties.pop(key, None)
+        required = schema.get("required")
+        if isinstance(required, list):
+            schema["required"] = [r for r in required if r not in managed]
+            if not schema["required"]:
+                del schema["required"]
+    return schema
+
+
+def project_arguments(arguments: dict, managed: dict[str, Any]) -> dict:
+    """The arguments the provider receives: the caller's, then the managed values on top."""
+    return {**arguments, **managed}
+
+
+def _looks_secret(key: str) -> bool:
+    lowered = str(key).lower().replace("-", "_")
+    return any(h in lowered for h in SECRET_KEY_HINTS) and not lowered.endswith(("_id", "_count"))
+
+
+def secret_argument_names(input_schema: dict | None) -> set[str]:
+    """Top-level arguments the schema marks secret (`format: password`, `writeOnly`) or whose names say so."""
+    properties = (input_schema or {}).get("properties") or {}
+    names = set()
+    for key, prop in properties.items():
+        prop = prop if isinstance(prop, dict) else {}
+        if prop.get("format") == "password" or prop.get("writeOnly") is True or _looks_secret(key):
+            names.add(key)
+    return names
+
+
+def redact_arguments(arguments: dict, input_schema: dict | None) -> dict:
+    """A copy safe to show people: secret-marked values (and nested secret-named keys) replaced."""
+    secret = secret_argument_names(input_schema)
+
+    def walk(value, key=None):
+        if key is not None and (key in secret or _looks_secret(key)):
+            return REDACTED
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return {k: walk(v, k) for k, v in arguments.items()}
+
+
+def canonical_digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --- the visible tool map ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class GatewayTool:
+    name: str
+    access: ConnectionAccess
+    tool_access: ToolAccess
+    app_definition: Any
+    managed: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def connection(self) -> ToolConnection:
+        return self.access.connection
+
+    @property
+    def action(self) -> str:
+        return self.tool_access.action
+
+    def definition(self) -> dict:
+        tool = self.tool_access.tool
+        description = (tool.description or "").strip()
+        note = f"Tool {tool.name} of the connection {self.connection.name}."
+        if self.action == "ask_first":
+            note += " Each call needs approval by the task's responsible person before it runs."
+        return {
+            "name": self.name,
+            "description": f"{description}\n\n{note}" if description else note,
+            "inputSchema": project_schema(tool.input_schema, self.managed),
+        }
+
+
+def tool_map(run: HeartbeatRun, *, include_blocked: bool = False) -> dict[str, GatewayTool]:
+    """Every tool the run's agent may use now, by visible name (a constant number of queries)."""
+    accesses = [
+        a
+        for a in effective_access(run.company_id, run.agent_id, run.responsible_user_id)
+        if a.grant is not None and a.grant.status == "active" and a.is_healthy
+    ]
+    if not accesses:
+        return {}
+    apps = {a.slug: a for a in list_apps()}
+    slugs = _slugs([a.connection for a in accesses])
+    tools: dict[str, GatewayTool] = {}
+    for access in accesses:
+        app_definition = apps.get(access.connection.app_slug)
+        for tool_access in access.tools:
+            if tool_access.action == "block" and not include_blocked:
+                continue
+            name = visible_name(slugs[access.connection.id], tool_access.tool.name)
+            tools[name] = GatewayTool(
+                name=name,
+                access=access,
+                tool_access=tool_access,
+                app_definition=app_definition,
+                managed=managed_arguments(access.connection, app_definition, tool_access.tool.input_schema),
+            )
+    return tools
+
+
+def list_tool_definitions(run: HeartbeatRun) -> list[dict]:
+    """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out."""
+    return [tool.definition() for tool in tool_map(run).values()]
+
+
+# --- calling -----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PreparedCall:
+    """The outcome of the policy step: either a final `result` or what `execute_call` needs (plain values)."""
+
+    started: float
+    run_id: uuid.UUID
+    company_id: uuid.UUID
+    agent_id: uuid.UUID
+    tool_name: str
+    visible_name: str
+    connection_id: uuid.UUID | None = None
+    connection_name: str | None = None
+    grant_id: uuid.UUID | None = None
+    arguments: dict = field(default_factory=dict)
+    decision: str = "allowed"
+    approval_id: uuid.UUID | None = None
+    result: dict | None = None
+    unknown: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return self.result is None and not self.unknown
+
+
+def _refusal(reason_code: str, message: str, **extra) -> dict:
+    structured = {"reasonCode": reason_code, "message": message, **extra}
+    return {
+        "content": [{"type": "text", "text": f"{reason_code}: {message}"}],
+        "structuredContent": structured,
+        "isError": True,
+    }
+
+
+def _call_key(agent_id: uuid.UUID, tool: GatewayTool, projected: dict) -> str:
+    """What makes two calls "the same" for approvals: agent, connection, tool, caller-controlled arguments."""
+    unmanaged = {k: v for k, v in projected.items() if k not in tool.managed}
+    digest = canonical_digest(
+        {
+            "agent": str(agent_id),
+            "connection": str(tool.connection.id),
+            "tool": tool.tool_access.tool.name,
+            "arguments": unmanaged,
+        }
+    )
+    return f"tool-approval:{digest}"
+
+
+def _cards(issue_id: uuid.UUID, company_id: uuid.UUID, key: str) -> list[ThreadInteraction]:
+    return list(
+        db.session.scalars(
+            select(ThreadInteraction)
+            .where(
+                ThreadInteraction.company_id == company_id,
+                ThreadInteraction.issue_id == issue_id,
+                ThreadInteraction.kind == KIND,
+                ThreadInteraction.idempotency_key == key,
+                ThreadInteraction.status.in_((PENDING, APPROVED, DENIED)),
+            )
+            .order_by(ThreadInteraction.created_at.desc())
+        )
+    )
+
+
+def invalidate_card(card: ThreadInteraction, reason_code: str) -> None:
+    card.status = INVALIDATED
+    card.result = {"reasonCode": reason_code, "at": utcnow().isoformat()}
+    card.resolved_at = card.resolved_at or utcnow()
+
+
+def consume_card(card: ThreadInteraction) -> bool:
+    """Atomically move an approved card to consumed; False when another call consumed it first."""
+    consumed_at = utcnow()
+    outcome = db.session.execute(
+        update(ThreadInteraction)
+        .where(ThreadInteraction.id == card.id, ThreadInteraction.status == APPROVED)
+        .values(status=CONSUMED, updated_at=consumed_at)
+        .execution_options(synchronize_session=False)
+    )
+    db.session.expire(card)
+    return outcome.rowcount == 1
+
+
+def _create_card(ctx, tool: GatewayTool, key: str, projected: dict) -> ThreadInteraction:
+    raw_tool = tool.tool_access.tool
+    title = f"Approve {raw_tool.name} on {tool.connection.name}?"[:300]
+    card = ThreadInteraction(
+        company_id=ctx.run.company_id,
+        issue_id=ctx.issue.id,
+        kind=KIND,
+        status=PENDING,
+        title=title,
+        summary=f"{ctx.agent.name} wants to call {raw_tool.name} on {tool.connection.name}.",
+        payload={
+            "version": 1,
+            "connectionId": str(tool.connection.id),
+            "connectionName": tool.connection.name,
+            "toolName": raw_tool.name,
+            "visibleToolName": tool.name,
+            "isWrite": bool(raw_tool.is_write),
+            "arguments": redact_arguments(projected, raw_tool.input_schema),
+            "managedArguments": dict(tool.managed),
+            "argumentsDigest": canonical_digest(projected),
+            "requestingAgentId": str(ctx.agent.id),
+            "requestingAgentName": ctx.agent.name,
+        },
+        idempotency_key=key,
+        addressee_user_id=ctx.responsible_user_id,
+        requesting_agent_id=ctx.agent.id,
+        source_run_id=ctx.run.id,
+    )
+    try:
+        with db.session.begin_nested():
+            db.session.add(card)
+            db.session.flush()
+    except IntegrityError:
+        # Another call inserted the same pending key first: the database decided, so use its row.
+        winner = next((c for c in _cards(ctx.issue.id, ctx.run.company_id, key) if c.status == PENDING), None)
+        if winner is None:
+            raise
+        return winner
+    record_activity(
+        company_id=ctx.run.company_id,
+        actor_type="agent",
+        actor_id=ctx.agent.id,
+        action="issue.thread_interaction_created",
+        entity_type="issue",
+        entity_id=ctx.issue.id,
+        agent_id=ctx.agent.id,
+        run_id=ctx.run.id,
+        details={"interactionId": str(card.id), "interactionKind": KIND, "purpose": "tool_approval"},
+    )
+    return card
+
+
+def _approval_step(ctx, tool: GatewayTool, projected: dict, prepared: PreparedCall) -> None:
+    """Ask-first policy: consume a matching approval, or point at (or create) the one pending card."""
+    key = _call_key(ctx.agent.id, tool, projected)
+    digest = canonical_digest(projected)
+    cards = _cards(ctx.issue.id, ctx.run.company_id, key)
+    for card in (c for c in cards if c.status == APPROVED):
+        prepared.approval_id = card.id
+        if (card.payload or {}).get("argumentsDigest") != digest:
+            invalidate_card(card, TARGET_CHANGED)
+            prepared.decision = TARGET_CHANGED
+            prepared.result = _refusal(
+                TARGET_CHANGED,
+                "The approved call no longer matches this connection's current configuration (for example its "
+                "workspace changed), so it was not run. Call the tool again to ask for a new approval.",
+                approvalId=str(card.id),
+            )
+            return
+        if consume_card(card):
+            prepared.decision = "approved"
+            return
+    pending = next((c for c in cards if c.status == PENDING), None)
+    if pending is not None and (
+        (pending.payload or {}).get("argumentsDigest") != digest
+        or pending.addressee_user_id != ctx.responsible_user_id
+    ):
+        invalidate_card(pending, TARGET_CHANGED)
+        db.session.flush()
+        pending = None
+    if pending is None:
+        denied = next((c for c in cards if c.status == DENIED and c.source_run_id == ctx.run.id), None)
+        if denied is not None and (not cards or cards[0] is denied):
+            prepared.decision = APPROVAL_DENIED
+            prepared.approval_id = denied.id
+            prepared.result = _refusal(
+                APPROVAL_DENIED,
+                f"The responsible person denied this call of {tool.name}. Do not retry it in this run; "
+                "pursue alternatives or explain what you could not do.",
+                approvalId=str(denied.id),
+            )
+            return
+        pending = _create_card(ctx, tool, key, projected)
+    prepared.decision = APPROVAL_REQUIRED
+    prepared.approval_id = pending.id
+    prepared.result = _refusal(
+        APPROVAL_REQUIRED,
+        f"{tool.name} needs approval by the responsible person. An approval card was sent in the task thread "
+        f"(approval id {pending.id}). Finish independent work; once it is approved, retry the same call with the "
+        "same arguments (it runs once).",
+        approvalId=str(pending.id),
+    )
+
+
+def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
+    """Resolve the tool again, apply the action policy and approvals. No provider is contacted here.
+
+    `ctx` is a validated `runtime_tools.RunContext`. The caller commits before `execute_call`, so a consumed
+    approval and a new card are durable before the provider is reached.
+    """
+    prepared = PreparedCall(
+        started=time.monotonic(),
+        run_id=ctx.run.id,
+        company_id=ctx.run.company_id,
+        agent_id=ctx.agent.id,
+        tool_name=name,
+        visible_name=name,
+    )
+    tool = tool_map(ctx.run, include_blocked=True).get(name)
+    if tool is None:
+        prepared.unknown = True
+        prepared.decision = "unknown_tool"
+        _record(prepared, outcome="refused")
+        return prepared
+    prepared.tool_name = tool.tool_access.tool.name
+    prepared.connection_id = tool.connection.id
+    prepared.connection_name = tool.connection.name
+    prepared.grant_id = tool.access.grant.id
+    projected = project_arguments(arguments, tool.managed)
+    prepared.arguments = projected
+    if tool.action == "block":
+        prepared.decision = TOOL_BLOCKED
+        prepared.result = _refusal(
+            TOOL_BLOCKED,
+            f"An administrator blocked {tool.name} for agents on {tool.connection.name}. It was not run; "
+            "do not retry it.",
+        )
+    elif tool.action == "ask_first":
+        _approval_step(ctx, tool, projected, prepared)
+    if prepared.result is not None:
+        _record(prepared, outcome="refused")
+    return prepared
+
+
+def _provider_target(prepared: PreparedCall) -> tuple[str, dict, list[str]]:
+    """URL and headers to reach the provider as the selected grant (OAuth refreshed first), and values to scrub."""
+    from app.catalog.loader import get_app
+    from app.services import oauth
+
+    connection = db.session.get(ToolConnection, prepared.connection_id)
+    grant = db.session.get(ConnectionGrant, prepared.grant_id)
+    if connection is None or grant is None or grant.status != "active":
+        raise ServiceError("The connection is no longer available to this agent.")
+    app_definition = get_app(connection.app_slug)
+    method = get_method(app_definition, connection.method_key) if app_definition else None
+    if method is None:
+        raise ServiceError("The connection's app is no longer in the catalog.")
+    access_token = oauth.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
+    secrets = connection_service.stored_secrets(grant)
+    try:
+        url, headers = connection_service.connection_endpoint(connection, app_definition, grant)
+    except ValueError:
+        raise ServiceError("The stored credential cannot be sent to the provider; reconnect it.") from None
+    if access_token:
+        headers = {**headers, "Authorization": f"Bearer {access_token}"}
+    scrub = [v for v in [*secrets.values(), access_token or ""] if isinstance(v, str) and len(v) >= 6]
+    return url, headers, scrub
+
+
+def _scrub(value, secrets: list[str]):
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {k: _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value
+
+
+def execute_call(prepared: PreparedCall) -> dict:
+    """Call the provider with the stored credentials and a timeout; map failures to isError results."""
+    timeout = float(current_app.config.get("GATEWAY_CALL_TIMEOUT", DEFAULT_CALL_TIMEOUT))
+    try:
+        url, headers, secrets = _provider_target(prepared)
+        raw = provider_mcp.call_tool(
+            url, headers=headers, tool_name=prepared.tool_name, arguments=prepared.arguments, timeout=timeout
+        )
+    except provider_mcp.ProviderError as err:
+        result = _refusal(PROVIDER_ERROR, f"The call to {prepared.connection_name} failed: {err.message}")
+        _record(prepared, outcome=PROVIDER_ERROR)
+        return result
+    except ServiceError as err:
+        db.session.rollback()
+        result = _refusal(PROVIDER_ERROR, err.message)
+        _record(prepared, outcome=PROVIDER_ERROR)
+        return result
+    result: dict = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
+    if raw.get("structuredContent") is not None:
+        result["structuredContent"] = raw["structuredContent"]
+    result = _scrub(result, secrets)
+    _record(prepared, outcome="tool_error" if result["isError"] else "ok")
+    return result
+
+
+def _record(prepared: PreparedCall, *, outcome: str) -> None:
+    duration_ms = int((time.monotonic() - prepared.started) * 1000)
+    details = {
+        "tool": prepared.visible_name[:200],
+        "toolName": prepared.tool_name[:200],
+        "connectionId": str(prepared.connection_id) if prepared.connection_id else None,
+        "connectionName": prepared.connection_name,
+        "runId": str(prepared.run_id),
+        "decision": prepared.decision,
+        "outcome": outcome,
+        "durationMs": duration_ms,
+    }
+    if prepared.approval_id is not None:
+        details["approvalId"] = str(prepared.approval_id)
+    record_activity(
+        company_id=prepared.company_id,
+        actor_type="agent",
+        actor_id=prepared.agent_id,
+        action=ACTIVITY_ACTION,
+        entity_type="tool_connection" if prepared.connection_id else "heartbeat_run",
+        entity_id=prepared.connection_id or prepared.run_id,
+        agent_id=prepared.agent_id,
+        run_id=prepared.run_id,
+        details=details,
+    )

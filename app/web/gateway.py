@@ -1,0 +1,71 @@
+"""Agent-facing tool gateway: `/mcp/gateway`, the MCP endpoint through which a run calls its connected tools.
+
+Authenticated by the run-bound runtime-tools token and served by the same stateless transport as
+`/mcp/runtime-tools` (see `app.web.jsonrpc`). The handshake and `tools/list` need a live run; `tools/call`
+re-validates the whole run context (task, ownership, responsible person) first. Token and run failures keep
+their HTTP status; everything the agent should read (a denial, an approval to wait for, a provider failure) is
+an isError result. A tools/call has two commit points on purpose: the policy decision (a consumed approval, a
+new card) is durable before the provider is contacted, and the call's activity row after.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+
+from app.extensions import db
+from app.services import gateway, runtime_tools
+from app.services.errors import ServiceError
+from app.services.run_tokens import verify_run_token
+from app.web import jsonrpc
+from app.web.security import bearer_token
+
+bp = Blueprint("gateway", __name__)
+
+URL = "/mcp/gateway"
+
+
+def _claims() -> dict:
+    return verify_run_token(bearer_token())
+
+
+@bp.get(URL)
+def discovery():
+    runtime_tools.load_live_run(_claims())
+    return jsonrpc.sse_probe_refused() or jsonify(
+        {"name": gateway.SERVER_NAME, "protocolVersion": jsonrpc.PROTOCOL_VERSION}
+    )
+
+
+@bp.post(URL)
+def rpc():
+    claims = _claims()
+    run = runtime_tools.load_live_run(claims)
+    return jsonrpc.dispatch(
+        server_name=gateway.SERVER_NAME,
+        list_tools=lambda: gateway.list_tool_definitions(run),
+        call_tool=lambda id_, params: _call_tool(id_, claims, params),
+    )
+
+
+def _call_tool(id_, claims: dict, params: dict) -> Response:
+    name = params.get("name")
+    if not isinstance(name, str) or not name:
+        return jsonrpc.unknown_tool(id_, name)
+    arguments = params.get("arguments")
+    arguments = {} if arguments is None else arguments
+    if not isinstance(arguments, dict):
+        return jsonrpc.rpc(id_, result=jsonrpc.tool_error("Validation error: arguments must be an object"))
+    try:
+        ctx = runtime_tools.load_run_context(claims)
+    except runtime_tools.RunRejected:
+        raise
+    except ServiceError as err:
+        db.session.rollback()
+        return jsonrpc.rpc(id_, result=jsonrpc.tool_error(err.message))
+    prepared = gateway.prepare_call(ctx, name, arguments)
+    db.session.commit()
+    if prepared.unknown:
+        return jsonrpc.unknown_tool(id_, name)
+    result = prepared.result if not prepared.ready else gateway.execute_call(prepared)
+    db.session.commit()
+    return jsonrpc.rpc(id_, result=result)

@@ -1,0 +1,396 @@
+"""The connection card in a task thread: its htmx endpoints and the dialog that hosts the shared setup flow.
+
+Every view is thin: load the card (404 unless it is a connection intent of a company the person belongs to),
+authorize (only the addressed person acts: 403 otherwise, and setup options are never loaded for anyone else), then
+call the intent and connection services, which own every rule, and commit once. Continuation delivery runs after
+the commit, exactly as the board JSON API does.
+
+Fragments come from `templates/interactions/_connection_intent.html` (the card) and `templates/intents/` (the
+dialog body); without htmx the same URLs answer with full pages or 303 redirects back to the task, so the card works
+without JavaScript. The card never renders credentials or authorization URLs: OAuth starts with a form POST whose
+answer is the redirect to the provider.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from flask import Blueprint, redirect, render_template, request, url_for
+from flask_login import current_user, login_required
+
+from app.catalog.loader import get_app, get_method, logo_url
+from app.extensions import db, htmx
+from app.models import Issue, ThreadInteraction
+from app.services import intents
+from app.services.connections import (
+    UNSET,
+    finish_connection,
+    public_fields,
+    set_audience,
+    start_connection,
+    validate_fields,
+)
+from app.services.errors import Forbidden, NotFound, ProviderRefused, ServiceError, ValidationFailed
+from app.web.apps.setup import resumable_draft
+from app.web.apps.setup_flow import build_setup_flow, read_submission
+from app.web.context import membership_for, parse_uuid, require_write
+from app.workers.continuations import deliver as deliver_continuation
+
+bp = Blueprint("intent_cards", __name__)
+
+INTRO = "Connect your identity or reuse an eligible connection. Access is added only for this agent."
+RETRY_NOTE = "Authorization did not finish, so nothing was connected. You can try again."
+PRIMARY_LABELS = {"requested": "Connect", "authorizing": "Continue setup", "needs_retry": "Try again"}
+
+
+@bp.before_request
+@login_required
+def _require_login():
+    return None
+
+
+@bp.after_request
+def _vary(response):
+    response.headers.add("Vary", "HX-Request")
+    return response
+
+
+# --- what the card shows ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CardView:
+    """Everything the card partial renders, derived from the interaction and the viewer (no secrets, no URLs)."""
+
+    id: str
+    state: str  # requested | authorizing | needs_retry | accepted | declined | superseded | expired
+    pending: bool
+    is_addressee: bool
+    service_name: str
+    agent_name: str
+    addressee_name: str
+    logo: str | None
+    dark_logo: str | None
+    primary_label: str | None
+    outcome_text: str | None
+
+
+def card_view(item: ThreadInteraction, viewer=None) -> CardView:
+    """The card's state and labels (reference 12.1). A pending card of a closed task shows as expired."""
+    payload = item.payload or {}
+    viewer = viewer if viewer is not None else current_user
+    service_name = payload.get("serviceName") or payload.get("serviceSlug") or "the service"
+    outcome = (item.result or {}).get("outcome")
+    if item.status == "pending":
+        issue = db.session.get(Issue, item.issue_id)
+        state = "expired" if issue is not None and issue.is_closed else payload.get("phase", "requested")
+        if state not in PRIMARY_LABELS and state != "expired":
+            state = "requested"
+    elif item.status == "accepted":
+        state = "accepted"
+    elif item.status == "rejected":
+        state = "declined"
+    elif outcome == "superseded":
+        state = "superseded"
+    else:
+        state = "expired"
+    outcomes = {
+        "accepted": f"{service_name} connected",
+        "declined": "Connection declined",
+        "superseded": "Request superseded",
+        "expired": "Connection request expired",
+    }
+    definition = get_app(payload.get("serviceSlug", "")) if payload.get("serviceSlug") else None
+    logo = payload.get("serviceLogoUrl") or (logo_url(definition) if definition else None)
+    dark = payload.get("serviceDarkLogoUrl") or (logo_url(definition, dark=True) if definition else None)
+    addressee = item.addressee_user
+    agent_name = payload.get("requestingAgentName") or (
+        item.requesting_agent.name if item.requesting_agent else "An agent"
+    )
+    return CardView(
+        id=str(item.id),
+        state=state,
+        pending=state in PRIMARY_LABELS,
+        is_addressee=bool(getattr(viewer, "is_authenticated", False) and viewer.id == item.addressee_user_id),
+        service_name=service_name,
+        agent_name=agent_name,
+        addressee_name=addressee.name if addressee is not None else "the responsible person",
+        logo=logo,
+        dark_logo=dark if dark != logo else None,
+        primary_label=PRIMARY_LABELS.get(state),
+        outcome_text=outcomes.get(state),
+    )
+
+
+@bp.app_template_global("connection_card")
+def _connection_card(item: ThreadInteraction) -> CardView:
+    return card_view(item)
+
+
+# --- loading and answering --------------------------------------------------------------------------------------
+
+
+def _load(interaction_id) -> tuple[ThreadInteraction, object]:
+    """Load -> company membership (404) ; the caller decides whether only the addressee may go on."""
+    interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
+    if interaction is None or interaction.kind != intents.KIND:
+        raise NotFound("Connection intent not found")
+    return interaction, membership_for(interaction.company_id)
+
+
+def _addressed(interaction_id) -> tuple[ThreadInteraction, object]:
+    interaction, membership = _load(interaction_id)
+    if interaction.addressee_user_id != current_user.id:
+        raise Forbidden(intents.NOT_ADDRESSEE)
+    return interaction, membership
+
+
+def _fragment() -> bool:
+    """An htmx request from the card or its dialog (a boosted navigation wants the full page)."""
+    return bool(htmx) and not htmx.boosted
+
+
+def _task_url(interaction: ThreadInteraction) -> str:
+    return url_for("board.task", issue_id=interaction.issue_id) + f"#intent-card-{interaction.id}"
+
+
+def _card_response(interaction: ThreadInteraction, status: int = 200):
+    """The card alone for htmx (swapped over the card, wherever the request came from), else back to the task."""
+    if not _fragment():
+        return redirect(_task_url(interaction), code=303)
+    db.session.refresh(interaction)
+    html = render_template("interactions/_connection_intent.html", item=interaction)
+    return html, status, {"HX-Retarget": f"#intent-card-{interaction.id}", "HX-Reswap": "outerHTML"}
+
+
+def _requester_id(interaction: ThreadInteraction) -> uuid.UUID | None:
+    value = (interaction.payload or {}).get("requestingAgentId")
+    try:
+        return uuid.UUID(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _catalog_app(interaction: ThreadInteraction):
+    """The app whose setup flow the dialog hosts; configured custom services have no setup (only reuse)."""
+    slug = (interaction.payload or {}).get("serviceSlug", "")
+    if intents.parse_connection_service(slug) is not None:
+        return None
+    return get_app(slug)
+
+
+def _dialog_flow(interaction, membership, app_definition, **kwargs):
+    requester = _requester_id(interaction)
+    flow = build_setup_flow(
+        membership,
+        app_definition,
+        action_url=url_for("intent_cards.setup_submit", interaction_id=interaction.id),
+        method_url=url_for("intent_cards.dialog", interaction_id=interaction.id),
+        # In the dialog the form is posted and swapped in place; the page host relies on hx-boost.
+        hx_target="#setup-flow" if _fragment() else None,
+        **kwargs,
+    )
+    if requester is not None and requester not in flow.audience.agent_ids:
+        # The requesting agent is always in the audience of a connection made from its card (pre-selected, so
+        # narrowing to "Selected agents" keeps it; a submit without it is refused).
+        flow.audience = type(flow.audience)(flow.audience.all_agents, (*flow.audience.agent_ids, requester))
+    return flow
+
+
+def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_draft=None, **flow_kwargs):
+    options = intents.setup_options(interaction)
+    app_definition = _catalog_app(interaction)
+    if flow is None and app_definition is not None and app_definition.methods and oauth_draft is None:
+        flow = _dialog_flow(interaction, membership, app_definition, **flow_kwargs)
+    return {
+        "item": interaction,
+        "card": card_view(interaction),
+        "options": options,
+        "flow": flow,
+        "error": error,
+        "oauth_draft": oauth_draft,
+        "app_definition": app_definition,
+        "as_page": not _fragment(),
+    }
+
+
+def _dialog_response(interaction, membership, status: int = 200, **kwargs):
+    context = _dialog_context(interaction, membership, **kwargs)
+    if _fragment():
+        headers = {
+            "HX-Retarget": f"#intent-dialog-{interaction.id}-body",
+            "HX-Reswap": "innerHTML",
+        }
+        return render_template("intents/_dialog_body.html", **context), status, headers
+    return render_template("intents/dialog_page.html", **context), status
+
+
+def _flow_response(interaction, membership, flow, status: int):
+    if _fragment():
+        return render_template("apps/_setup_flow.html", flow=flow), status
+    context = _dialog_context(interaction, membership, flow=flow)
+    return render_template("intents/dialog_page.html", **context), status
+
+
+def _resolved(interaction: ThreadInteraction):
+    """After a resolution commits: deliver the continuation (errors are retried by the worker), show the card."""
+    deliver_continuation(interaction.id)
+    return _card_response(interaction)
+
+
+# --- routes -----------------------------------------------------------------------------------------------------
+
+
+@bp.get("/intents/<interaction_id>/card")
+def card(interaction_id):
+    """The card re-read from the server (after an OAuth hint, or to refresh): any member of the company."""
+    interaction, _ = _load(interaction_id)
+    if not _fragment():
+        return redirect(_task_url(interaction), code=303)
+    return render_template("interactions/_connection_intent.html", item=interaction)
+
+
+@bp.get("/intents/<interaction_id>/dialog")
+def dialog(interaction_id):
+    """The dialog body (addressee only): eligible connections to reuse and the shared setup flow."""
+    interaction, membership = _addressed(interaction_id)
+    if interaction.status != "pending":
+        return _card_response(interaction)
+    app_definition = _catalog_app(interaction)
+    method_key = request.args.get("method_key")
+    if _fragment() and htmx.target == "setup-flow" and app_definition is not None:
+        # The flow's method switch: the partial alone.
+        flow = _dialog_flow(interaction, membership, app_definition, method_key=method_key)
+        return render_template("apps/_setup_flow.html", flow=flow)
+    return _dialog_response(interaction, membership, method_key=method_key)
+
+
+@bp.post("/intents/<interaction_id>/decline")
+def decline(interaction_id):
+    """The "Not now" button: declines once; a repeat (or a card resolved meanwhile) answers the card as it is."""
+    interaction, _ = _addressed(interaction_id)
+    if interaction.status != "pending":
+        return _card_response(interaction)
+    resolved = intents.decline_intent(interaction.id, current_user.id, request.form.get("reason"))
+    db.session.commit()
+    return _resolved(resolved)
+
+
+@bp.post("/intents/<interaction_id>/use/<connection_id>")
+def use_connection(interaction_id, connection_id):
+    """The "Use <name>" button: complete the card with an existing eligible connection; a failure keeps the dialog open."""
+    interaction, membership = _addressed(interaction_id)
+    try:
+        resolved = intents.complete_intent(interaction.id, current_user.id, parse_uuid(connection_id))
+    except ServiceError as err:
+        db.session.rollback()
+        if interaction.status != "pending":
+            return _card_response(interaction)
+        return _dialog_response(interaction, membership, 422, error=err.message)
+    db.session.commit()
+    return _resolved(resolved)
+
+
+@bp.post("/intents/<interaction_id>/phase")
+def phase(interaction_id):
+    """A server-authored phase change (e.g. a closed sign-in window: `needs_retry`); answers the card."""
+    interaction, _ = _addressed(interaction_id)
+    if interaction.status != "pending":
+        return _card_response(interaction)
+    intents.set_phase(interaction.id, current_user.id, request.form.get("phase", ""))
+    db.session.commit()
+    return _card_response(interaction)
+
+
+@bp.post("/intents/<interaction_id>/setup")
+def setup_submit(interaction_id):
+    """The dialog host of the shared setup flow: the same services as `/apps/<slug>/connect`, then completion.
+
+    The requesting agent must stay in the chosen audience. An API-key connection is verified, activated and used
+    to complete the card in the same request; an OAuth method saves the draft (with its audience, granting nothing),
+    moves the card to `authorizing` and offers the provider sign-in, whose callback completes the card.
+    """
+    interaction, membership = _addressed(interaction_id)
+    require_write(membership)
+    if interaction.status != "pending":
+        return _card_response(interaction)
+    app_definition = _catalog_app(interaction)
+    if app_definition is None:
+        raise NotFound("This service has no setup flow; use an existing connection")
+    draft = resumable_draft(request.form.get("draft_id"), membership, app_definition)
+    method = get_method(app_definition, draft.method_key if draft else request.form.get("method_key"))
+    submission = read_submission(request.form, method)
+    requester = _requester_id(interaction)
+
+    def failed(status: int, **kwargs):
+        db.session.rollback()
+        kept = draft if draft is not None and draft.status == "draft" else None
+        flow = _dialog_flow(
+            interaction,
+            membership,
+            app_definition,
+            method_key=method.key,
+            submission=submission,
+            draft=kept,
+            **kwargs,
+        )
+        return _flow_response(interaction, membership, flow, status)
+
+    if not submission.audience.all_agents and requester not in submission.audience.agent_ids:
+        name = card_view(interaction).agent_name
+        return failed(422, errors={"agentIds": f"Keep {name} selected: it asked for this connection."})
+    try:
+        if draft is None:
+            draft = start_connection(
+                membership,
+                app_definition,
+                method_key=method.key,
+                identity=submission.identity,
+                name=submission.name or None,
+                method_config=submission.method_config,
+                audience=submission.audience,
+            )
+            db.session.commit()
+            method_config = audience = UNSET
+        else:
+            method_config, audience = submission.method_config, submission.audience
+        if method.auth == "oauth":
+            return _begin_oauth(interaction, membership, draft, method_config, audience)
+        finish_connection(
+            membership,
+            draft,
+            app_definition,
+            credentials=submission.credentials,
+            method_config=method_config,
+            audience=audience,
+        )
+    except ValidationFailed as err:
+        return failed(422, errors=err.field_messages())
+    except ProviderRefused as err:
+        return failed(422, refusal=err.message)
+    except Forbidden as err:
+        return failed(422 if _fragment() else 403, form_errors=[err.message])
+    db.session.commit()
+    try:
+        resolved = intents.complete_intent(interaction.id, current_user.id, draft.id)
+    except ServiceError as err:
+        # The connection is live and kept; the card stays pending with the reason in the dialog.
+        db.session.rollback()
+        return _dialog_response(interaction, membership, 422, error=err.message)
+    db.session.commit()
+    return _resolved(resolved)
+
+
+def _begin_oauth(interaction, membership, draft, method_config, audience):
+    """Save the audience on the draft (grants nothing), mark the card `authorizing`, and offer the sign-in."""
+    app_definition = get_app(draft.app_slug)
+    method = get_method(app_definition, draft.method_key)
+    if method_config is not UNSET:
+        cleaned = validate_fields(public_fields(method), method_config or {}, group="methodConfig")
+        draft.config = {**draft.config, "methodConfig": cleaned}
+    if audience is not UNSET:
+        set_audience(membership, draft, audience)
+    intents.set_phase(interaction.id, current_user.id, "authorizing")
+    db.session.commit()
+    return _dialog_response(interaction, membership, oauth_draft=draft)

@@ -1,0 +1,499 @@
+"""Runtime-tools benchmark: gunicorn on PostgreSQL with a large synthetic company, ratios to a no-op baseline.
+
+    .venv/bin/python bench/runtime.py [--scale 0.2] [--seconds 5] [--clients 8] [--workers 2]
+
+One run: create a throwaway database (dropped at the end), migrate, seed (bench/seed.py), serve `wsgi:app` with
+gunicorn, drive concurrent clients against each endpoint in turn, then count SQL statements per request in-process
+(the same code through the Flask test client against the same database) before and after growing the catalog 10x.
+
+The baseline is `POST /mcp/runtime-tools` with `{"method": "ping"}`: it verifies the run token and loads the run (the
+same authentication every runtime call pays) and does nothing else. There is no dedicated no-op endpoint.
+Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+from cryptography.fernet import Fernet
+from sqlalchemy import event
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import seed  # noqa: E402  (bench/seed.py, beside this file)
+
+P99_TARGET = 3.0  # search and request p99 within 3x of the baseline's
+THROUGHPUT_TARGET = 0.40  # and at least 40% of its throughput
+
+
+@dataclass
+class Endpoint:
+    label: str
+    path: str
+    body: dict
+    targeted: bool = False
+
+
+@dataclass
+class LoadResult:
+    label: str
+    requests: int
+    errors: int
+    seconds: float
+    latencies: list[float]
+
+    @property
+    def throughput(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def percentile(self, p: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))] * 1000
+
+
+def rpc(method: str, params: dict | None = None) -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, **({"params": params} if params else {})}
+
+
+def endpoints(seeded: seed.Seeded, gateway: bool) -> list[Endpoint]:
+    found = [
+        Endpoint("baseline: runtime-tools ping", "/mcp/runtime-tools", rpc("ping")),
+        Endpoint(
+            "connections_search (REST)", "/runtime-tools/connections/search", {"query": "notion pages"}, True
+        ),
+        Endpoint("connections_search '' (REST)", "/runtime-tools/connections/search", {"query": ""}, True),
+        Endpoint(
+            "connection_request ready (REST)",
+            "/runtime-tools/connections/request",
+            {"service": seeded.ready_slug},
+            True,
+        ),
+        Endpoint(
+            "connection_request card reuse",
+            "/runtime-tools/connections/request",
+            {"service": seeded.pending_slug},
+            True,
+        ),
+    ]
+    if gateway:
+        found.append(Endpoint("gateway tools/list", "/mcp/gateway", rpc("tools/list")))
+    return found
+
+
+# --- the server and the clients ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def gunicorn(env: dict, workers: int, threads: int, log_path: Path):
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--error-logfile",
+        str(log_path),
+        "wsgi:app",
+    ]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"gunicorn did not start; see {log_path}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def drive(
+    base: str, endpoint: Endpoint, token: str, clients: int, seconds: float, warmup: float
+) -> LoadResult:
+    """`clients` threads, each with its own keep-alive session, posting back to back for `seconds`."""
+    url = base + endpoint.path
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors = [0] * clients
+    start = threading.Barrier(clients + 1)
+    state = {"measure_from": 0.0, "stop_at": 0.0}
+
+    def client(slot: int) -> None:
+        session = requests.Session()
+        start.wait()
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= state["stop_at"]:
+                break
+            response = session.post(url, json=endpoint.body, headers=headers, timeout=60)
+            t1 = time.perf_counter()
+            if t0 < state["measure_from"]:
+                continue
+            if response.status_code != 200 or b'"isError": true' in response.content:
+                errors[slot] += 1
+            latencies[slot].append(t1 - t0)
+        session.close()
+
+    threads = [threading.Thread(target=client, args=(slot,), daemon=True) for slot in range(clients)]
+    for thread in threads:
+        thread.start()
+    now = time.perf_counter()
+    state["measure_from"] = now + warmup
+    state["stop_at"] = now + warmup + seconds
+    start.wait()
+    for thread in threads:
+        thread.join()
+    flat = [value for per_client in latencies for value in per_client]
+    return LoadResult(endpoint.label, len(flat), sum(errors), seconds, flat)
+
+
+# --- statements per request (in-process) ---------------------------------------------------------------------
+
+
+class StatementCounter:
+    def __init__(self, engine):
+        self.count = 0
+        self.statements: list[str] = []
+        event.listen(engine, "before_cursor_execute", self._on_execute)
+
+    def _on_execute(self, conn, cursor, statement, parameters, context, executemany):
+        self.count += 1
+        self.statements.append(statement.split("\n")[0][:100])
+
+    @contextmanager
+    def measure(self):
+        self.count, self.statements = 0, []
+        box = {}
+        yield box
+        box["count"] = self.count
+        box["statements"] = list(self.statements)
+
+
+def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dict[str, tuple[int, float]]:
+    """Statements and in-process milliseconds per operation (the second of two calls: caches warm)."""
+    from app.extensions import db
+    from app.models import HeartbeatRun
+    from app.services.run_context import resolve_instructions_for_run
+
+    # No app context is pushed around the requests: each test-client request gets its own context and session,
+    # as in production (a shared session would answer repeated lookups from its identity map).
+    with app.app_context():
+        engine = db.engine
+    counter = StatementCounter(engine)
+    client = app.test_client()
+    with client.session_transaction() as sess:
+        sess["_user_id"] = str(seeded.owner_id)
+        sess["_fresh"] = True
+    bearer = {"Authorization": f"Bearer {token}"}
+    operations: dict[str, Callable[[], object]] = {
+        "baseline: runtime-tools ping": lambda: client.post(
+            "/mcp/runtime-tools", json=rpc("ping"), headers=bearer
+        ),
+        "connections_search (REST)": lambda: client.post(
+            "/runtime-tools/connections/search", json={"query": "notion pages"}, headers=bearer
+        ),
+        "connection_request ready (REST)": lambda: client.post(
+            "/runtime-tools/connections/request", json={"service": seeded.ready_slug}, headers=bearer
+        ),
+        "connection_request card reuse": lambda: client.post(
+            "/runtime-tools/connections/request", json={"service": seeded.pending_slug}, headers=bearer
+        ),
+        "instruction resolution": lambda: _resolve(
+            app, db, HeartbeatRun, seeded, resolve_instructions_for_run
+        ),
+        "Permissions page": lambda: client.get(f"/apps/{seeded.permissions_connection_id}/permissions"),
+    }
+    if gateway:
+        operations["gateway tools/list"] = lambda: client.post(
+            "/mcp/gateway", json=rpc("tools/list"), headers=bearer
+        )
+    results = {}
+    for label, operation in operations.items():
+        first = operation()
+        _check(label, first)
+        with counter.measure() as measured:
+            t0 = time.perf_counter()
+            _check(label, operation())
+            elapsed = (time.perf_counter() - t0) * 1000
+        results[label] = (measured["count"], elapsed, measured["statements"])
+    event.remove(engine, "before_cursor_execute", counter._on_execute)
+    return results
+
+
+def _resolve(app, db, model, seeded, resolver):
+    with app.app_context():
+        snapshot = resolver(db.session.get(model, seeded.run_id))
+        db.session.remove()
+    return snapshot
+
+
+def _check(label: str, response) -> None:
+    status = getattr(response, "status_code", 200)
+    if status != 200:
+        raise RuntimeError(f"{label}: HTTP {status}: {response.get_data(as_text=True)[:300]}")
+
+
+def eligible_sources(app, seeded: seed.Seeded) -> int:
+    from app.extensions import db
+    from app.models import HeartbeatRun
+    from app.services.run_context import instruction_sources_for_run
+
+    with app.app_context():
+        count = len(instruction_sources_for_run(db.session.get(HeartbeatRun, seeded.run_id)))
+        db.session.remove()
+    return count
+
+
+# --- continuation deliveries ---------------------------------------------------------------------------------
+
+
+def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
+    """Resolve `cards` connection cards (declined), then two worker threads sweep them: deliveries per second."""
+    from sqlalchemy import text
+
+    from app.extensions import db
+    from app.models import Agent, Issue
+    from app.services import intents
+    from app.services.run_tokens import open_run
+    from app.services.work import create_issue
+    from app.workers.continuations import sweep_pending
+
+    with app.app_context():
+        agent = db.session.get(Agent, seeded.agent_ids[1])
+        service = intents.resolve_service(seeded.company_id, "linear", seeded.owner_id, agent.id)
+        for n in range(cards):
+            issue = create_issue(
+                seeded.company_id,
+                title=f"Delivery {n}",
+                status="in_progress",
+                assignee_agent_id=agent.id,
+                responsible_user_id=seeded.owner_id,
+            )
+            db.session.flush()
+            run = open_run(agent, issue, seeded.owner_id)
+            interaction, _ = intents.create_connection_intent(
+                issue, agent, service, addressee_user_id=seeded.owner_id, run_id=run.id
+            )
+            run.status = "succeeded"
+            intents.decline_intent(interaction.id, seeded.owner_id, None)
+        db.session.commit()
+        db.session.remove()
+    delivered = [0, 0]
+
+    def worker(slot: int) -> None:
+        with app.app_context():
+            while True:
+                done = sum(sweep_pending(limit=10).values())
+                if not done:
+                    break
+                delivered[slot] += done
+            db.session.remove()
+
+    threads = [threading.Thread(target=worker, args=(slot,)) for slot in (0, 1)]
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - t0
+    with app.app_context():
+        leftover = db.session.scalar(
+            text("SELECT count(*) FROM connection_intent_deliveries WHERE delivered_at IS NULL")
+        )
+        db.session.remove()
+    assert leftover == 0 and sum(delivered) == cards, (leftover, delivered)
+    _ = Issue
+    return sum(delivered), sum(delivered) / elapsed
+
+
+# --- main ----------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--admin-url",
+        default=os.environ.get(
+            "BENCH_ADMIN_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+        ),
+        help="a PostgreSQL URL allowed to CREATE DATABASE (default: %(default)s)",
+    )
+    parser.add_argument("--scale", type=float, default=1.0, help="1.0: 300 apps, 500 connections, 20k tools")
+    parser.add_argument("--growth", type=int, default=10, help="catalog growth factor for statement counts")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per endpoint")
+    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per endpoint")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
+    parser.add_argument("--deliveries", type=int, default=200, help="cards for the delivery-rate measurement")
+    parser.add_argument("--keep", action="store_true", help="keep the database (prints its name)")
+    parser.add_argument("--show-sql", action="store_true", help="print the statements of each operation")
+    args = parser.parse_args(argv)
+
+    admin_url = args.admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    name, url = seed.create_database(admin_url)
+    print(f"database {name} (scale {args.scale}, {args.clients} clients x {args.seconds:g}s per endpoint)")
+    scratch = Path(tempfile.mkdtemp(prefix="switchboard-bench-"))
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "SECRET_KEY": os.urandom(24).hex(),
+        "SWITCHBOARD_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "SWITCHBOARD_INSTANCE_PATH": str(scratch / "instance"),
+        "PUBLIC_BASE_URL": "http://127.0.0.1:5000",
+        "RUN_WORKER_IN_PROCESS": "0",
+    }
+    os.environ.update(
+        {k: env[k] for k in ("SECRET_KEY", "SWITCHBOARD_ENCRYPTION_KEY", "SWITCHBOARD_INSTANCE_PATH")}
+    )
+    os.environ["DATABASE_URL"] = url
+    try:
+        run(args, env, url, scratch)
+    finally:
+        if args.keep:
+            print(f"kept database {name}")
+        else:
+            seed.drop_database(admin_url, name)
+
+
+def run(args, env: dict, url: str, scratch: Path) -> None:
+    from app import create_app
+    from app.extensions import db
+    from app.models import HeartbeatRun
+    from app.services.run_tokens import mint_run_token
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": url})
+    gateway = any(rule.rule == "/mcp/gateway" for rule in app.url_map.iter_rules())
+    t0 = time.perf_counter()
+    with app.app_context():
+        seed.migrate()
+        seeded = seed.seed_company(args.scale)
+        token = mint_run_token(db.session.get(HeartbeatRun, seeded.run_id)).token
+        sizes_1x = seed.counts()
+        db.session.remove()
+    print(f"seeded in {time.perf_counter() - t0:.1f}s: {sizes_1x}")
+    sources = eligible_sources(app, seeded)
+
+    counts_1x = statement_counts(app, seeded, token, gateway)
+
+    load: list[LoadResult] = []
+    with gunicorn(env, args.workers, args.threads, scratch / "gunicorn.log") as base:
+        for endpoint in endpoints(seeded, gateway):
+            result = drive(base, endpoint, token, args.clients, args.seconds, args.warmup)
+            load.append(result)
+            print(
+                f"  measured {result.label}: {result.requests} requests, {result.errors} errors", flush=True
+            )
+
+    delivered, rate = delivery_rate(app, seeded, args.deliveries)
+
+    t0 = time.perf_counter()
+    with app.app_context():
+        seed.grow_catalog(seeded, args.growth)
+        sizes_nx = seed.counts()
+        db.session.remove()
+    print(f"grown {args.growth}x in {time.perf_counter() - t0:.1f}s: {sizes_nx}")
+    sources_nx = eligible_sources(app, seeded)
+    counts_nx = statement_counts(app, seeded, token, gateway)
+
+    report(args, load, counts_1x, counts_nx, sizes_1x, sizes_nx, (sources, sources_nx), (delivered, rate))
+
+
+def report(args, load, counts_1x, counts_nx, sizes_1x, sizes_nx, sources, deliveries) -> None:
+    baseline = load[0]
+    print()
+    print(
+        f"Throughput and latency (gunicorn {args.workers} workers x {args.threads} threads, "
+        f"{args.clients} clients, {args.seconds:g}s each)"
+    )
+    header = f"{'endpoint':34} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99 x base':>10} {'thr % base':>10} {'target':>7}"
+    print(header)
+    print("-" * len(header))
+    for result in load:
+        p99_ratio = result.percentile(99) / baseline.percentile(99)
+        share = result.throughput / baseline.throughput
+        targeted = "search" in result.label or "request" in result.label
+        verdict = (
+            ("ok" if p99_ratio <= P99_TARGET and share >= THROUGHPUT_TARGET else "MISS") if targeted else "-"
+        )
+        errors = f"  ({result.errors} errors)" if result.errors else ""
+        print(
+            f"{result.label:34} {result.throughput:8.1f} {result.percentile(50):8.1f} "
+            f"{result.percentile(99):8.1f} {p99_ratio:10.2f} {share * 100:9.0f}% {verdict:>7}{errors}"
+        )
+    print(
+        f"targets: search and request p99 <= {P99_TARGET:g}x baseline and throughput >= {THROUGHPUT_TARGET:.0%}"
+    )
+    print()
+    print(f"SQL statements per request, catalog 1x vs {args.growth}x (in-process, second call)")
+    print(
+        f"  1x: {sizes_1x['catalog_apps']} apps, {sizes_1x['tool_connections']} connections, "
+        f"{sizes_1x['connection_tools']} tools, {sizes_1x['agents']} agents; {sources[0]} eligible connections"
+    )
+    print(
+        f"  {args.growth}x: {sizes_nx['catalog_apps']} apps, {sizes_nx['tool_connections']} connections, "
+        f"{sizes_nx['connection_tools']} tools; {sources[1]} eligible connections"
+    )
+    header = f"{'operation':34} {'stmts 1x':>9} {f'stmts {args.growth}x':>9} {'constant':>9} {'ms 1x':>8} {f'ms {args.growth}x':>8}"
+    print(header)
+    print("-" * len(header))
+    for label, (count, ms, _statements) in counts_1x.items():
+        count_nx, ms_nx, statements_nx = counts_nx[label]
+        print(
+            f"{label:34} {count:9d} {count_nx:9d} {'yes' if count == count_nx else 'NO':>9} {ms:8.1f} {ms_nx:8.1f}"
+        )
+        if args.show_sql or count != count_nx:
+            for line, times in Counter(statements_nx).items():
+                print(f"      {times:4d} x {line}")
+    print()
+    print(
+        f"instruction resolution for {sources[0]} eligible connections: {counts_1x['instruction resolution'][1]:.1f} ms"
+    )
+    print(f"continuation deliveries with two workers: {deliveries[0]} in total, {deliveries[1]:.1f}/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+// The connection card (templates/interactions/_connection_intent.html): opens and closes its <dialog>, returns focus
+// to the card, opens the provider sign-in in a popup (new-tab fallback), and re-reads the card from the server when
+// the sign-in window reports back or closes. The window's message is only a hint: the card shown is always the
+// server's. Loaded once per page however many cards include it.
+(function () {
+  if (window.switchboardIntentCard) return;
+  window.switchboardIntentCard = true;
+
+  var MESSAGE_TYPE = "paperclip.connection-intent.oauth";
+  var focusAfterSwap = null; // interaction id whose card should take focus once it is swapped in
+  var popups = {}; // interaction id -> {window, timer, answered}
+
+  function byId(id) { return document.getElementById(id); }
+  function card(id) { return byId("intent-card-" + id); }
+  function dialog(id) { return byId("intent-dialog-" + id); }
+
+  function focusCard(id) {
+    var element = card(id);
+    if (!element) return;
+    var target = element.classList.contains("connection-intent-focus-target")
+      ? element
+      : element.querySelector(".connection-intent-focus-target") || element;
+    target.focus();
+  }
+
+  function refreshCard(id) {
+    var element = card(id);
+    if (!element || !window.htmx) return;
+    focusAfterSwap = id;
+    htmx.ajax("GET", element.getAttribute("data-card-url"), { target: element, swap: "outerHTML" });
+  }
+
+  function setPhase(id, phase) {
+    var element = card(id);
+    var url = element && element.getAttribute("data-phase-url");
+    if (!url || !window.htmx) { refreshCard(id); return; }
+    focusAfterSwap = id;
+    htmx.ajax("POST", url, { target: element, swap: "outerHTML", values: { phase: phase } });
+  }
+
+  function closeDialog(id) {
+    var box = dialog(id);
+    if (box && box.open) box.close();
+  }
+
+  // Opening: show the dialog with a loading line while htmx fetches its body.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var id = event.detail.elt.getAttribute && event.detail.elt.getAttribute("data-intent-open");
+    if (!id) return;
+    var box = dialog(id);
+    if (!box) return;
+    var body = byId("intent-dialog-" + id + "-body");
+    body.innerHTML = "";
+    var loading = document.createElement("p");
+    loading.setAttribute("aria-busy", "true");
+    loading.textContent = "Loading connection options…";
+    body.appendChild(loading);
+    if (!box.open) box.showModal();
+  });
+
+  // A dialog body that failed to load: say so inside the dialog, with a way to try again.
+  document.addEventListener("htmx:responseError", function (event) {
+    var id = event.detail.elt.getAttribute && event.detail.elt.getAttribute("data-intent-open");
+    if (!id) return;
+    var body = byId("intent-dialog-" + id + "-body");
+    if (!body) return;
+    var message = "";
+    var holder = document.createElement("div");
+    holder.innerHTML = event.detail.xhr.responseText;
+    var alert = holder.querySelector("[role=alert]");
+    if (alert) message = alert.textContent.trim();
+    body.innerHTML = "";
+    var box = document.createElement("div");
+    box.className = "alert alert-danger";
+    box.setAttribute("role", "alert");
+    var title = document.createElement("strong");
+    title.textContent = "Couldn’t load connection setup. ";
+    box.appendChild(title);
+    box.appendChild(document.createTextNode(message));
+    body.appendChild(box);
+    var again = document.createElement("button");
+    again.type = "button";
+    again.textContent = "Try again";
+    again.addEventListener("click", function () { htmx.trigger(event.detail.elt, "submit"); });
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "secondary outline";
+    close.textContent = "Close";
+    close.setAttribute("data-intent-close", "");
+    body.appendChild(again);
+    body.appendChild(close);
+  });
+
+  // A resolved or refreshed card replaced the old one (and its dialog): give it focus.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail.target;
+    if (target && target.id === "setup-flow" || !focusAfterSwap) return;
+    var id = focusAfterSwap;
+    if (card(id) && !(dialog(id) && dialog(id).open)) {
+      focusAfterSwap = null;
+      focusCard(id);
+    }
+  });
+
+  // Requests from inside a dialog that resolve the card come back as the card: focus it afterwards.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var elt = event.detail.elt;
+    var content = elt && elt.closest && elt.closest("[data-intent-dialog], [data-intent-card]");
+    if (!content) return;
+    var retarget = event.detail.xhr.getResponseHeader("HX-Retarget") || "";
+    if (retarget.indexOf("#intent-card-") === 0) focusAfterSwap = retarget.slice("#intent-card-".length);
+  });
+
+  document.addEventListener("click", function (event) {
+    var close = event.target.closest && event.target.closest("[data-intent-close]");
+    if (!close) return;
+    var box = close.closest("dialog");
+    if (box) box.close();
+  });
+
+  // Closing the dialog (button or Escape) empties it and returns focus to the card.
+  document.addEventListener("close", function (event) {
+    var box = event.target;
+    if (!box.classList || !box.classList.contains("connection-dialog")) return;
+    var id = box.id.replace(/^intent-dialog-/, "");
+    var body = byId("intent-dialog-" + id + "-body");
+    if (body) body.innerHTML = "";
+    focusCard(id);
+  }, true);
+
+  // Provider sign-in from the dialog: a popup named per card; the form posts into it (the server answers with the
+  // redirect to the provider, so no authorization URL ever reaches this page).
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var id = form.getAttribute && form.getAttribute("data-intent-oauth");
+    if (!id) return;
+    var submitter = event.submitter;
+    if (submitter && submitter.getAttribute("formtarget") === "_blank") {
+      watchSignIn(id, null);
+      return; // the new-tab fallback: let the browser open it
+    }
+    var name = "switchboard-oauth-" + id;
+    var popup = window.open("", name, "popup,width=560,height=720");
+    if (!popup) {
+      event.preventDefault();
+      var blocked = form.querySelector(".connection-dialog-popup-blocked");
+      if (blocked) blocked.hidden = false;
+      return;
+    }
+    form.target = name;
+    watchSignIn(id, popup);
+  });
+
+  function watchSignIn(id, popup) {
+    var previous = popups[id];
+    if (previous && previous.timer) clearInterval(previous.timer);
+    var entry = { window: popup, timer: null, answered: false };
+    popups[id] = entry;
+    if (!popup) return;
+    entry.timer = setInterval(function () {
+      if (!popup.closed) return;
+      clearInterval(entry.timer);
+      if (entry.answered) return;
+      // Closed without an answer: the request stays retryable.
+      closeDialog(id);
+      setPhase(id, "needs_retry");
+    }, 500);
+  }
+
+  window.addEventListener("message", function (event) {
+    if (event.origin !== window.location.origin) return;
+    var data = event.data;
+    if (!data || data.type !== MESSAGE_TYPE || typeof data.interactionId !== "string") return;
+    var id = data.interactionId;
+    if (!card(id)) return;
+    if (popups[id]) popups[id].answered = true;
+    // Never trust the message: re-read the card, which shows what the server recorded.
+    closeDialog(id);
+    refreshCard(id);
+  });
+})();

@@ -1,0 +1,222 @@
+"""`/api/openapi.json`: a valid OpenAPI 3.1 document that describes every JSON route with the models the routes use.
+
+The drift checks fail when a JSON route (under /api/, /runtime-tools/, /mcp/) is added without a registry entry in
+`app/web/openapi.py`, or an entry outlives its route.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import jsonschema
+import pytest
+import schemathesis
+from pydantic import BaseModel
+from schemathesis.specs.openapi.definitions import OPENAPI_31
+
+from app.web import openapi
+from app.web.api.validation import StrictBody
+
+DOC_URL = "/api/openapi.json"
+
+
+@pytest.fixture
+def document(client):
+    response = client.get(DOC_URL)
+    assert response.status_code == 200
+    return response.json
+
+
+def _resolve(document: dict, schema: dict) -> dict:
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    return document["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+
+
+def _operations(document: dict):
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            yield path, method, operation
+
+
+# --- validity ------------------------------------------------------------------------------------------------
+
+
+def test_document_is_public_json(client):
+    response = client.get(DOC_URL)
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    assert response.json["openapi"] == "3.1.0"
+
+
+def test_document_validates_against_the_openapi_31_meta_schema(document):
+    errors = sorted(
+        jsonschema.Draft202012Validator(OPENAPI_31).iter_errors(document), key=lambda e: list(e.path)
+    )
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:10])
+
+
+def test_every_component_schema_is_valid_json_schema(document):
+    for name, schema in document["components"]["schemas"].items():
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as err:  # pragma: no cover - the message is the point
+            pytest.fail(f"{name}: {err.message}")
+
+
+def test_schemathesis_loads_every_operation(document):
+    schema = schemathesis.openapi.from_dict(document)
+    loaded = []
+    for result in schema.get_all_operations():
+        operation = result.ok()  # raises on an operation schemathesis cannot use
+        loaded.append((operation.method.lower(), operation.path))
+    expected = sorted((method, path) for path, method, _op in _operations(document))
+    assert sorted(loaded) == expected
+
+
+def test_security_requirements_name_declared_schemes(document):
+    declared = set(document["components"]["securitySchemes"])
+    assert declared == {"apiKey", "session", "csrfToken", "runToken"}
+    for path, method, operation in _operations(document):
+        for requirement in operation["security"]:
+            assert set(requirement) <= declared, (method, path)
+        if path == DOC_URL:
+            assert operation["security"] == []
+        elif path.startswith(("/runtime-tools/", "/mcp/")):
+            assert operation["security"] == [{"runToken": []}], (method, path)
+        else:
+            expected_session = {"session": []} if method == "get" else {"session": [], "csrfToken": []}
+            assert operation["security"] == [{"apiKey": []}, expected_session], (method, path)
+
+
+def test_path_parameters_are_uuids(document):
+    for path, method, operation in _operations(document):
+        names = re.findall(r"{([^}]+)}", path)
+        params = {p["name"]: p for p in operation.get("parameters", []) if p["in"] == "path"}
+        assert sorted(params) == sorted(names), (method, path)
+        for param in params.values():
+            assert param["required"] is True
+            assert param["schema"] == {"type": "string", "format": "uuid"}
+
+
+def test_every_operation_documents_its_errors(document):
+    for path, method, operation in _operations(document):
+        responses = operation["responses"]
+        if path == DOC_URL:
+            continue
+        assert "401" in responses, (method, path)
+        for status, response in responses.items():
+            if status.startswith("4") and status not in {"405"} and "content" in response:
+                schema = response["content"]["application/json"]["schema"]
+                variants = schema.get("anyOf", [schema])
+                props = [_resolve(document, v).get("properties", {}) for v in variants]
+                assert all("error" in p or "jsonrpc" in p for p in props), (method, path, status)
+
+
+# --- completeness (drift) ------------------------------------------------------------------------------------
+
+
+def test_every_json_route_is_documented(app):
+    missing = openapi.undocumented_routes(app)
+    assert not missing, (
+        "JSON routes missing from app/web/openapi.py (add an Operation for each): " + ", ".join(missing)
+    )
+
+
+def test_no_documented_operation_is_stale(app):
+    stale = openapi.stale_operations(app)
+    assert not stale, "Operations in app/web/openapi.py without a route: " + ", ".join(stale)
+
+
+def test_drift_check_notices_a_missing_entry(app):
+    fewer = [op for op in openapi.all_operations(app) if op.endpoint != "api.create_comment"]
+    assert openapi.undocumented_routes(app, fewer) == [
+        "POST /api/issues/{issue_id}/comments (api.create_comment)"
+    ]
+
+
+def test_served_document_is_the_built_one(app, document):
+    built = openapi.build_document(app, server_url=app.config["PUBLIC_BASE_URL"].rstrip("/"))
+    assert document == built
+    assert set(document["paths"]) == {op.path for op in openapi.all_operations(app)}
+
+
+# --- the request models are the routes' own ----------------------------------------------------------------
+
+
+def _operations_with_bodies():
+    return [op for op in [*openapi.OPERATIONS, *openapi.GATEWAY_OPERATIONS] if op.body is not None]
+
+
+def _route_validated_bodies():
+    # MCP endpoints parse JSON-RPC by hand: their JsonRpcRequest model documents the message shape only.
+    return [op for op in _operations_with_bodies() if op.body is not openapi.JsonRpcRequest]
+
+
+@pytest.mark.parametrize("op", _route_validated_bodies(), ids=lambda op: op.endpoint)
+def test_request_body_is_the_model_the_route_validates_with(app, document, op):
+    view = inspect.unwrap(app.view_functions[op.endpoint])  # under @login_required
+    # The very class object the view module passes to parse_body, not a look-alike.
+    assert any(value is op.body for value in view.__globals__.values()), (op.endpoint, op.body)
+
+    body = document["paths"][op.path][op.method]["requestBody"]
+    schema = _resolve(document, body["content"]["application/json"]["schema"])
+    expected = op.body.model_json_schema(ref_template="#/components/schemas/{model}")
+    expected.pop("$defs", None)
+    assert schema == expected
+    assert schema["additionalProperties"] is False  # unknown keys are refused, and the document says so
+    assert body["required"] == bool(expected.get("required"))
+
+
+def test_strict_bodies_keep_their_constraints(document):
+    schemas = document["components"]["schemas"]
+    assert schemas["ConnectBody"]["required"] == ["appSlug"]
+    assert schemas["ConnectBody"]["properties"]["appSlug"]["maxLength"] == 80
+    assert schemas["CommentBody"]["properties"]["body"] == {
+        "maxLength": 20000,
+        "minLength": 1,
+        "title": "Body",
+        "type": "string",
+    }
+    assert schemas["SearchBody"]["properties"]["query"]["maxLength"] == 200
+    assert schemas["RequestBody"]["required"] == ["service"]
+    assert schemas["CompleteBody"]["properties"]["connectionId"]["format"] == "uuid"
+    assert schemas["PatchBody"]["properties"]["toolPolicies"]["anyOf"][0]["additionalProperties"]["enum"] == [
+        "allow",
+        "ask_first",
+        "block",
+    ]
+    for name in ("ConnectBody", "FinishBody", "PatchBody", "CommentBody", "SearchBody", "RequestBody"):
+        assert schemas[name]["additionalProperties"] is False, name
+
+
+def test_route_bodies_subclass_strict_body():
+    for op in _route_validated_bodies():
+        assert issubclass(op.body, BaseModel)
+        assert op.body.model_config.get("extra") == "forbid", op.endpoint
+        if op.endpoint.startswith(("api.", "runtime.")):
+            assert issubclass(op.body, StrictBody), op.endpoint
+
+
+def test_validation_error_conforms_to_the_documented_shape(client, make, document):
+    from tests.conftest import sign_in
+
+    company = make.company()
+    user = make.member(company, "owner")
+    token = sign_in(client, user)
+    response = client.post(
+        f"/api/companies/{company.id}/tools/apps/connect",
+        json={"appSlug": "honcho", "bogus": 1},
+        headers={"X-CSRFToken": token},
+    )
+    assert response.status_code == 400
+    schema = {
+        **document["paths"]["/api/companies/{company_id}/tools/apps/connect"]["post"]["responses"]["400"][
+            "content"
+        ]["application/json"]["schema"],
+        "components": document["components"],
+    }
+    jsonschema.validate(response.json, schema)
+    assert response.json["details"][0]["loc"] == ["bogus"]

@@ -1,0 +1,257 @@
+"""Schemathesis against a live server: every documented operation, positive inputs generated from the document.
+
+The server is a real werkzeug server on loopback with a seeded company: an owner with a board API key, an agent
+running (a live, task-bound heartbeat run with a runtime-tools token) on an in-progress task, a comment, a draft
+tool connection and a pending connection card. Each operation gets the credential of its security scheme; path
+parameters are drawn from the seeded objects' ids as well as random uuids (so both the 2xx and the 404 answers are
+exercised). Checks: no 5xx, and status code, content type and body conform to the document.
+
+Nothing is excluded: no documented operation deletes data or ends the run. The card is answered (decline/complete)
+at most once and later answers are the documented 409; a comment wakes the agent with a queued run, which leaves the
+running run and its token valid.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from types import SimpleNamespace
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from werkzeug.serving import make_server
+
+from app.services.accounts import create_api_key
+from app.services.run_tokens import mint_run_token, open_run
+from app.web import openapi
+from tests.conftest import backend_name, sign_in
+from tests.factories import DEFAULT_PASSWORD
+
+DOC_PATH = "/api/openapi.json"
+MCP_BODIES = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
+# Valid bodies for the hand-written cases on the seeded objects (operations not listed send no body).
+SEEDED_BODIES = {
+    ("post", "/api/issues/{issue_id}/comments"): [{"body": "A seeded comment <b>hi</b>"}],
+    ("post", "/api/companies/{company_id}/tools/apps/connect"): [
+        {"appSlug": "github", "name": "Fuzzed", "identity": "organization"},
+        {"appSlug": "no-such-app"},
+    ],
+    ("post", "/api/companies/{company_id}/tools/apps/{connection_id}/finish"): [{"credentials": {}}],
+    ("patch", "/api/tool-connections/{connection_id}"): [
+        {"name": "Renamed", "audience": {"allAgents": True, "agentIds": []}},
+        {"enabled": True},
+    ],
+    ("post", "/api/tools/oauth/{connection_id}/start"): [{}],
+    ("post", "/api/connection-intents/{interaction_id}/phase"): [
+        {"phase": "authorizing"},
+        {"phase": "bogus"},
+    ],
+    ("post", "/api/connection-intents/{interaction_id}/complete"): [
+        {"connectionId": "00000000-0000-4000-8000-000000000000"}
+    ],
+    ("post", "/api/connection-intents/{interaction_id}/decline"): [{"reason": "Not now"}],
+    ("post", "/runtime-tools/connections/search"): [{"query": ""}, {"query": "notion"}],
+    ("post", "/runtime-tools/connections/request"): [{"service": "github"}, {"service": "nope"}],
+    ("post", "/mcp/runtime-tools"): [
+        *MCP_BODIES,
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "connections_search"}},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "connection_request"}},
+    ],
+    ("post", "/mcp/gateway"): [
+        *MCP_BODIES,
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "github__search", "arguments": {}},
+        },
+    ],
+}
+# Operations that fail for a reported bug: strict, so the mark must go when the route is fixed.
+KNOWN_BUGS = {
+    "api.connect_app": pytest.mark.xfail(
+        backend_name() == "postgresql",
+        strict=True,
+        reason="BUG: appSlug containing U+0000 -> 500 on PostgreSQL (NUL reaches the catalog_apps lookup); "
+        "see tests/test_input_fuzz.py::test_nul_in_text_is_refused_not_a_crash",
+    ),
+}
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+MAX_EXAMPLES = 30
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "generation": {
+            "mode": "positive",
+            "max-examples": MAX_EXAMPLES,
+            "deterministic": True,
+            # Credentials are set per operation below, from its security scheme.
+            "with-security-parameters": False,
+        },
+        "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
+    }
+)
+HYPOTHESIS = settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+
+
+@pytest.fixture
+def live(app, db, make):
+    """A seeded company and a live server on 127.0.0.1:<free port> (stopped after the test)."""
+    company = make.company("Fuzz Co")
+    owner = make.member(company, "owner")
+    agent = make.agent(company, "Fuzzer")
+    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
+    comment = make.comment(issue, owner, "Seeded comment")
+    _key, api_key = create_api_key(owner, "schemathesis")
+    run = open_run(agent, issue)
+    db.session.commit()
+    run_token = mint_run_token(run).token
+
+    board = app.test_client()
+    csrf = sign_in(board, owner)
+    draft = board.post(
+        f"/api/companies/{company.id}/tools/apps/connect",
+        json={"appSlug": "honcho", "identity": "organization", "methodConfig": {"workspaceId": "team"}},
+        headers={"X-CSRFToken": csrf},
+    )
+    assert draft.status_code == 201, draft.json
+    card = app.test_client().post(
+        "/runtime-tools/connections/request",
+        json={"service": "notion"},
+        headers={"Authorization": f"Bearer {run_token}"},
+    )
+    assert card.status_code == 200 and card.json["state"] == "needs_user_action", card.json
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield SimpleNamespace(
+            base_url=f"http://127.0.0.1:{server.server_port}",
+            owner=owner,
+            api_key=api_key,
+            run_token=run_token,
+            ids={
+                "company_id": str(company.id),
+                "issue_id": str(issue.id),
+                "comment_id": str(comment.id),
+                "run_id": str(run.id),
+                "connection_id": draft.json["id"],
+                "interaction_id": card.json["interactionId"],
+            },
+        )
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+
+
+@pytest.fixture
+def api_schema(live):
+    served = requests.get(f"{live.base_url}{DOC_PATH}", timeout=10)
+    assert served.status_code == 200
+    schema = schemathesis.openapi.from_dict(served.json(), config=CONFIG)
+    schema.config.update(base_url=live.base_url)
+    return schema
+
+
+@pytest.fixture
+def signed_in_session(live):
+    """A browser-like session: the login form, then the CSRF token the signed-in page hands to htmx."""
+    session = requests.Session()
+    login = session.get(f"{live.base_url}/login", timeout=10).text
+    csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', login).group(1)
+    response = session.post(
+        f"{live.base_url}/login",
+        data={"csrf_token": csrf, "email": live.owner.email, "password": DEFAULT_PASSWORD},
+        allow_redirects=False,
+        timeout=10,
+    )
+    assert response.status_code == 303, response.text[:500]
+    page = session.get(f"{live.base_url}/", timeout=10).text
+    session.headers["X-CSRFToken"] = re.search(r'"X-CSRFToken": "([^"]+)"', page).group(1)
+    return session
+
+
+def _bearer_for(case, live) -> dict:
+    schemes = {name for requirement in case.operation.definition.raw["security"] for name in requirement}
+    if "runToken" in schemes:
+        return {"Authorization": f"Bearer {live.run_token}"}
+    if "apiKey" in schemes:
+        return {"Authorization": f"Bearer {live.api_key}"}
+    return {}
+
+
+def _documented_operations() -> list:
+    """(method, path) of every registry entry; the gateway's are skipped while its blueprint is not registered."""
+    ops = [*openapi.OPERATIONS, *openapi.GATEWAY_OPERATIONS]
+    return [
+        pytest.param(
+            op.method, op.path, id=f"{op.method.upper()} {op.path}", marks=KNOWN_BUGS.get(op.endpoint, ())
+        )
+        for op in ops
+    ]
+
+
+def _seeded_cases(operation, live) -> list:
+    """Hand-written cases on the seeded objects, so every operation also takes its success path."""
+    path_parameters = {name: live.ids[name] for name in re.findall(r"{([^}]+)}", operation.path)}
+    bodies = SEEDED_BODIES.get((operation.method.lower(), operation.path), [None])
+    return [
+        operation.Case(path_parameters=path_parameters, **({} if body is None else {"body": body}))
+        for body in bodies
+    ]
+
+
+def _run(schema, method: str, path: str, live, call_kwargs) -> None:
+    operation = schema.find_operation_by_path(method, path)
+    if operation is None:
+        pytest.skip(f"{method.upper()} {path} is not served by this app")
+    for case in _seeded_cases(operation, live):
+        case.call_and_validate(checks=CHECKS, timeout=30, **call_kwargs(case))
+
+    seeded = {name: live.ids[name] for name in re.findall(r"{([^}]+)}", operation.path)}
+    # Half on the seeded objects (the success and state-conflict answers), half on random uuids (404).
+    strategy = st.one_of(operation.as_strategy(path_parameters=seeded), operation.as_strategy())
+
+    @HYPOTHESIS
+    @given(case=strategy)
+    def generated(case):
+        case.call_and_validate(checks=CHECKS, timeout=30, **call_kwargs(case))
+
+    generated()
+
+
+@pytest.mark.parametrize(("method", "path"), _documented_operations())
+def test_operation_with_bearer_credentials(api_schema, live, method, path):
+    """Board API with the API key, runtime routes and MCP with the run token, the document itself without."""
+    _run(api_schema, method, path, live, call_kwargs=lambda case: {"headers": _bearer_for(case, live)})
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [p for p in _documented_operations() if p.values[1].startswith("/api/") and p.values[1] != DOC_PATH],
+)
+def test_board_operation_with_session_cookie_and_csrf(api_schema, live, signed_in_session, method, path):
+    """The board API as the browser calls it: the session cookie, plus the CSRF header on state changes."""
+    _run(api_schema, method, path, live, call_kwargs=lambda case: {"session": signed_in_session})
