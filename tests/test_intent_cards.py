@@ -220,7 +220,9 @@ def test_the_dialog_offers_use_name_and_the_shared_setup_flow(app, db, card, pro
     assert 'id="setup-flow"' in body and f'action="/intents/{card.id}/setup"' in body
     assert 'hx-target="#setup-flow"' in body
     # The requesting agent is always part of a new connection's audience.
-    assert f'value="{card.agent.id}" checked' in body
+    # The requesting agent is locked into the audience: carried by a hidden input, shown checked and disabled.
+    assert f'<input type="hidden" name="agent_ids" value="{card.agent.id}">' in body
+    assert "asked for this connection, so it always gets access." in body
     for leak in (HONCHO_KEY, "127.0.0.1", "serverUrl"):
         assert leak not in body
 

@@ -191,10 +191,12 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
         hx_target="#setup-flow" if _fragment() else None,
         **kwargs,
     )
-    if requester is not None and requester not in flow.audience.agent_ids:
-        # The requesting agent is always in the audience of a connection made from its card (pre-selected, so
-        # narrowing to "Selected agents" keeps it; a submit without it is refused).
-        flow.audience = type(flow.audience)(flow.audience.all_agents, (*flow.audience.agent_ids, requester))
+    if requester is not None:
+        # The requesting agent is always in the audience of a connection made from its card: locked in the form
+        # (a hidden input carries it), and a submit without it is refused server-side all the same.
+        flow.locked_agent_ids = frozenset({str(requester)})
+        if requester not in flow.audience.agent_ids:
+            flow.audience = type(flow.audience)(flow.audience.all_agents, (*flow.audience.agent_ids, requester))
     return flow
 
 

@@ -75,6 +75,8 @@ class SetupFlow:
     can_submit: bool = True
     # A host that posts the flow with htmx (a dialog) sets the element to swap; the full page relies on hx-boost.
     hx_target: str | None = None
+    # Agents a host requires in the audience (the task card's requesting agent): shown checked and not removable.
+    locked_agent_ids: frozenset[str] = frozenset()
 
     @property
     def is_oauth(self) -> bool:
