@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
+
+from sqlalchemy import select
 
 from app.extensions import db
-from app.models import ActivityLog
+from app.models import ActivityLog, Agent, User
 
 SECRET_KEY_HINTS = ("secret", "password", "token", "credential", "authorization", "apikey", "api_key")
 
@@ -49,3 +52,46 @@ def record_activity(
     )
     db.session.add(row)
     return row
+
+
+ACTIVITY_PAGE_SIZE = 50
+
+
+def list_activity(
+    company_id: uuid.UUID,
+    *,
+    action_prefix: str | None = None,
+    before: datetime | None = None,
+    limit: int = ACTIVITY_PAGE_SIZE,
+) -> list[ActivityLog]:
+    """The company's activity, newest first, optionally filtered by an action prefix (e.g. `issue.`)."""
+    query = select(ActivityLog).where(ActivityLog.company_id == company_id)
+    if action_prefix:
+        query = query.where(ActivityLog.action.startswith(action_prefix, autoescape=True))
+    if before is not None:
+        query = query.where(ActivityLog.created_at < before)
+    return list(
+        db.session.scalars(query.order_by(ActivityLog.created_at.desc(), ActivityLog.id.desc()).limit(limit))
+    )
+
+
+def actor_names(rows: list[ActivityLog]) -> dict[str, str]:
+    """Display names for the people and agents in a page of activity (two queries, whatever the page size)."""
+    user_ids, agent_ids = set(), set()
+    for row in rows:
+        target = user_ids if row.actor_type == "user" else agent_ids if row.actor_type == "agent" else None
+        if target is not None:
+            try:
+                target.add(uuid.UUID(row.actor_id))
+            except ValueError:
+                continue
+    names: dict[str, str] = {}
+    if user_ids:
+        names.update(
+            {str(u.id): u.name for u in db.session.scalars(select(User).where(User.id.in_(user_ids)))}
+        )
+    if agent_ids:
+        names.update(
+            {str(a.id): a.name for a in db.session.scalars(select(Agent).where(Agent.id.in_(agent_ids)))}
+        )
+    return names

@@ -25,6 +25,7 @@ from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
 from app.models.base import utcnow
 from app.models.run_logs import RUN_LOG_LIMIT, AgentTaskSession, RunLog
 from app.models.runs import ACTIVE_RUN_STATUSES
+from app.services.activity import record_activity
 from app.services.errors import Conflict, Unprocessable
 from app.services.run_context import TURN_KEY, scrub_server_fields
 
@@ -189,7 +190,27 @@ def claim_next_run() -> HeartbeatRun | None:
     if claimed.rowcount != 1:
         return None
     db.session.refresh(candidate)
+    _record_run_activity(candidate, "run.started")
     return candidate
+
+
+def _record_run_activity(run: HeartbeatRun, action: str) -> None:
+    context = run.context_snapshot or {}
+    details = {"status": run.status, "source": run.invocation_source}
+    for key in ("interactionId", "outcome"):
+        if context.get(key):
+            details[key] = context[key]
+    record_activity(
+        company_id=run.company_id,
+        actor_type="system",
+        actor_id="worker",
+        action=action,
+        entity_type="heartbeat_run",
+        entity_id=run.id,
+        agent_id=run.agent_id,
+        run_id=run.id,
+        details=details,
+    )
 
 
 # --- sessions ----------------------------------------------------------------------------------------------------
@@ -264,6 +285,7 @@ def complete_run(run: HeartbeatRun, result: AdapterResult) -> HeartbeatRun:
     log.instructions_digest = digest
     db.session.add(log)
     _record_session(run, result, digest, resumed)
+    _record_run_activity(run, f"run.{run.status}")
     _finish_wake(run)
     db.session.flush()
     start_next_wake(run.agent_id, run.issue_id)
@@ -275,6 +297,7 @@ def fail_run(run: HeartbeatRun, message: str) -> HeartbeatRun:
     run.status = "failed"
     run.error = message[:2000]
     run.finished_at = utcnow()
+    _record_run_activity(run, "run.failed")
     _finish_wake(run)
     db.session.flush()
     start_next_wake(run.agent_id, run.issue_id)

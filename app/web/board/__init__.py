@@ -17,4 +17,4 @@ def _inject_company():
     return {"membership": g.get("membership"), "memberships": g.get("memberships") or []}
 
 
-from app.web.board import agents, home, members, runs, settings, tasks  # noqa: E402,F401
+from app.web.board import activity, agents, home, members, runs, settings, tasks  # noqa: E402,F401
