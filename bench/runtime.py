@@ -293,7 +293,7 @@ def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
     from sqlalchemy import text
 
     from app.extensions import db
-    from app.models import Agent, Issue
+    from app.models import Agent
     from app.services import intents
     from app.services.run_tokens import open_run
     from app.services.work import create_issue
@@ -343,7 +343,6 @@ def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
         )
         db.session.remove()
     assert leftover == 0 and sum(delivered) == cards, (leftover, delivered)
-    _ = Issue
     return sum(delivered), sum(delivered) / elapsed
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from app.models import ActivityLog, Comment, ThreadInteraction, ToolConnection, User
-from tests.conftest import backend_name, sign_in
+from tests.conftest import sign_in
 from tests.test_run_tokens import REQUEST_URL, SEARCH_URL, bearer, start_run
 
 FUZZ = settings(
@@ -28,12 +28,6 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
-NUL_BUG = (
-    "BUG (route owners): a string containing U+0000 in a JSON body reaches PostgreSQL, which refuses it "
-    "(psycopg DataError: text fields cannot contain NUL / JSONB: unsupported Unicode escape sequence) -> 500. "
-    "Validation should refuse NUL with a 400 before any query; see test_nul_in_text_is_refused_not_a_crash."
-)
-xfail_nul_on_postgres = pytest.mark.xfail(backend_name() == "postgresql", strict=True, reason=NUL_BUG)
 
 SCRIPT = "<script>alert(1)</script>"
 INJECTIONS = [
@@ -156,7 +150,7 @@ def draft(board, world):
 def test_search_answers_any_query_without_writing(client, world, db, query):
     before = (_count(db, ThreadInteraction), _count(db, ActivityLog))
     response = _post_json(client, SEARCH_URL, {"query": query}, bearer(world.token))
-    if len(query.strip()) > 200 or has_surrogate(query):
+    if len(query.strip()) > 200 or has_surrogate(query) or "\x00" in query:
         _assert_json_refusal(response, {400})
     else:
         assert response.status_code == 200, response.get_data(as_text=True)[:300]
@@ -174,7 +168,6 @@ def test_search_refuses_malformed_bodies(client, world, db, body):
         _assert_json_refusal(response, {400})
 
 
-@xfail_nul_on_postgres
 @FUZZ
 @given(service=nasty_text())
 def test_request_refuses_unknown_services_without_writing(client, world, db, service):
@@ -190,7 +183,11 @@ def test_request_refuses_malformed_bodies_and_tokens(client, world, db, body, to
     before = _count(db, ThreadInteraction)
     headers = bearer(world.token) if token is None else {"Authorization": f"Bearer {_header_safe(token)}"}
     response = _post_json(client, REQUEST_URL, body, headers)
-    _assert_json_refusal(response, {400, 401, 404, 422} if token is None else {401})
+    # NUL text is refused at the door (400), before the token is looked at.
+    expected = (
+        {400, 401, 404, 422} if token is None else ({400, 401} if "\\u0000" in json.dumps(body) else {401})
+    )
+    _assert_json_refusal(response, expected)
     assert _count(db, ThreadInteraction) == before
 
 
@@ -206,7 +203,6 @@ def _visible(text: str) -> str:
     return text.strip()
 
 
-@xfail_nul_on_postgres
 @FUZZ
 @given(text=nasty_text(25000))
 def test_comment_stores_exactly_what_it_accepts_and_escapes_it(board, world, db, text):
@@ -234,7 +230,6 @@ def test_comment_refuses_malformed_bodies(board, world, db, body):
         assert _count(db, Comment) == before
 
 
-@xfail_nul_on_postgres
 @FUZZ
 @given(
     slug=nasty_text(),
@@ -294,7 +289,9 @@ def test_login_form_refuses_and_escapes(app, db, make, email, password):
     response = client.post(
         "/login", data={"csrf_token": csrf, "email": email, "password": password, "next": email}
     )
-    assert response.status_code in {401, 422, 429}, response.status_code
+    # NUL anywhere in the form is refused before sign-in is attempted (400).
+    expected = {400} if "\x00" in email + password else {401, 422, 429}
+    assert response.status_code in expected, response.status_code
     html = response.get_data(as_text=True)
     assert response.mimetype == "text/html"
     assert SCRIPT not in html and "<img src=x" not in html
@@ -337,7 +334,6 @@ NUL_CASES = [
 ]
 
 
-@xfail_nul_on_postgres
 @pytest.mark.parametrize(
     ("door", "method", "url", "body"), NUL_CASES, ids=lambda v: v if isinstance(v, str) else None
 )
@@ -352,4 +348,10 @@ def test_nul_in_text_is_refused_not_a_crash(app, board, world, draft, door, meth
         (app.test_client(), bearer(world.token)) if door == "runtime" else (board.client, board.headers)
     )
     response = _post_json(client, url, body, headers, method=method)
-    assert response.status_code < 500
+    # NUL cannot be stored in PostgreSQL text, so every door refuses it up front, on both backends alike.
+    assert response.status_code == 400
+    if url.startswith("/mcp/"):
+        assert response.json["error"] == {"code": -32602, "message": "Text must not contain NUL characters"}
+    else:
+        assert response.json["error"] == "Validation error"
+        assert response.json["details"][0]["msg"] == "Text must not contain NUL characters"

@@ -292,9 +292,7 @@ def writes_of(db, interaction_id, connection_id, agent_id) -> dict[str, int]:
     db.session.expire_all()
     count = lambda model, *where: db.session.scalar(select(func.count()).select_from(model).where(*where))  # noqa: E731
     return {
-        "delegations": count(
-            GrantDelegation, GrantDelegation.agent_id == agent_id, GrantDelegation.company_id.isnot(None)
-        ),
+        "delegations": count(GrantDelegation, GrantDelegation.agent_id == agent_id),
         "agent_installs": count(
             ConnectionInstall,
             ConnectionInstall.connection_id == connection_id,

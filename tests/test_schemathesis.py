@@ -33,7 +33,7 @@ from werkzeug.serving import make_server
 from app.services.accounts import create_api_key
 from app.services.run_tokens import mint_run_token, open_run
 from app.web import openapi
-from tests.conftest import backend_name, sign_in
+from tests.conftest import sign_in
 from tests.factories import DEFAULT_PASSWORD
 
 DOC_PATH = "/api/openapi.json"
@@ -81,15 +81,8 @@ SEEDED_BODIES = {
         },
     ],
 }
-# Operations that fail for a reported bug: strict, so the mark must go when the route is fixed.
-KNOWN_BUGS = {
-    "api.connect_app": pytest.mark.xfail(
-        backend_name() == "postgresql",
-        strict=True,
-        reason="BUG: appSlug containing U+0000 -> 500 on PostgreSQL (NUL reaches the catalog_apps lookup); "
-        "see tests/test_input_fuzz.py::test_nul_in_text_is_refused_not_a_crash",
-    ),
-}
+# Operations that fail for a reported bug (strict xfail marks, removed when the route is fixed). None today.
+KNOWN_BUGS: dict = {}
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 MAX_EXAMPLES = 30
 CONFIG = schemathesis.Config.from_dict(

@@ -210,6 +210,15 @@ def get_app(slug: str) -> AppDefinition | None:
     return _parse_row(row) if row is not None else None
 
 
+def get_apps(slugs) -> dict[str, AppDefinition]:
+    """Cached definitions of several apps in one query, keyed by slug (unknown slugs are absent)."""
+    wanted = set(slugs)
+    if not wanted:
+        return {}
+    rows = db.session.scalars(select(CatalogApp).where(CatalogApp.slug.in_(wanted)))
+    return {row.slug: parsed for row in rows if (parsed := _parse_row(row)) is not None}
+
+
 def list_apps() -> list[AppDefinition]:
     """Every app in the cached catalog, sorted by name."""
     rows = db.session.scalars(select(CatalogApp)).all()

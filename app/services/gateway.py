@@ -47,7 +47,7 @@ from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from app.catalog.loader import get_method, list_apps
+from app.catalog.loader import get_apps, get_method
 from app.extensions import db
 from app.models import ConnectionGrant, HeartbeatRun, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
@@ -229,7 +229,7 @@ def tool_map(run: HeartbeatRun, *, include_blocked: bool = False) -> dict[str, G
     ]
     if not accesses:
         return {}
-    apps = {a.slug: a for a in list_apps()}
+    apps = get_apps(a.connection.app_slug for a in accesses)
     slugs = _slugs([a.connection for a in accesses])
     tools: dict[str, GatewayTool] = {}
     for access in accesses:

@@ -291,6 +291,13 @@ def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
 
 
 def lock_intent(interaction_id: uuid.UUID) -> ThreadInteraction:
+    """Lock the card for a resolution. The task row is locked first: task, then card is the order every writer
+    (card creation, task updates that expire cards) uses, so a resolution racing a close cannot deadlock."""
+    issue_id = db.session.scalar(
+        select(ThreadInteraction.issue_id).where(ThreadInteraction.id == interaction_id)
+    )
+    if issue_id is not None:
+        db.session.scalar(select(Issue.id).where(Issue.id == issue_id).with_for_update())
     row = db.session.scalar(
         select(ThreadInteraction)
         .where(ThreadInteraction.id == interaction_id)

@@ -23,7 +23,7 @@ from typing import Any
 from flask import current_app
 
 from app.adapters import Invocation
-from app.catalog.loader import get_app
+from app.catalog.loader import get_apps
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, ThreadInteraction
 from app.models.base import as_utc, utcnow
@@ -79,25 +79,27 @@ def _load_run_scope(run: HeartbeatRun) -> tuple[Agent, Issue | None]:
 def instruction_sources_for_run(run: HeartbeatRun) -> list[InstructionSource]:
     """The connections this run's agent may use with the grant selected for each (the eligible candidates)."""
     _load_run_scope(run)
-    sources = []
-    for access in effective_access(run.company_id, run.agent_id, run.responsible_user_id):
-        connection = access.connection
-        if access.grant is None or access.grant.status != "active" or not access.usable_tools:
-            continue
-        if connection.agent_instructions is None:
-            continue
-        sources.append(
-            InstructionSource(
-                connection_id=str(connection.id),
-                connection_name=connection.name,
-                grant_id=str(access.grant.id),
-                connector=connection.app_slug,
-                method=connection.method_key,
-                setting=connection.agent_instructions,
-                context=instruction_context(get_app(connection.app_slug), connection.config or {}),
-            )
+    eligible = [
+        access
+        for access in effective_access(run.company_id, run.agent_id, run.responsible_user_id)
+        if access.grant is not None
+        and access.grant.status == "active"
+        and access.usable_tools
+        and access.connection.agent_instructions is not None
+    ]
+    apps = get_apps(access.connection.app_slug for access in eligible)
+    return [
+        InstructionSource(
+            connection_id=str(access.connection.id),
+            connection_name=access.connection.name,
+            grant_id=str(access.grant.id),
+            connector=access.connection.app_slug,
+            method=access.connection.method_key,
+            setting=access.connection.agent_instructions,
+            context=instruction_context(apps.get(access.connection.app_slug), access.connection.config or {}),
         )
-    return sources
+        for access in eligible
+    ]
 
 
 def resolve_instructions_for_run(run: HeartbeatRun) -> dict | None:

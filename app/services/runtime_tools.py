@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from flask import current_app
-from sqlalchemy import select
+from sqlalchemy import func, or_, select
 
 from app.catalog.loader import list_apps
 from app.extensions import db
@@ -213,9 +213,16 @@ def readiness(
     return Readiness("available", "Connect this service to continue")
 
 
-def _accesses_by_service(ctx: RunContext) -> dict[str, list[ConnectionAccess]]:
+def _accesses_by_service(
+    ctx: RunContext, connection_ids: list[uuid.UUID]
+) -> dict[str, list[ConnectionAccess]]:
+    """Effective access for just the given connections (those of the services being answered), by service."""
     grouped: dict[str, list[ConnectionAccess]] = defaultdict(list)
-    for access in effective_access(ctx.run.company_id, ctx.agent.id, ctx.responsible_user_id):
+    if not connection_ids:
+        return grouped
+    for access in effective_access(
+        ctx.run.company_id, ctx.agent.id, ctx.responsible_user_id, connection_ids=connection_ids
+    ):
         grouped[intents.service_slug_of(access.connection)].append(access)
     return grouped
 
@@ -263,14 +270,22 @@ def search_connections(ctx: RunContext, query: str) -> dict:
     ]
     tool_text: dict[str, list[str]] = defaultdict(list)
     by_connection = {c.id: c for c in connections}
-    if authorized:
-        for tool in db.session.scalars(
-            select(ConnectionTool).where(
-                ConnectionTool.connection_id.in_(authorized), ConnectionTool.status == "active"
+    if authorized and tokens:
+        # Only tool rows that match a query token matter for ranking: filter in the database and read two columns.
+        token_match = or_(
+            *(
+                func.lower(ConnectionTool.name).contains(token, autoescape=True)
+                | func.lower(ConnectionTool.description).contains(token, autoescape=True)
+                for token in tokens
+            )
+        )
+        for connection_id, name, description in db.session.execute(
+            select(ConnectionTool.connection_id, ConnectionTool.name, ConnectionTool.description).where(
+                ConnectionTool.connection_id.in_(authorized), ConnectionTool.status == "active", token_match
             )
         ):
-            slug = intents.service_slug_of(by_connection[tool.connection_id])
-            tool_text[slug].append(f"{tool.name} {tool.description}")
+            slug = intents.service_slug_of(by_connection[connection_id])
+            tool_text[slug].append(f"{name} {description}")
     matching: dict[str, list[ToolConnection]] = defaultdict(list)
     for connection in connections:
         matching[intents.service_slug_of(connection)].append(connection)
@@ -285,7 +300,6 @@ def search_connections(ctx: RunContext, query: str) -> dict:
         if connection.app_slug == CUSTOM_APP_SLUG and connection.id in authorized:
             services.append((intents.configured_service(connection), ""))
 
-    accesses = _accesses_by_service(ctx)
     scored = []
     for service, capabilities in services:
         haystack = " ".join(
@@ -295,8 +309,13 @@ def search_connections(ctx: RunContext, query: str) -> dict:
         if score > 0:
             scored.append((score, service))
     scored.sort(key=lambda item: (-item[0], item[1].name.casefold(), item[1].slug))
+    top = scored[:SEARCH_LIMIT]
+    # Readiness only for the services answered, not for every installed connection.
+    accesses = _accesses_by_service(
+        ctx, [c.id for _score_value, service in top for c in matching.get(service.slug, [])]
+    )
     results = []
-    for _score_value, service in scored[:SEARCH_LIMIT]:
+    for _score_value, service in top:
         state = readiness(service, accesses.get(service.slug, []), matching.get(service.slug, []))
         results.append(
             {
@@ -338,7 +357,8 @@ def request_connection(ctx: RunContext, slug: str) -> dict:
     if service is None or not service.available or not service.methods:
         raise Unprocessable(f"Connection service {slug} is not available")
     matching = intents.matching_connections(ctx.run.company_id, service.slug)
-    state = readiness(service, _accesses_by_service(ctx).get(service.slug, []), matching)
+    accesses = _accesses_by_service(ctx, [c.id for c in matching]).get(service.slug, [])
+    state = readiness(service, accesses, matching)
     if state.state == "ready":
         return {
             "version": 1,

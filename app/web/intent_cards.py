@@ -196,7 +196,9 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
         # (a hidden input carries it), and a submit without it is refused server-side all the same.
         flow.locked_agent_ids = frozenset({str(requester)})
         if requester not in flow.audience.agent_ids:
-            flow.audience = type(flow.audience)(flow.audience.all_agents, (*flow.audience.agent_ids, requester))
+            flow.audience = type(flow.audience)(
+                flow.audience.all_agents, (*flow.audience.agent_ids, requester)
+            )
     return flow
 
 

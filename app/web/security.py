@@ -89,7 +89,57 @@ def unauthorized():
     return redirect(login_url)
 
 
+NUL_MESSAGE = "Text must not contain NUL characters"
+
+
+def _nul_path(value, path: tuple = ()) -> tuple | None:
+    """The location of the first string containing U+0000 in parsed JSON or form data, else None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                return (*path, key)
+            found = _nul_path(item, (*path, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_path(item, (*path, index))
+            if found is not None:
+                return found
+    return None
+
+
+def _refuse_nul(location: tuple):
+    """NUL cannot be stored in PostgreSQL text: refuse it up front, for every door, with a clear 400."""
+    from flask import jsonify
+
+    from app.web.errors import error_response
+
+    detail = {"loc": list(location), "msg": NUL_MESSAGE, "type": "string_nul"}
+    if request.path.startswith("/mcp/"):
+        body = request.get_json(silent=True)
+        request_id = body.get("id") if isinstance(body, dict) else None
+        return jsonify(
+            {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": NUL_MESSAGE}}
+        ), 400
+    if request.path.startswith(("/api/", "/runtime-tools/")):
+        return jsonify({"error": "Validation error", "details": [detail]}), 400
+    return error_response(NUL_MESSAGE, 400)
+
+
 def install_request_security(app: Flask) -> None:
+    @app.before_request
+    def _check_nul_characters():
+        location = _nul_path(request.args.to_dict(flat=False), ("query",))
+        if location is None and request.method in UNSAFE_METHODS:
+            if request.is_json:
+                location = _nul_path(request.get_json(silent=True), ("body",))
+            else:
+                location = _nul_path(request.form.to_dict(flat=False), ("form",))
+        return _refuse_nul(location) if location is not None else None
+
     @app.before_request
     def _check_csrf():
         if request.method not in UNSAFE_METHODS:

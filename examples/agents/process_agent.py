@@ -8,7 +8,11 @@ What it does on every turn:
    it would send to a model (the snapshot text appended unless the prompt already carries it).
 2. If the runtime tools are available (`PAPERCLIP_RUNTIME_TOOLS_*`), calls `connections_search` for the service its
    task names and, unless the service is ready, `connection_request` so the responsible person gets a connection card.
-3. On a continuation (`PAPERCLIP_WAKE_CONTEXT` has `outcome`), reports what happened instead of asking again.
+3. On a continuation (`PAPERCLIP_WAKE_CONTEXT` has `outcome`), reports what happened instead of asking again. When
+   the outcome is `connected`, it talks MCP (JSON-RPC over HTTP) to the tool gateway named by
+   `PAPERCLIP_TOOL_GATEWAY_MCP_URL` with the same bearer token: `initialize`, `tools/list`, then `tools/call` of the
+   first read-only tool of the connected service (tools are named `<connection-slug>__<tool>`; tools that need an
+   approval first are left alone), and prints the result.
 4. Prints one result line `{"result": ...}` and one session line `{"paperclipSession": {"id": ...}}`.
 
 Run it by hand to see the contract: `echo "hello" | python3 examples/agents/process_agent.py`.
@@ -26,6 +30,10 @@ import urllib.error
 import urllib.request
 import uuid
 
+# Tool names that read without changing anything; write tools are ask-first and need a person's approval.
+READ_ONLY_VERBS = ("search", "list", "get", "read", "find", "query", "fetch", "lookup", "recall")
+APPROVAL_NOTE = "needs approval"
+MCP_PROTOCOL_VERSION = "2025-03-26"
 STOP_WORDS = {"the", "a", "an", "in", "on", "to", "of", "and", "for", "our", "with", "write", "task"}
 
 
@@ -70,10 +78,105 @@ def call_tool(url_variable: str, body: dict) -> dict:
         return {"error": str(exc)}
 
 
+class GatewayError(Exception):
+    pass
+
+
+class Gateway:
+    """A minimal MCP client for the tool gateway: stateless JSON-RPC over HTTP POST with the run's bearer token."""
+
+    def __init__(self, url: str, token: str):
+        self.url = url
+        self.token = token
+        self.next_id = 0
+
+    def send(self, method: str, params: dict | None = None, *, notify: bool = False) -> dict:
+        message: dict = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self.next_id += 1
+            message["id"] = self.next_id
+        request = urllib.request.Request(  # noqa: S310 (the URL is the server's own, from the environment)
+            self.url,
+            data=json.dumps(message).encode("utf-8"),
+            headers={
+                "Authorization": "Bearer " + self.token,
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+            },
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+                body = response.read().decode("utf-8")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:300]
+            raise GatewayError(f"{method}: HTTP {exc.code} {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise GatewayError(f"{method}: {exc}") from None
+        if notify or not body.strip():
+            return {}
+        answer = json.loads(body)
+        if "error" in answer:
+            raise GatewayError(f"{method}: {answer['error'].get('message')}")
+        return answer.get("result") or {}
+
+
+def is_read_only(tool: dict) -> bool:
+    action = tool["name"].split("__", 1)[-1].lower()
+    return action.startswith(READ_ONLY_VERBS) and APPROVAL_NOTE not in (tool.get("description") or "")
+
+
+def tool_arguments(tool: dict, text: str) -> dict:
+    """Fill every required string argument with the task's words (enough for a search)."""
+    schema = tool.get("inputSchema") or {}
+    properties = schema.get("properties") or {}
+    return {
+        name: text
+        for name in schema.get("required") or []
+        if (properties.get(name) or {}).get("type", "string") == "string"
+    }
+
+
+def use_connected_service(service: str, text: str) -> dict:
+    """List the gateway's tools and call the first read-only tool of `service`; returns what happened."""
+    url = os.environ.get("PAPERCLIP_TOOL_GATEWAY_MCP_URL", "")
+    if not url:
+        return {"gateway": "unavailable"}
+    gateway = Gateway(url, os.environ.get("PAPERCLIP_RUNTIME_TOOLS_TOKEN", ""))
+    try:
+        gateway.send(
+            "initialize",
+            {
+                "protocolVersion": MCP_PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "switchboard-example-agent", "version": "1"},
+            },
+        )
+        gateway.send("notifications/initialized", notify=True)
+        tools = gateway.send("tools/list").get("tools") or []
+        print(f"gateway tools/list -> {json.dumps([t['name'] for t in tools])}")
+        mine = [t for t in tools if t["name"].split("__", 1)[0].startswith(service)] if service else tools
+        tool = next((t for t in mine if is_read_only(t)), None)
+        if tool is None:
+            return {"gateway": "no_read_only_tool", "service": service}
+        arguments = tool_arguments(tool, text)
+        result = gateway.send("tools/call", {"name": tool["name"], "arguments": arguments})
+    except GatewayError as exc:
+        print(f"gateway error: {exc}")
+        return {"gateway": "error", "detail": str(exc)}
+    texts = [c.get("text", "") for c in result.get("content") or [] if c.get("type") == "text"]
+    print(f"gateway tools/call {tool['name']}({json.dumps(arguments)}) -> {json.dumps(texts)}")
+    return {"tool": tool["name"], "isError": bool(result.get("isError")), "content": texts}
+
+
+def task_title(prompt: str) -> str:
+    match = re.search(r"^## Task [^:]*: (.+)$", prompt, re.MULTILINE)
+    return match.group(1).strip() if match else ""
+
+
 def guess_query(prompt: str) -> str:
     """The last meaningful word of the task title (e.g. "Write the launch notes in Notion" -> "notion")."""
-    match = re.search(r"^## Task [^:]*: (.+)$", prompt, re.MULTILINE)
-    words = [w.lower() for w in re.findall(r"[A-Za-z0-9]+", match.group(1) if match else "")]
+    words = [w.lower() for w in re.findall(r"[A-Za-z0-9]+", task_title(prompt))]
     words = [w for w in words if w not in STOP_WORDS]
     return words[-1] if words else ""
 
@@ -93,6 +196,8 @@ def main(argv: list[str]) -> int:
     available = os.environ.get("PAPERCLIP_RUNTIME_TOOLS_AVAILABLE", "").split(",")
     if context.get("outcome") == "connected":
         result = {"status": "continuing", "detail": "The connection is ready; continuing the task with it."}
+        service = service_arg or guess_query(wake_prompt)
+        result["toolCall"] = use_connected_service(service, task_title(wake_prompt) or service)
     elif context.get("outcome") == "declined":
         result = {"status": "alternatives", "detail": "The connection was declined; pursuing alternatives."}
     elif "connections_search" not in available:
