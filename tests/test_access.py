@@ -184,3 +184,23 @@ def test_statement_count_is_constant_as_connections_grow(db, world):
     small = count_for(2)
     large = count_for(20)
     assert small == large
+
+
+def test_counts_only_mode_agrees_with_full_tools(db, world):
+    company, owner, _member, agent = world
+    blocked = live_connection(db, company, name="Blocked", tools=(("a", "block"),))
+    asks = live_connection(db, company, name="Asks", tools=(("b", "ask_first"), ("c", "block")))
+    empty = live_connection(db, company, name="Empty", tools=())
+    for connection in (blocked, asks, empty):
+        grant(db, connection, "organization", default=True)
+    full = {a.connection.id: a for a in effective_access(company.id, agent.id, owner.id)}
+    counts = {a.connection.id: a for a in effective_access(company.id, agent.id, owner.id, with_tools=False)}
+    for connection_id, access in full.items():
+        summary = counts[connection_id]
+        assert summary.tools == [] and summary.tool_count == len(access.tools)
+        assert (summary.has_tools, summary.has_usable_tools, summary.is_ready) == (
+            access.has_tools,
+            access.has_usable_tools,
+            access.is_ready,
+        )
+    assert [counts[c.id].is_ready for c in (blocked, asks, empty)] == [False, True, False]

@@ -14,7 +14,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import or_, select
+from sqlalchemy import case, func, or_, select
 
 from app.extensions import db
 from app.models import (
@@ -46,10 +46,22 @@ class ConnectionAccess:
     connection: ToolConnection
     grant: ConnectionGrant | None
     tools: list[ToolAccess] = field(default_factory=list)
+    # With `with_tools=False` only these counts are loaded (readiness needs no tool rows).
+    tool_count: int | None = None
+    usable_tool_count: int | None = None
 
     @property
     def usable_tools(self) -> list[ToolAccess]:
         return [t for t in self.tools if t.action != "block"]
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.tools) if self.tool_count is None else self.tool_count > 0
+
+    @property
+    def has_usable_tools(self) -> bool:
+        """At least one tool that is allowed or asks first (blocked tools do not count)."""
+        return bool(self.usable_tools) if self.usable_tool_count is None else self.usable_tool_count > 0
 
     @property
     def is_healthy(self) -> bool:
@@ -58,7 +70,7 @@ class ConnectionAccess:
     @property
     def is_ready(self) -> bool:
         """Installed, enabled, healthy, with a usable identity and at least one permitted tool."""
-        return self.grant is not None and self.is_healthy and bool(self.usable_tools)
+        return self.grant is not None and self.is_healthy and self.has_usable_tools
 
 
 def can_manage_connections(membership: Membership | None) -> bool:
@@ -144,8 +156,13 @@ def effective_access(
     *,
     connection_ids: list[uuid.UUID] | None = None,
     include_inactive: bool = False,
+    with_tools: bool = True,
 ) -> list[ConnectionAccess]:
-    """Every installed connection of the agent with its selected identity and tools (policy applied)."""
+    """Every installed connection of the agent with its selected identity and tools (policy applied).
+
+    `with_tools=False` loads only per-connection tool counts, for callers that decide readiness or eligibility
+    and never read tool rows (search, requests, instruction resolution).
+    """
     query = installed_connections_query(company_id, agent_id)
     if not include_inactive:
         query = query.where(ToolConnection.status == "active", ToolConnection.enabled.is_(True))
@@ -162,6 +179,17 @@ def effective_access(
     delegated = usable_delegations(
         company_id, agent_id, [g for gs in grants_by_connection.values() for g in gs]
     )
+    if not with_tools:
+        counts = tool_counts(ids)
+        return [
+            ConnectionAccess(
+                connection=c,
+                grant=select_grant(grants_by_connection[c.id], agent_id, responsible, delegated),
+                tool_count=counts.get(c.id, (0, 0))[0],
+                usable_tool_count=counts.get(c.id, (0, 0))[1],
+            )
+            for c in connections
+        ]
     tools_by_connection = tools_with_policies(ids)
     return [
         ConnectionAccess(
@@ -171,6 +199,22 @@ def effective_access(
         )
         for c in connections
     ]
+
+
+def tool_counts(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:
+    """(active tools, tools not blocked) per connection in one aggregate query; no row means ask first."""
+    not_blocked = case((func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION) != "block", 1), else_=0)
+    rows = db.session.execute(
+        select(ConnectionTool.connection_id, func.count(ConnectionTool.id), func.sum(not_blocked))
+        .outerjoin(
+            ToolPolicy,
+            (ToolPolicy.connection_id == ConnectionTool.connection_id)
+            & (ToolPolicy.tool_name == ConnectionTool.name),
+        )
+        .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
+        .group_by(ConnectionTool.connection_id)
+    ).all()
+    return {connection_id: (int(total), int(usable or 0)) for connection_id, total, usable in rows}
 
 
 def usable_delegations(

@@ -493,7 +493,7 @@ def complete_intent(
     add_agent_install(connection, agent_id, user_id)
     db.session.flush()
     access = effective_access(connection.company_id, agent_id, user_id, connection_ids=[connection.id])
-    if not access or not access[0].usable_tools:
+    if not access or not access[0].has_usable_tools:
         raise Conflict(
             "This connection has no permitted tools. Review its action permissions before continuing."
         )

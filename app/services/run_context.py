@@ -81,10 +81,12 @@ def instruction_sources_for_run(run: HeartbeatRun) -> list[InstructionSource]:
     _load_run_scope(run)
     eligible = [
         access
-        for access in effective_access(run.company_id, run.agent_id, run.responsible_user_id)
+        for access in effective_access(
+            run.company_id, run.agent_id, run.responsible_user_id, with_tools=False
+        )
         if access.grant is not None
         and access.grant.status == "active"
-        and access.usable_tools
+        and access.has_usable_tools
         and access.connection.agent_instructions is not None
     ]
     apps = get_apps(access.connection.app_slug for access in eligible)

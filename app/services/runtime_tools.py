@@ -195,7 +195,7 @@ def readiness(
     ready = next((a for a in accesses if a.is_ready), None)
     if ready is not None:
         return Readiness("ready", "Connection is installed and usable by this agent", ready.connection.id)
-    if accesses and not any(a.usable_tools for a in accesses) and any(a.tools for a in accesses):
+    if accesses and not any(a.has_usable_tools for a in accesses) and any(a.has_tools for a in accesses):
         return Readiness(
             "unavailable",
             "An administrator has not permitted executable tools for this agent; reconnecting cannot grant "
@@ -221,7 +221,11 @@ def _accesses_by_service(
     if not connection_ids:
         return grouped
     for access in effective_access(
-        ctx.run.company_id, ctx.agent.id, ctx.responsible_user_id, connection_ids=connection_ids
+        ctx.run.company_id,
+        ctx.agent.id,
+        ctx.responsible_user_id,
+        connection_ids=connection_ids,
+        with_tools=False,
     ):
         grouped[intents.service_slug_of(access.connection)].append(access)
     return grouped

@@ -115,7 +115,11 @@ def _connection_ready(interaction: ThreadInteraction, agent_id: uuid.UUID) -> bo
     except ValueError:
         return False
     access = effective_access(
-        interaction.company_id, agent_id, interaction.addressee_user_id, connection_ids=[connection_id]
+        interaction.company_id,
+        agent_id,
+        interaction.addressee_user_id,
+        connection_ids=[connection_id],
+        with_tools=False,
     )
     return bool(access) and access[0].is_ready
 

@@ -47,6 +47,20 @@ def journey_config(app, live_server, honcho_server, oidc, oauth_mcp, monkeypatch
     return live_server
 
 
+@pytest.fixture(autouse=True)
+def _tmp_overlay(app):  # TEMP (dev only): hx-boost="false" on the dialog's sign-in form
+    import jinja2
+
+    source = (Path(app.root_path).parent / "templates/intents/_oauth_step.html").read_text()
+    patched = source.replace("data-intent-oauth=", 'hx-boost="false" data-intent-oauth=')
+    original = app.jinja_env.loader
+    app.jinja_env.loader = jinja2.ChoiceLoader(
+        [jinja2.DictLoader({"intents/_oauth_step.html": patched}), original]
+    )
+    yield
+    app.jinja_env.loader = original
+
+
 @pytest.fixture
 def worker(app, db, journey_config):
     """The worker loop (runs and continuation deliveries) in a thread of this test, stopped before tables empty."""
@@ -95,6 +109,8 @@ class Journey:
         self.html: list[str] = []
 
     def shot(self, page, name: str, *, full_page: bool = False) -> None:
+        # Logos swapped in by htmx load asynchronously: wait until every image has loaded (or failed).
+        page.wait_for_function("Array.from(document.images).every((image) => image.complete)")
         self.count += 1
         page.screenshot(path=str(self.directory / f"{self.count:02d}-{name}.png"), full_page=full_page)
         self.keep(page)
@@ -113,7 +129,7 @@ def runs_of(db, agent_id) -> list[HeartbeatRun]:
 
 def finished_run(db, agent_id, index: int) -> HeartbeatRun | None:
     runs = runs_of(db, agent_id)
-    if len(runs) > index and runs[index].status in ("succeeded", "failed", "cancelled", "timed_out"):
+    if len(runs) > index and runs[index].status not in ("queued", "running"):
         return runs[index]
     return None
 
@@ -250,7 +266,7 @@ def connect_honcho(page, base: str, journey: Journey, db, honcho_server) -> uuid
     expect(honcho_card).to_be_visible()
     journey.shot(page, "apps-catalog")
 
-    honcho_card.get_by_role("link", name="Connect").click()
+    honcho_card.get_by_role("button", name="Connect").click()
     page.wait_for_url(f"{base}/apps/honcho/connect")
     expect(page.get_by_role("heading", name="Connect Honcho", level=1)).to_be_visible()
     page.get_by_label("API key").fill(HONCHO_KEY)
@@ -260,6 +276,7 @@ def connect_honcho(page, base: str, journey: Journey, db, honcho_server) -> uuid
     expect(page.get_by_label("Honcho workspace")).to_have_attribute("aria-invalid", "true")
     # Credentials are write-only: the key is not sent back, so it has to be typed again.
     expect(page.get_by_label("API key")).to_have_value("")
+    scroll_to_top(page.get_by_text("Credentials", exact=True))
     journey.shot(page, "honcho-workspace-required")
     db.session.rollback()
     assert db.session.scalars(select(ToolConnection).where(ToolConnection.status == "active")).all() == []
@@ -278,6 +295,11 @@ def connect_honcho(page, base: str, journey: Journey, db, honcho_server) -> uuid
     assert any(r.auth == "ok" for r in honcho_server.requests), "Honcho was never reached with the key"
     journey.keep(page)
     return honcho.id
+
+
+def scroll_to_top(locator) -> None:
+    """Bring an element to the top of the viewport (for a screenshot that shows what follows it)."""
+    locator.evaluate("(element) => element.scrollIntoView({block: 'start'})")
 
 
 def wait_for_instructions(db, connection_id, expected) -> None:
@@ -329,8 +351,8 @@ def shape_instructions(page, base: str, journey: Journey, db, connection_id) -> 
     textarea = editor.locator("textarea#agent-instructions-text")
     expect(textarea).to_be_focused()
     page.evaluate("document.querySelector('#agent-instructions-text').removeAttribute('maxlength')")
-    draft = "Remember the launch plan. " + "x" * (2001 - len("Remember the launch plan. "))
-    assert len(draft) == 2001
+    sentence = "Recall the launch decisions and the customer's preferences before drafting anything. "
+    draft = (sentence * (2001 // len(sentence) + 1))[:2001]
     textarea.fill(draft)
     save = editor.get_by_role("button", name="Save instructions")
     expect(save).to_be_enabled()
@@ -339,6 +361,7 @@ def shape_instructions(page, base: str, journey: Journey, db, connection_id) -> 
     expect(alert).to_contain_text("Couldn’t save instructions. Try again.")
     expect(alert).to_contain_text("limited to 2,000 characters")
     expect(editor.locator("textarea#agent-instructions-text")).to_have_value(draft)
+    scroll_to_top(page.get_by_role("heading", name="Agent instructions"))
     journey.shot(page, "instructions-failed-save")
     wait_for_instructions(db, connection_id, {**template, "enabled": True})
 
@@ -346,7 +369,8 @@ def shape_instructions(page, base: str, journey: Journey, db, connection_id) -> 
     expect(editor.locator("textarea#agent-instructions-text")).to_have_count(0)
     expect(editor.locator(".instructions-text")).to_contain_text("Honcho is your long-term memory")
     expect(editor.get_by_role("switch", name="Tell agents to use Honcho")).to_be_checked()
-    journey.keep(page)
+    scroll_to_top(page.get_by_role("heading", name="Agent instructions"))
+    journey.shot(page, "instructions-editor")
 
 
 def see_the_card(page, base: str, journey: Journey, issue: dict, interaction_id: str):
@@ -414,7 +438,8 @@ def see_the_run(page, base: str, journey: Journey, run: HeartbeatRun) -> None:
     expect(run_log).to_contain_text(f'"workspaceId":"{WORKSPACE}"')
     expect(run_log).to_contain_text("gateway tools/call notion__search_docs")
     expect(run_log).to_contain_text("doc about Write the launch notes in Notion")
-    page.get_by_text("gateway tools/call notion__search_docs", exact=False).first.scroll_into_view_if_needed()
+    # The end of the log: the snapshot's digest, the gateway's tools and the call's result.
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
     journey.shot(page, "continuation-run")
 
 
