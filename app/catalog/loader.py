@@ -204,25 +204,42 @@ def _parse_row(row: CatalogApp) -> AppDefinition | None:
     return parsed
 
 
+def _parsed(keys) -> dict[str, AppDefinition]:
+    """Parsed definitions for (slug, content_hash) keys: the cache answers known versions, and only rows whose
+    version is new to this process are read in full (one query), so hot paths do not decode every definition."""
+    keys = list(keys)
+    missing = [slug for slug, digest in keys if (slug, digest) not in _parsed_cache]
+    if missing:
+        for row in db.session.scalars(select(CatalogApp).where(CatalogApp.slug.in_(missing))):
+            _parse_row(row)
+    result = {}
+    for slug, digest in keys:
+        parsed = _parsed_cache.get((slug, digest))
+        if parsed is not None:
+            result[slug] = parsed
+    return result
+
+
 def get_app(slug: str) -> AppDefinition | None:
     """The cached definition of one app, or None when the catalog has no such slug."""
-    row = db.session.get(CatalogApp, slug)
-    return _parse_row(row) if row is not None else None
+    return get_apps([slug]).get(slug)
 
 
 def get_apps(slugs) -> dict[str, AppDefinition]:
-    """Cached definitions of several apps in one query, keyed by slug (unknown slugs are absent)."""
+    """Cached definitions of several apps, keyed by slug (unknown slugs are absent)."""
     wanted = set(slugs)
     if not wanted:
         return {}
-    rows = db.session.scalars(select(CatalogApp).where(CatalogApp.slug.in_(wanted)))
-    return {row.slug: parsed for row in rows if (parsed := _parse_row(row)) is not None}
+    return _parsed(
+        db.session.execute(
+            select(CatalogApp.slug, CatalogApp.content_hash).where(CatalogApp.slug.in_(wanted))
+        )
+    )
 
 
 def list_apps() -> list[AppDefinition]:
     """Every app in the cached catalog, sorted by name."""
-    rows = db.session.scalars(select(CatalogApp)).all()
-    apps = [app for app in (_parse_row(row) for row in rows) if app is not None]
+    apps = _parsed(db.session.execute(select(CatalogApp.slug, CatalogApp.content_hash))).values()
     return sorted(apps, key=lambda app: (app.name.casefold(), app.slug))
 
 

@@ -13,20 +13,23 @@ Screenshots go to `test-artifacts/journey/` (1280x800); the best of them are kep
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from app.models import ActivityLog, HeartbeatRun, ThreadInteraction, ToolConnection
+from app.models import ActivityLog, ConnectionGrant, HeartbeatRun, ThreadInteraction, ToolConnection
 from app.models.run_logs import RunLog
+from app.services.connections import stored_secrets
 from app.services.demo import load_demo
 from app.workers.loop import run_worker_forever
-from tests.browser.conftest import ARTIFACTS, CHROMIUM_ARGS
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.peers.mcp_servers import HONCHO_KEY
 
 VIEWPORT = {"width": 1280, "height": 800}
@@ -45,20 +48,6 @@ def journey_config(app, live_server, honcho_server, oidc, oauth_mcp, monkeypatch
     )
     monkeypatch.setitem(app.config, "OAUTH_CLIENTS", {})
     return live_server
-
-
-@pytest.fixture(autouse=True)
-def _tmp_overlay(app):  # TEMP (dev only): hx-boost="false" on the dialog's sign-in form
-    import jinja2
-
-    source = (Path(app.root_path).parent / "templates/intents/_oauth_step.html").read_text()
-    patched = source.replace("data-intent-oauth=", 'hx-boost="false" data-intent-oauth=')
-    original = app.jinja_env.loader
-    app.jinja_env.loader = jinja2.ChoiceLoader(
-        [jinja2.DictLoader({"intents/_oauth_step.html": patched}), original]
-    )
-    yield
-    app.jinja_env.loader = original
 
 
 @pytest.fixture
@@ -156,10 +145,8 @@ def signed_in_page(browser, base: str, email: str, password: str, journey: Journ
 
 @pytest.mark.browser
 def test_the_whole_journey(app, db, journey_config, worker, honcho_server, oidc, oauth_mcp):
-    import os
-
-    if not os.path.exists("/usr/bin/chromium"):
-        pytest.skip("/usr/bin/chromium is not installed")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is not installed")
     from playwright.sync_api import sync_playwright
 
     base = journey_config
@@ -177,7 +164,7 @@ def test_the_whole_journey(app, db, journey_config, worker, honcho_server, oidc,
     )
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             owner_context, page = signed_in_page(
                 browser, base, owner_login["email"], owner_login["password"], journey
@@ -213,6 +200,7 @@ def test_the_whole_journey(app, db, journey_config, worker, honcho_server, oidc,
             card = page.locator(f"#intent-card-{interaction_id}")
             expect(card.get_by_text("Notion connected")).to_be_visible()
             expect(page.locator("dialog[open]")).to_have_count(0)
+            expect(card).to_be_focused()
             journey.shot(page, "card-connected")
             db.session.rollback()
             assert db.session.get(ThreadInteraction, card_row.id).status == "accepted"
@@ -227,10 +215,10 @@ def test_the_whole_journey(app, db, journey_config, worker, honcho_server, oidc,
             assert "## Connection instructions" in log.stdout
             assert f'"workspaceId":"{WORKSPACE}"' in log.stdout
             assert "Honcho is your long-term memory" in log.stdout
-            assert (
+            call_line = (
                 'gateway tools/call notion__search_docs({"query": "Write the launch notes in Notion"})'
-                in (log.stdout)
             )
+            assert call_line in log.stdout
             assert "doc about Write the launch notes in Notion" in log.stdout
             assert '"status": "continuing"' in log.stdout
             assert oauth_mcp.calls == [("search_docs", {"query": "Write the launch notes in Notion"})]
@@ -244,13 +232,23 @@ def test_the_whole_journey(app, db, journey_config, worker, honcho_server, oidc,
         finally:
             browser.close()
 
-    # No page ever rendered the API key; no activity row or card payload carries it either.
-    assert journey.html and not any(HONCHO_KEY in html for html in journey.html)
+    # No page ever rendered a credential (the Honcho key, Notion's OAuth tokens); no activity row, card payload
+    # or agent run log carries one either.
     db.session.rollback()
+    notion = db.session.scalars(select(ToolConnection).where(ToolConnection.app_slug == "notion")).one()
+    grant = db.session.scalars(
+        select(ConnectionGrant).where(ConnectionGrant.connection_id == notion.id)
+    ).one()
+    tokens = [v for v in stored_secrets(grant).values() if isinstance(v, str) and v]
+    assert tokens, "Notion's grant holds no token"
+    secrets = [HONCHO_KEY, *tokens]
+    assert journey.html and not any(secret in html for html in journey.html for secret in secrets)
+    for log in db.session.scalars(select(RunLog)):
+        assert not any(secret in log.stdout + log.stderr for secret in secrets)
     for row in db.session.scalars(select(ActivityLog)):
-        assert HONCHO_KEY not in json.dumps(row.details)
+        assert not any(secret in json.dumps(row.details) for secret in secrets)
     for row in db.session.scalars(select(ThreadInteraction)):
-        assert HONCHO_KEY not in json.dumps([row.payload, row.result])
+        assert not any(secret in json.dumps([row.payload, row.result]) for secret in secrets)
     assert all(r.auth == "ok" for r in honcho_server.requests), honcho_server.requests
 
 
@@ -297,6 +295,17 @@ def connect_honcho(page, base: str, journey: Journey, db, honcho_server) -> uuid
     return honcho.id
 
 
+def settled(page) -> None:
+    """Wait until htmx has finished swapping and processed the new content (its listeners are live).
+
+    The browser may focus an `autofocus` field as soon as it is inserted, before htmx's settle step binds its
+    triggers, so "focused" alone does not mean "ready for input".
+    """
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
+    )
+
+
 def scroll_to_top(locator) -> None:
     """Bring an element to the top of the viewport (for a screenshot that shows what follows it)."""
     locator.evaluate("(element) => element.scrollIntoView({block: 'start'})")
@@ -321,25 +330,32 @@ def shape_instructions(page, base: str, journey: Journey, db, connection_id) -> 
     expect(editor.locator(".instructions-text")).to_contain_text("Honcho is your long-term memory")
     journey.shot(page, "permissions")
 
+    settled(page)
     toggle.click()
     expect(editor.get_by_text(OFF_NOTICE)).to_be_visible()
     wait_for_instructions(db, connection_id, {**template, "enabled": False})
+    settled(page)
     editor.get_by_role("switch", name="Tell agents to use Honcho").click()
     expect(editor.get_by_text(OFF_NOTICE)).to_have_count(0)
     expect(editor.get_by_role("switch", name="Tell agents to use Honcho")).to_be_checked()
     wait_for_instructions(db, connection_id, {**template, "enabled": True})
 
+    settled(page)
     editor.get_by_role("button", name="Edit instructions").click()
     textarea = editor.locator("textarea#agent-instructions-text")
     expect(textarea).to_be_focused()
+    settled(page)
     textarea.fill(CUSTOM_TEXT)
+    settled(page)
     editor.get_by_role("button", name="Save instructions").click()
     expect(editor.get_by_text("Instructions saved.")).to_be_visible()
     expect(editor.locator(".instructions-text")).to_have_text(CUSTOM_TEXT)
     wait_for_instructions(db, connection_id, {"enabled": True, "text": CUSTOM_TEXT})
 
+    settled(page)
     editor.get_by_role("button", name="Reset to default").click()
     expect(editor.locator(".instructions-text")).to_contain_text("Honcho is your long-term memory")
+    settled(page)
     editor.get_by_role("button", name="Save instructions").click()
     expect(editor.get_by_text("Instructions saved.")).to_be_visible()
     expect(editor.get_by_role("button", name="Reset to default")).to_have_count(0)
@@ -347,15 +363,18 @@ def shape_instructions(page, base: str, journey: Journey, db, connection_id) -> 
 
     # A draft over the limit (the browser's maxlength removed, as a pasted or scripted value would bypass it):
     # the server refuses it inline, and the draft stays in the textarea.
+    settled(page)
     editor.get_by_role("button", name="Edit instructions").click()
     textarea = editor.locator("textarea#agent-instructions-text")
     expect(textarea).to_be_focused()
     page.evaluate("document.querySelector('#agent-instructions-text').removeAttribute('maxlength')")
     sentence = "Recall the launch decisions and the customer's preferences before drafting anything. "
     draft = (sentence * (2001 // len(sentence) + 1))[:2001]
+    settled(page)
     textarea.fill(draft)
     save = editor.get_by_role("button", name="Save instructions")
     expect(save).to_be_enabled()
+    settled(page)
     save.click()
     alert = editor.locator("#agent-instructions-error")
     expect(alert).to_contain_text("Couldn’t save instructions. Try again.")
@@ -365,6 +384,7 @@ def shape_instructions(page, base: str, journey: Journey, db, connection_id) -> 
     journey.shot(page, "instructions-failed-save")
     wait_for_instructions(db, connection_id, {**template, "enabled": True})
 
+    settled(page)
     editor.get_by_role("button", name="Cancel").click()
     expect(editor.locator("textarea#agent-instructions-text")).to_have_count(0)
     expect(editor.locator(".instructions-text")).to_contain_text("Honcho is your long-term memory")
@@ -398,6 +418,7 @@ def member_sees_only_waiting(page, base: str, journey: Journey, issue: dict, int
 
 def connect_notion_in_the_popup(page, journey: Journey, card, interaction_id: str, oidc) -> None:
     """The card's dialog hosts the setup flow; the OAuth sign-in runs in a popup against the OpenID Provider."""
+    settled(page)
     card.get_by_role("button", name="Connect", exact=True).click()
     dialog = page.locator(f"#intent-dialog-{interaction_id}")
     expect(dialog).to_be_visible()
@@ -406,16 +427,24 @@ def connect_notion_in_the_popup(page, journey: Journey, card, interaction_id: st
     expect(dialog.get_by_text("Builder asked for this connection, so it always gets access.")).to_be_visible()
     journey.shot(page, "connect-dialog")
 
+    settled(page)
     dialog.locator("#setup-flow").get_by_role("button", name="Sign in with Notion").click()
     sign_in = dialog.locator("form[data-intent-oauth]")
     expect(sign_in).to_be_visible()
     expect(dialog.get_by_text("Nothing is shared until you finish signing in.")).to_be_visible()
+    settled(page)
     with page.expect_popup() as popup_info:
         sign_in.get_by_role("button", name="Sign in with Notion").click()
     popup = popup_info.value
     popup.set_default_timeout(15_000)
+    try:
+        popup.wait_for_url(f"{oidc.issuer}/**")
+    except PlaywrightTimeoutError:
+        raise AssertionError(
+            f"the sign-in popup never reached the provider (it stayed at {popup.url}): the sign-in form must "
+            "be submitted natively into the popup, not as a boosted htmx request that follows the redirect"
+        ) from None
     popup.wait_for_selector("input[name=login]")
-    assert popup.url.startswith(oidc.issuer)
     popup.fill("input[name=login]", "alice")
     popup.fill("input[name=password]", "any")
     journey.shot(popup, "oauth-popup-login")
