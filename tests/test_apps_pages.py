@@ -144,6 +144,8 @@ def test_oauth_methods_sign_in_through_the_provider_and_method_switch_is_a_fragm
     token = sign_in(client, owner)
     body = html(client.get("/apps/linear/connect?method_key=mcp-oauth"))
     assert re.search(r'<button type="submit"[^>]*>Sign in with Linear</button>', body)
+    # The browser must navigate to the provider itself: a boosted (XHR) post would hit CORS on the 303.
+    assert re.search(r'<form method="post" action="/apps/linear/connect"[^>]*hx-boost="false"', body)
     assert "credentials-authorization" not in body
     page = html(client.get("/apps/github/connect"))
     assert 'name="method_key" value="mcp-key"' in page and 'name="method_key" value="oauth"' in page

@@ -20,3 +20,10 @@ document.addEventListener("htmx:responseError", function (event) {
   box.textContent = message;
   flash.appendChild(box);
 });
+
+// Focus fields marked data-autofocus once htmx has processed them (a plain autofocus fires before htmx attaches
+// its listeners, so typing straight away could be lost).
+document.addEventListener("htmx:load", function (event) {
+  var target = event.detail.elt.querySelector && event.detail.elt.querySelector("[data-autofocus]");
+  if (target) target.focus();
+});
