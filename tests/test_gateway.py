@@ -398,6 +398,9 @@ def test_connection_without_a_workspace_passes_the_callers_workspace(db, world, 
     async def scenario(session):
         tools = {t.name: t for t in (await session.list_tools()).tools}
         assert "workspace_id" in tools["honcho__search_memory"].input_schema["properties"]
+        # Reads and writes are told apart by the MCP annotation, not by the tool's name.
+        assert tools["honcho__search_memory"].annotations.read_only_hint is True
+        assert tools["honcho__save_memory"].annotations.read_only_hint is False
         return await session.call_tool("honcho__search_memory", {"workspace_id": "mine", "query": "q"})
 
     result = run_agent(live_server, world.token, scenario)

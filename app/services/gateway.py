@@ -217,6 +217,8 @@ class GatewayTool:
             "name": self.name,
             "description": f"{description}\n\n{note}" if description else note,
             "inputSchema": project_schema(tool.input_schema, self.managed),
+            # MCP tool annotations, so agents can tell reads from writes without guessing from names.
+            "annotations": {"readOnlyHint": not tool.is_write},
         }
 
 

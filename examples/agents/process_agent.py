@@ -122,8 +122,13 @@ class Gateway:
 
 
 def is_read_only(tool: dict) -> bool:
-    action = tool["name"].split("__", 1)[-1].lower()
-    return action.startswith(READ_ONLY_VERBS) and APPROVAL_NOTE not in (tool.get("description") or "")
+    """The gateway's `readOnlyHint` annotation decides; older servers without it fall back to the tool's name."""
+    if APPROVAL_NOTE in (tool.get("description") or ""):
+        return False
+    hint = (tool.get("annotations") or {}).get("readOnlyHint")
+    if hint is not None:
+        return bool(hint)
+    return tool["name"].split("__", 1)[-1].lower().startswith(READ_ONLY_VERBS)
 
 
 def tool_arguments(tool: dict, text: str) -> dict:
