@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from flask import current_app
-from sqlalchemy import func, or_, select
+from sqlalchemy import case, func, or_, select
 
 from app.catalog.loader import list_apps
 from app.extensions import db
@@ -234,16 +234,23 @@ def _accesses_by_service(
 # --- search --------------------------------------------------------------------------------------------------
 
 
+# Query tokens matched against indexed tools (a 200-character query has few words; the rest rank by name).
+MAX_SEARCH_TOKENS = 16
+
+
 def _tokens(query: str) -> list[str]:
     return re.findall(r"[^\W_]+", query.lower())
 
 
-def _score(query: str, tokens: list[str], service: intents.ServiceIdentity, haystack: str) -> int:
+def _score(
+    query: str, tokens: list[str], service: intents.ServiceIdentity, haystack: str, tool_tokens: set[str]
+) -> int:
+    """Exact slug or name match first, then the number of query tokens found in the service or its tools."""
     if not query:
         return 1
     if service.slug == query or service.name.lower() == query:
         return 1000
-    return sum(1 for token in tokens if token in haystack)
+    return sum(1 for token in tokens if token in haystack or token in tool_tokens)
 
 
 def search_connections(ctx: RunContext, query: str) -> dict:
@@ -272,24 +279,29 @@ def search_connections(ctx: RunContext, query: str) -> dict:
         for c in connections
         if any(intents.grant_in_audience(g, ctx.responsible_user_id, ctx.agent.id) for g in grants[c.id])
     ]
-    tool_text: dict[str, list[str]] = defaultdict(list)
+    # Which query tokens each service's indexed tools mention: the database answers per connection and token
+    # (one grouped query, no tool text transferred), so cost does not grow with the text of 20,000 tools.
+    tool_tokens: dict[str, set[str]] = defaultdict(set)
     by_connection = {c.id: c for c in connections}
-    if authorized and tokens:
-        # Only tool rows that match a query token matter for ranking: filter in the database and read two columns.
-        token_match = or_(
-            *(
-                func.lower(ConnectionTool.name).contains(token, autoescape=True)
-                | func.lower(ConnectionTool.description).contains(token, autoescape=True)
-                for token in tokens
+    searched = tokens[:MAX_SEARCH_TOKENS]
+    if authorized and searched:
+        conditions = [
+            func.lower(ConnectionTool.name).contains(token, autoescape=True)
+            | func.lower(ConnectionTool.description).contains(token, autoescape=True)
+            for token in searched
+        ]
+        rows = db.session.execute(
+            select(ConnectionTool.connection_id, *(func.max(case((c, 1), else_=0)) for c in conditions))
+            .where(
+                ConnectionTool.connection_id.in_(authorized),
+                ConnectionTool.status == "active",
+                or_(*conditions),
             )
+            .group_by(ConnectionTool.connection_id)
         )
-        for connection_id, name, description in db.session.execute(
-            select(ConnectionTool.connection_id, ConnectionTool.name, ConnectionTool.description).where(
-                ConnectionTool.connection_id.in_(authorized), ConnectionTool.status == "active", token_match
-            )
-        ):
+        for connection_id, *flags in rows:
             slug = intents.service_slug_of(by_connection[connection_id])
-            tool_text[slug].append(f"{name} {description}")
+            tool_tokens[slug].update(token for token, flag in zip(searched, flags, strict=True) if flag)
     matching: dict[str, list[ToolConnection]] = defaultdict(list)
     for connection in connections:
         matching[intents.service_slug_of(connection)].append(connection)
@@ -306,10 +318,8 @@ def search_connections(ctx: RunContext, query: str) -> dict:
 
     scored = []
     for service, capabilities in services:
-        haystack = " ".join(
-            [service.slug, service.name, service.description or "", capabilities, *tool_text[service.slug]]
-        ).lower()
-        score = _score(needle, tokens, service, haystack)
+        haystack = " ".join([service.slug, service.name, service.description or "", capabilities]).lower()
+        score = _score(needle, tokens, service, haystack, tool_tokens[service.slug])
         if score > 0:
             scored.append((score, service))
     scored.sort(key=lambda item: (-item[0], item[1].name.casefold(), item[1].slug))
