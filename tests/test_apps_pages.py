@@ -617,3 +617,26 @@ def test_from_connections_lists_disabled_and_incomplete_instructions(app, db, ma
     assert "Complete this connection’s configuration before agents receive its instructions." in rendered
     assert "Enabled instructions are included when the connection is available for the task." in rendered
     assert f'href="/apps/{incomplete.id}/permissions"' in rendered and "<html" not in rendered
+
+
+def test_a_connection_that_needs_reauthorization_offers_reconnect(client, db, acme):
+    company, owner, *_ = acme
+    connection = ToolConnection(
+        company_id=company.id,
+        app_slug="linear",
+        name="Linear",
+        status="active",
+        enabled=True,
+        health_status="needs_reauthorization",
+        auth_kind="oauth",
+        created_by_user_id=owner.id,
+        config={"connectionMethodKey": "mcp-oauth", "methodConfig": {}, "identity": "organization"},
+    )
+    db.session.add(connection)
+    db.session.commit()
+    sign_in(client, owner)
+    page = html(client.get(f"/apps/{connection.id}/permissions"))
+    assert "no longer accepts this connection’s sign-in" in page
+    assert f'href="/apps/{connection.id}/reconnect"' in page
+    reconnect = html(client.get(f"/apps/{connection.id}/reconnect"))
+    assert re.search(r'<button type="submit"[^>]*>Reconnect with Linear</button>', reconnect)
