@@ -23,14 +23,7 @@ from app.catalog.loader import get_app, get_method, logo_url
 from app.extensions import db, htmx
 from app.models import Issue, ThreadInteraction
 from app.services import intents
-from app.services.connections import (
-    UNSET,
-    finish_connection,
-    public_fields,
-    set_audience,
-    start_connection,
-    validate_fields,
-)
+from app.services.connections import UNSET, finish_connection, start_connection, update_connection
 from app.services.errors import Forbidden, NotFound, ProviderRefused, ServiceError, ValidationFailed
 from app.web.apps.setup import resumable_draft
 from app.web.apps.setup_flow import build_setup_flow, read_submission
@@ -388,13 +381,10 @@ def setup_submit(interaction_id):
 
 def _begin_oauth(interaction, membership, draft, method_config, audience):
     """Save the audience on the draft (grants nothing), mark the card `authorizing`, and offer the sign-in."""
-    app_definition = get_app(draft.app_slug)
-    method = get_method(app_definition, draft.method_key)
-    if method_config is not UNSET:
-        cleaned = validate_fields(public_fields(method), method_config or {}, group="methodConfig")
-        draft.config = {**draft.config, "methodConfig": cleaned}
-    if audience is not UNSET:
-        set_audience(membership, draft, audience)
+    if method_config is not UNSET or audience is not UNSET:
+        update_connection(
+            membership, draft, get_app(draft.app_slug), method_config=method_config, audience=audience
+        )
     intents.set_phase(interaction.id, current_user.id, "authorizing")
     db.session.commit()
     return _dialog_response(interaction, membership, oauth_draft=draft)
