@@ -56,6 +56,7 @@ from app.services import provider_mcp
 from app.services.access import ConnectionAccess, ToolAccess, effective_access
 from app.services.activity import SECRET_KEY_HINTS, record_activity
 from app.services.errors import ServiceError
+from app.services.intents import record_card_created
 
 SERVER_NAME = "switchboard-tool-gateway"
 KIND = "tool_approval"
@@ -378,16 +379,14 @@ def _create_card(ctx, tool: GatewayTool, key: str, projected: dict) -> ThreadInt
         if winner is None:
             raise
         return winner
-    record_activity(
+    record_card_created(
         company_id=ctx.run.company_id,
-        actor_type="agent",
-        actor_id=ctx.agent.id,
-        action="issue.thread_interaction_created",
-        entity_type="issue",
-        entity_id=ctx.issue.id,
         agent_id=ctx.agent.id,
+        issue_id=ctx.issue.id,
         run_id=ctx.run.id,
-        details={"interactionId": str(card.id), "interactionKind": KIND, "purpose": "tool_approval"},
+        interaction_id=card.id,
+        kind=KIND,
+        purpose="tool_approval",
     )
     return card
 

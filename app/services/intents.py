@@ -290,6 +290,30 @@ def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
 # --- the addressed person's side -----------------------------------------------------------------------------
 
 
+def record_card_created(
+    *,
+    company_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    issue_id: uuid.UUID,
+    run_id: uuid.UUID | None,
+    interaction_id: uuid.UUID,
+    kind: str,
+    purpose: str | None,
+) -> None:
+    """Activity for a card an agent's run put in a task thread (connection requests and tool approvals alike)."""
+    record_activity(
+        company_id=company_id,
+        actor_type="agent",
+        actor_id=agent_id,
+        action="issue.thread_interaction_created",
+        entity_type="issue",
+        entity_id=issue_id,
+        agent_id=agent_id,
+        run_id=run_id,
+        details={"interactionId": str(interaction_id), "interactionKind": kind, "purpose": purpose},
+    )
+
+
 def lock_intent(interaction_id: uuid.UUID) -> ThreadInteraction:
     """Lock the card for a resolution. The task row is locked first: task, then card is the order every writer
     (card creation, task updates that expire cards) uses, so a resolution racing a close cannot deadlock."""

@@ -31,7 +31,6 @@ from app.models import (
 from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
 from app.services import intents
 from app.services.access import ConnectionAccess, effective_access
-from app.services.activity import record_activity
 from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
 from app.services.run_tokens import MintedToken
 
@@ -392,16 +391,14 @@ def request_connection(ctx: RunContext, slug: str) -> dict:
     if interaction.status != "pending":
         raise Conflict("This connection request has already been resolved. Follow its recorded outcome.")
     if created:
-        record_activity(
+        intents.record_card_created(
             company_id=ctx.run.company_id,
-            actor_type="agent",
-            actor_id=ctx.agent.id,
-            action="issue.thread_interaction_created",
-            entity_type="issue",
-            entity_id=ctx.issue.id,
             agent_id=ctx.agent.id,
+            issue_id=ctx.issue.id,
             run_id=ctx.run.id,
-            details={"interactionId": str(interaction.id), "interactionKind": intents.KIND, "purpose": None},
+            interaction_id=interaction.id,
+            kind=intents.KIND,
+            purpose=None,
         )
     return {
         "version": 1,

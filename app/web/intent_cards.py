@@ -23,10 +23,10 @@ from app.catalog.loader import get_app, get_method, logo_url
 from app.extensions import db, htmx
 from app.models import Issue, ThreadInteraction
 from app.services import intents
-from app.services.connections import UNSET, finish_connection, start_connection, update_connection
+from app.services.connections import UNSET, update_connection
 from app.services.errors import Forbidden, NotFound, ProviderRefused, ServiceError, ValidationFailed
 from app.web.apps.setup import resumable_draft
-from app.web.apps.setup_flow import build_setup_flow, read_submission
+from app.web.apps.setup_flow import build_setup_flow, finish_step, read_submission, start_or_resume_draft
 from app.web.context import membership_for, parse_uuid, require_write
 from app.workers.continuations import deliver as deliver_continuation
 
@@ -338,30 +338,11 @@ def setup_submit(interaction_id):
         name = card_view(interaction).agent_name
         return failed(422, errors={"agentIds": f"Keep {name} selected: it asked for this connection."})
     try:
-        if draft is None:
-            draft = start_connection(
-                membership,
-                app_definition,
-                method_key=method.key,
-                identity=submission.identity,
-                name=submission.name or None,
-                method_config=submission.method_config,
-                audience=submission.audience,
-            )
-            db.session.commit()
-            method_config = audience = UNSET
-        else:
-            method_config, audience = submission.method_config, submission.audience
-        if method.auth == "oauth":
-            return _begin_oauth(interaction, membership, draft, method_config, audience)
-        finish_connection(
-            membership,
-            draft,
-            app_definition,
-            credentials=submission.credentials,
-            method_config=method_config,
-            audience=audience,
-        )
+        step = start_or_resume_draft(membership, app_definition, method, submission, draft)
+        draft = step.connection
+        if step.needs_sign_in:
+            return _begin_oauth(interaction, membership, draft, step.method_config, step.audience)
+        finish_step(membership, app_definition, step, submission)
     except ValidationFailed as err:
         return failed(422, errors=err.field_messages())
     except ProviderRefused as err:

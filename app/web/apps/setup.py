@@ -15,10 +15,10 @@ from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
 from app.services import oauth as oauth_service
 from app.services.access import CONFIGURE_FORBIDDEN, can_configure
-from app.services.connections import UNSET, finish_connection, start_connection, update_connection
+from app.services.connections import UNSET, finish_connection, update_connection
 from app.services.errors import Forbidden, ProviderRefused, ValidationFailed
 from app.web.apps import bp
-from app.web.apps.setup_flow import build_setup_flow, read_submission
+from app.web.apps.setup_flow import build_setup_flow, finish_step, read_submission, start_or_resume_draft
 from app.web.context import current_membership, load_scoped, require_write
 
 
@@ -92,32 +92,11 @@ def connect_submit(slug):
         return _flow_response(flow, status)
 
     try:
-        if draft is None:
-            draft = start_connection(
-                membership,
-                app_definition,
-                method_key=method.key,
-                identity=submission.identity,
-                name=submission.name or None,
-                method_config=submission.method_config,
-                audience=submission.audience,
-            )
-            # Commit the draft before talking to the provider: a refusal keeps it for the next submit.
-            db.session.commit()
-            method_config = audience = UNSET
-        else:
-            # A kept draft: its method and identity are fixed; its public values and audience follow the form.
-            method_config, audience = submission.method_config, submission.audience
-        if method.auth == "oauth":
-            return _sign_in(membership, draft, app_definition, method_config, audience)
-        finish_connection(
-            membership,
-            draft,
-            app_definition,
-            credentials=submission.credentials,
-            method_config=method_config,
-            audience=audience,
-        )
+        step = start_or_resume_draft(membership, app_definition, method, submission, draft)
+        draft = step.connection
+        if step.needs_sign_in:
+            return _sign_in(membership, draft, app_definition, step.method_config, step.audience)
+        finish_step(membership, app_definition, step, submission)
     except ValidationFailed as err:
         return failed(422, errors=err.field_messages())
     except ProviderRefused as err:

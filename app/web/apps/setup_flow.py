@@ -14,10 +14,18 @@ from dataclasses import dataclass, field
 from werkzeug.datastructures import MultiDict
 
 from app.catalog.loader import get_method, logo_url
+from app.extensions import db
 from app.models import Membership, ToolConnection
 from app.services.access import can_manage_connections
 from app.services.agents import list_agents
-from app.services.connections import Audience, audience_of, public_fields
+from app.services.connections import (
+    UNSET,
+    Audience,
+    audience_of,
+    finish_connection,
+    public_fields,
+    start_connection,
+)
 
 ORGANIZATION_EXPLANATION = (
     "Only people who can manage connections can connect an app for the whole organization."
@@ -222,4 +230,51 @@ def read_submission(form: MultiDict, method, *, reconnect: bool = False) -> Subm
         method_config=method_config,
         audience=Audience(not selected, _agent_ids(form.getlist("agent_ids")) if selected else ()),
         draft_id=form.get("draft_id") or None,
+    )
+
+
+@dataclass
+class SetupStep:
+    """What one submit of the setup flow achieved: a finished connection, or a draft waiting for OAuth sign-in
+    (with the public values and audience the host must save on it before navigating; UNSET when already saved)."""
+
+    connection: ToolConnection
+    needs_sign_in: bool
+    method_config: object = UNSET
+    audience: object = UNSET
+
+
+def start_or_resume_draft(
+    membership: Membership, app_definition, method, submission: Submission, draft: ToolConnection | None
+) -> SetupStep:
+    """The first half of a submit, shared by both hosts (the Apps page and the task-card dialog).
+
+    A new draft is committed before the provider is contacted, so a refused key keeps it for the next submit. A kept
+    draft has its method and identity fixed; its public values and audience follow the form (returned as pending).
+    OAuth methods report `needs_sign_in`: the host saves the pending settings and starts the provider sign-in.
+    """
+    if draft is None:
+        draft = start_connection(
+            membership,
+            app_definition,
+            method_key=method.key,
+            identity=submission.identity,
+            name=submission.name or None,
+            method_config=submission.method_config,
+            audience=submission.audience,
+        )
+        db.session.commit()
+        return SetupStep(draft, method.auth == "oauth")
+    return SetupStep(draft, method.auth == "oauth", submission.method_config, submission.audience)
+
+
+def finish_step(membership: Membership, app_definition, step: SetupStep, submission: Submission) -> None:
+    """The second half for API-key methods: verify the credentials, store them, index tools, activate."""
+    finish_connection(
+        membership,
+        step.connection,
+        app_definition,
+        credentials=submission.credentials,
+        method_config=step.method_config,
+        audience=step.audience,
     )
