@@ -262,3 +262,23 @@ def test_example_process_agent_requests_a_connection_and_continues_after_the_dec
     assert continuation.status == "succeeded" and '"status": "alternatives"' in log.stdout
     assert "declined the connection request for Notion" in log.stdout
     assert log.resumed_session_id is None
+
+
+def test_a_run_abandoned_by_a_dead_worker_is_failed_and_the_next_wake_runs(db, team):
+    from datetime import timedelta
+
+    from app.models.base import utcnow
+    from app.services.runs import ABANDONED_MESSAGE, recover_abandoned_runs
+
+    _company, _owner, agent, issue = team
+    wake(db, agent, issue, reason="assigned")
+    run = claim_next_run()  # a worker claimed it ... and died before finishing
+    db.session.commit()
+    wake(db, agent, issue, reason="commented")  # queued behind the stuck run
+    assert recover_abandoned_runs() == 0  # still within its turn time
+    run.started_at = utcnow() - timedelta(hours=2)
+    db.session.commit()
+    assert execute_pending_runs() == 2  # one recovered, then the waiting wake executed
+    db.session.expire_all()
+    runs = runs_of(db, agent)
+    assert [(r.status, r.error) for r in runs] == [("failed", ABANDONED_MESSAGE), ("succeeded", None)]

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
@@ -22,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from app.adapters import EXECUTABLE_ADAPTERS, AdapterResult
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
-from app.models.base import utcnow
+from app.models.base import as_utc, utcnow
 from app.models.run_logs import RUN_LOG_LIMIT, AgentTaskSession, RunLog
 from app.models.runs import ACTIVE_RUN_STATUSES
 from app.services.activity import record_activity
@@ -290,6 +291,36 @@ def complete_run(run: HeartbeatRun, result: AdapterResult) -> HeartbeatRun:
     db.session.flush()
     start_next_wake(run.agent_id, run.issue_id)
     return run
+
+
+# A run still `running` this long after its adapter timeout was abandoned by a worker that died mid-turn.
+ABANDONED_GRACE_SECONDS = 300
+ABANDONED_MESSAGE = "The worker stopped while this run was in progress."
+# The longest a turn may take when its agent configures no timeout (the process adapter's default).
+DEFAULT_TURN_SECONDS = 600
+
+
+def recover_abandoned_runs(now=None) -> int:
+    """Fail runs whose worker died mid-turn, so the agent's next wake on the task can start. Returns how many."""
+    now = now or utcnow()
+    query = (
+        select(HeartbeatRun)
+        .where(HeartbeatRun.status == "running", HeartbeatRun.started_at.is_not(None))
+        .order_by(HeartbeatRun.started_at)
+    )
+    if _is_postgres():
+        query = query.with_for_update(skip_locked=True)
+    recovered = 0
+    for run in db.session.scalars(query):
+        agent = db.session.get(Agent, run.agent_id)
+        try:
+            turn_seconds = float((agent.adapter_config or {}).get("timeoutSeconds") or DEFAULT_TURN_SECONDS)
+        except (TypeError, ValueError, AttributeError):
+            turn_seconds = DEFAULT_TURN_SECONDS
+        if as_utc(run.started_at) + timedelta(seconds=turn_seconds + ABANDONED_GRACE_SECONDS) < now:
+            fail_run(run, ABANDONED_MESSAGE)
+            recovered += 1
+    return recovered
 
 
 def fail_run(run: HeartbeatRun, message: str) -> HeartbeatRun:

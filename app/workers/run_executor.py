@@ -13,7 +13,7 @@ from app.extensions import db
 from app.models import Agent
 from app.services.errors import ServiceError
 from app.services.run_context import prepare_invocation
-from app.services.runs import claim_next_run, complete_run, fail_run
+from app.services.runs import claim_next_run, complete_run, fail_run, recover_abandoned_runs
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,9 @@ def execute_next_run() -> bool:
 
 
 def execute_pending_runs(limit: int = 100) -> int:
-    """Execute queued runs one after another until none is due (at most `limit`)."""
-    done = 0
+    """Fail runs abandoned by a dead worker, then execute queued runs until none is due (at most `limit`)."""
+    done = recover_abandoned_runs()
+    db.session.commit()
     while done < limit and execute_next_run():
         done += 1
     return done
