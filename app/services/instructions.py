@@ -92,7 +92,8 @@ def _public_fields(method) -> list:
 def instruction_context(app_definition, config: dict) -> dict | None:
     """The declared public configuration of a connection, or None when a required value is missing.
 
-    Secret and password fields never enter the context. Unknown apps (custom servers) contribute an empty context.
+    Secret and password fields never enter the context, nor do URL fields (transport settings, such as a custom
+    server's address). Unknown apps contribute an empty context.
     """
     if app_definition is None:
         return {}
@@ -111,6 +112,9 @@ def instruction_context(app_definition, config: dict) -> dict | None:
         if missing:
             if field.required:
                 return None
+            continue
+        if field.type == "url":
+            # Server addresses are transport settings, not guidance: agents never see or call URLs directly.
             continue
         if isinstance(value, str | bool | int | float):
             context[field.key] = value
