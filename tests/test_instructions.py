@@ -153,6 +153,9 @@ def test_memory_providers_have_templates_within_the_limit(db, slug):
 
 def test_custom_server_urls_stay_out_of_the_context(db):
     custom = get_app("custom")
-    config = {"connectionMethodKey": "custom-api-key", "methodConfig": {"serverUrl": "https://mcp.internal/mcp"}}
+    config = {
+        "connectionMethodKey": "custom-api-key",
+        "methodConfig": {"serverUrl": "https://mcp.internal/mcp"},
+    }
     assert instruction_context(custom, config) == {}
     assert instruction_context(custom, {"connectionMethodKey": "custom-api-key", "methodConfig": {}}) is None
