@@ -221,6 +221,23 @@ def add_connections(seeded: Seeded, slugs: list[str], count: int, bench_agent_in
         ),
         {"words": words, "nwords": len(WORDS), "per": TOOLS_PER_CONNECTION, "ids": ids},
     )
+    # What the indexer keeps for search: the distinct lowercase words of the tools' names and descriptions.
+    db.session.execute(
+        text(
+            """
+            UPDATE tool_connections c SET tool_search_text = sub.words
+            FROM (
+                SELECT t.connection_id, string_agg(DISTINCT w, ' ' ORDER BY w) AS words
+                FROM connection_tools t,
+                     regexp_split_to_table(lower(t.name || ' ' || t.description), '[^[:alnum:]]+') AS w
+                WHERE t.connection_id = ANY(:ids) AND w <> ''
+                GROUP BY t.connection_id
+            ) sub
+            WHERE sub.connection_id = c.id
+            """
+        ),
+        {"ids": ids},
+    )
     db.session.execute(
         text(
             """

@@ -161,3 +161,56 @@ def test_first_upgrade_backfills_existing_memory_connections(fresh_database_url)
     honcho = json.loads(honcho) if isinstance(honcho, str) else honcho
     assert honcho["enabled"] is True and honcho["template"]["id"] == "honcho.usage"
     assert notion is None
+
+
+def test_tool_search_words_are_backfilled_for_existing_connections(fresh_database_url):
+    app = create_app({**TEST_CONFIG, "SQLALCHEMY_DATABASE_URI": fresh_database_url})
+    with app.app_context():
+        from app.extensions import db
+
+        upgrade(revision="0006_runs")
+        sqlite = db.engine.dialect.name == "sqlite"
+        new_id = (lambda: uuid.uuid4().hex) if sqlite else (lambda: str(uuid.uuid4()))
+        company_id, connection_id = new_id(), new_id()
+        with db.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO companies (id, name, issue_prefix, issue_counter, created_at, updated_at) "
+                    "VALUES (:id, 'Old Co', 'OLD', 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                ),
+                {"id": company_id},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO tool_connections (id, company_id, app_slug, name, status, enabled, health_status, "
+                    "auth_kind, config, created_at, updated_at) VALUES (:id, :company, 'custom', 'Notes', 'active', "
+                    "true, 'healthy', 'api_key', '{}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                ),
+                {"id": connection_id, "company": company_id},
+            )
+            for name, description, status in (
+                ("search_notes", "Search Release notes", "active"),
+                ("old_tool", "Gone", "removed"),
+            ):
+                conn.execute(
+                    text(
+                        "INSERT INTO connection_tools (id, company_id, connection_id, name, description, "
+                        "input_schema, is_write, status, version_hash, first_seen_at, last_seen_at) VALUES (:id, "
+                        ":company, :connection, :name, :description, '{}', false, :status, 'h', CURRENT_TIMESTAMP, "
+                        "CURRENT_TIMESTAMP)"
+                    ),
+                    {
+                        "id": new_id(),
+                        "company": company_id,
+                        "connection": connection_id,
+                        "name": name,
+                        "description": description,
+                        "status": status,
+                    },
+                )
+        upgrade()
+        with db.engine.connect() as conn:
+            words = conn.execute(
+                text("SELECT tool_search_text FROM tool_connections WHERE id = :id"), {"id": connection_id}
+            ).scalar()
+    assert words == "notes release search"

@@ -38,6 +38,7 @@ from app.services.net_guard import check_outbound_url
 from app.services.secrets_box import decrypt, encrypt
 
 UNSET = object()
+SEARCH_WORD = re.compile(r"[^\W_]+")
 # Secret keys under which OAuth grants keep their tokens (encrypted like every credential).
 OAUTH_ACCESS_TOKEN_KEY = "oauth_access_token"  # noqa: S105 (a key name, not a secret)
 OAUTH_REFRESH_TOKEN_KEY = "oauth_refresh_token"  # noqa: S105 (a key name, not a secret)
@@ -465,6 +466,15 @@ def index_tools(connection: ToolConnection, tools, *, first_index: bool) -> None
     for name, row in existing.items():
         if name not in seen:
             row.status = "removed"
+    connection.tool_search_text = tool_search_text(tools)
+
+
+def tool_search_text(tools) -> str:
+    """The distinct lowercase words of the tools' names and descriptions (what search matches query words in)."""
+    words: set[str] = set()
+    for tool in tools:
+        words.update(SEARCH_WORD.findall(f"{tool.name} {tool.description or ''}".lower()))
+    return " ".join(sorted(words))
 
 
 def _set_policy(connection: ToolConnection, tool_name: str, action: str) -> None:

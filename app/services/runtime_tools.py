@@ -14,14 +14,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from flask import current_app
-from sqlalchemy import case, func, or_, select
+from sqlalchemy import select
 
 from app.catalog.loader import list_apps
 from app.extensions import db
 from app.models import (
     Agent,
     ConnectionGrant,
-    ConnectionTool,
     HeartbeatRun,
     Issue,
     Membership,
@@ -278,29 +277,16 @@ def search_connections(ctx: RunContext, query: str) -> dict:
         for c in connections
         if any(intents.grant_in_audience(g, ctx.responsible_user_id, ctx.agent.id) for g in grants[c.id])
     ]
-    # Which query tokens each service's indexed tools mention: the database answers per connection and token
-    # (one grouped query, no tool text transferred), so cost does not grow with the text of 20,000 tools.
+    # Which query words each service's indexed tools mention, from the words the indexer keeps on the connection
+    # (no tool rows are read; authorized connections only).
     tool_tokens: dict[str, set[str]] = defaultdict(set)
-    by_connection = {c.id: c for c in connections}
     searched = tokens[:MAX_SEARCH_TOKENS]
-    if authorized and searched:
-        conditions = [
-            func.lower(ConnectionTool.name).contains(token, autoescape=True)
-            | func.lower(ConnectionTool.description).contains(token, autoescape=True)
-            for token in searched
-        ]
-        rows = db.session.execute(
-            select(ConnectionTool.connection_id, *(func.max(case((c, 1), else_=0)) for c in conditions))
-            .where(
-                ConnectionTool.connection_id.in_(authorized),
-                ConnectionTool.status == "active",
-                or_(*conditions),
-            )
-            .group_by(ConnectionTool.connection_id)
-        )
-        for connection_id, *flags in rows:
-            slug = intents.service_slug_of(by_connection[connection_id])
-            tool_tokens[slug].update(token for token, flag in zip(searched, flags, strict=True) if flag)
+    if searched:
+        allowed = set(authorized)
+        for connection in connections:
+            if connection.id in allowed and connection.tool_search_text:
+                found = {token for token in searched if token in connection.tool_search_text}
+                tool_tokens[intents.service_slug_of(connection)].update(found)
     matching: dict[str, list[ToolConnection]] = defaultdict(list)
     for connection in connections:
         matching[intents.service_slug_of(connection)].append(connection)
