@@ -73,5 +73,7 @@ def load_config(instance_path: str) -> dict:
         "OUTBOUND_ALLOWED_HOSTS": [
             h for h in (env.get("SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS") or "").split(",") if h.strip()
         ],
+        # Names this installation inside run tokens; derived from SECRET_KEY when unset.
+        "SWITCHBOARD_INSTANCE_ID": env.get("SWITCHBOARD_INSTANCE_ID") or None,
         "RUN_WORKER_IN_PROCESS": _bool(env.get("RUN_WORKER_IN_PROCESS"), False),
     }
