@@ -222,10 +222,14 @@ class RunningMcpServer:
         """The MCP endpoint (Streamable HTTP)."""
         return f"{self.base_url}/mcp"
 
+    def _gate(self, app: Any) -> Any:
+        """The ASGI layer in front of the SDK app that checks credentials (the API key here)."""
+        return _ApiKeyGate(app, self)
+
     def start(self) -> RunningMcpServer:
         """Serve on a free loopback port in a daemon thread; return once the port accepts connections."""
         self._baseline = set(self._registrations)
-        app = _ApiKeyGate(self.mcp.streamable_http_app(stateless_http=True, json_response=True), self)
+        app = self._gate(self.mcp.streamable_http_app(stateless_http=True, json_response=True))
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))

@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
-import uvicorn
 
 from tests.peers.mcp_servers import RequestRecord, RunningMcpServer, _send_json
 
@@ -116,27 +112,9 @@ class OAuthMcpServer(RunningMcpServer):
         with self._lock:
             self._accepted.clear()
 
-    def start(self) -> OAuthMcpServer:
-        self._baseline = set(self._registrations)
-        app = _IntrospectionGate(self.mcp.streamable_http_app(stateless_http=True, json_response=True), self)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name=f"mcp-peer-{self.name}", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + _START_TIMEOUT
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"MCP peer {self.name!r} did not start")
-            time.sleep(0.01)
-        return self
+    def _gate(self, app: Any) -> Any:
+        """Bearer tokens are checked by introspection at the issuer instead of an API key."""
+        return _IntrospectionGate(app, self)
 
 
 def start_oauth_mcp_server(*, issuer: str, introspection_client: tuple[str, str]) -> OAuthMcpServer:
