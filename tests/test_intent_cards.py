@@ -4,7 +4,6 @@ hosting the shared setup flow (API key against a real MCP peer), fragments, CSRF
 from __future__ import annotations
 
 import uuid
-from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select
@@ -14,8 +13,8 @@ from app.models.base import utcnow
 from tests import test_runtime_rest
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.test_run_tokens import start_run
-from tests.test_runtime_rest import connect, honcho_body, request_service
+from tests.test_intents_api import open_honcho_card
+from tests.test_runtime_rest import connect, honcho_body
 
 providers = test_runtime_rest.providers  # the shared fixture
 
@@ -25,24 +24,7 @@ RETRY_NOTE = "Authorization did not finish"
 
 @pytest.fixture
 def card(app, db, make):
-    """A member is responsible for the task; the agent Builder asked for Honcho; the card is addressed to them."""
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    member = make.member(company, "member")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=member)
-    run, token = start_run(db, agent, issue)
-    interaction_id = request_service(app.test_client(), token, "honcho").json["interactionId"]
-    return SimpleNamespace(
-        company=company,
-        owner=owner,
-        member=member,
-        agent=agent,
-        issue=issue,
-        token=token,
-        id=interaction_id,
-        url=f"/intents/{interaction_id}",
-    )
+    return open_honcho_card(app, db, make, "/intents")
 
 
 class Htmx:

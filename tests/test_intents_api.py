@@ -35,9 +35,8 @@ providers = test_runtime_rest.providers  # the shared fixture
 NOT_ADDRESSEE = {"error": "Only the addressed user can act on this connection request"}
 
 
-@pytest.fixture
-def card(app, db, make):
-    """A member is responsible for the task; the agent asked for Honcho; the card is addressed to the member."""
+def open_honcho_card(app, db, make, url_prefix: str) -> SimpleNamespace:
+    """A member is responsible for the task; the agent Builder asked for Honcho; the card is addressed to them."""
     company = make.company("Acme")
     owner = make.member(company, "owner")
     member = make.member(company, "member")
@@ -54,8 +53,13 @@ def card(app, db, make):
         run=run,
         token=token,
         id=interaction_id,
-        url=f"/api/connection-intents/{interaction_id}",
+        url=f"{url_prefix}/{interaction_id}",
     )
+
+
+@pytest.fixture
+def card(app, db, make):
+    return open_honcho_card(app, db, make, "/api/connection-intents")
 
 
 def as_user(app, user, method, url, body=None):
