@@ -592,3 +592,28 @@ def test_concurrent_identical_calls_make_one_card_and_an_approval_runs_once(
     waiting = {r["structuredContent"]["approvalId"] for r in second if r.get("isError")}
     assert len(waiting) == 1 and approval_id not in waiting
     assert sorted(c.status for c in cards(db)) == ["consumed", "pending"]
+
+
+def test_answering_an_approval_wakes_the_agent_to_retry_or_move_on(db, world, live_server, honcho_server):
+    import sys
+
+    from app.models import WakeupRequest
+
+    world.agent.adapter_type = "process"
+    world.agent.adapter_config = {"command": [sys.executable, "-c", "print('ok')"]}
+    db.session.commit()
+    connect(world, "honcho", HONCHO_KEY)
+
+    async def scenario(session):
+        asked = await session.call_tool("honcho__save_memory", {"content": "likes tea"})
+        return asked.structured_content["approvalId"]
+
+    approval_id = run_agent(live_server, world.token, scenario)
+    assert approve(world, approval_id).status_code == 200
+    db.session.expire_all()
+    wakes = db.session.scalars(select(WakeupRequest).where(WakeupRequest.source == "tool_approval")).all()
+    assert [(w.agent_id, w.reason) for w in wakes] == [
+        (world.agent.id, "Your request to call save_memory was answered: approved.")
+    ]
+    # It queues behind the run that is still active on the task instead of starting a second one.
+    assert wakes[0].status == "queued" and wakes[0].run_id is None

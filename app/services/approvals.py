@@ -19,11 +19,12 @@ from sqlalchemy import select
 
 from app.catalog.loader import get_app
 from app.extensions import db
-from app.models import ConnectionTool, Membership, ThreadInteraction, ToolConnection
+from app.models import ConnectionTool, Issue, Membership, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
 from app.services import gateway
 from app.services.activity import record_activity
 from app.services.errors import Conflict, Forbidden, NotFound
+from app.services.work import wake_assignee
 
 NOT_ADDRESSEE = "Only the person this approval is addressed to can answer it"
 ALREADY_ANSWERED = "This approval was already answered"
@@ -99,6 +100,16 @@ def _resolve(membership: Membership, card: ThreadInteraction, status: str, resul
             **({"reasonCode": result["reasonCode"]} if "reasonCode" in result else {}),
         },
     )
+    # The agent is told the answer instead of having to poll: it retries an approved call, or takes another way.
+    issue = db.session.get(Issue, card.issue_id)
+    if issue is not None:
+        tool = (card.payload or {}).get("toolName") or "the tool"
+        wake_assignee(
+            issue,
+            source="tool_approval",
+            reason=f"Your request to call {tool} was answered: {status}.",
+            context={"approvalId": str(card.id), "approvalOutcome": status},
+        )
 
 
 def approve(membership: Membership, card: ThreadInteraction) -> ThreadInteraction:

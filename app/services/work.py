@@ -145,14 +145,14 @@ def update_issue(
     return issue
 
 
-def wake_assignee(issue: Issue, *, source: str, reason: str) -> None:
+def wake_assignee(issue: Issue, *, source: str, reason: str, context: dict | None = None) -> None:
     """Wake the task's agent (when it runs through an adapter and the task is open) to pick the task up."""
     if issue.assignee_agent_id is None or issue.is_closed:
         return
     agent = db.session.get(Agent, issue.assignee_agent_id)
     if agent is None or agent.adapter_type not in EXECUTABLE_ADAPTERS or agent.status != "active":
         return
-    request_wakeup(agent, issue=issue, source=source, reason=reason)
+    request_wakeup(agent, issue=issue, source=source, reason=reason, context=context)
 
 
 def _s(value) -> str | None:
