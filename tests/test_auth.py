@@ -316,3 +316,19 @@ def test_session_cookie_secure_follows_the_public_base_url(
     assert config["REMEMBER_COOKIE_SECURE"] is secure
     assert config["SESSION_COOKIE_HTTPONLY"] is True
     assert config["SESSION_COOKIE_SAMESITE"] == "Lax"
+
+
+def test_sign_in_ignores_spaces_around_a_pasted_email(app, db, make):
+    from tests.factories import DEFAULT_PASSWORD
+
+    company = make.company()
+    user = make.member(company, "member")
+    client = app.test_client()
+    page = client.get("/login").get_data(as_text=True)
+    import re
+
+    csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
+    response = client.post(
+        "/login", data={"csrf_token": csrf, "email": f"  {user.email}  ", "password": DEFAULT_PASSWORD}
+    )
+    assert response.status_code == 303

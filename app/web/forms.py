@@ -9,12 +9,17 @@ from app.models.tenancy import ROLES
 from app.models.work import ISSUE_STATUSES
 
 
+def strip_text(value):
+    """Pasted values often carry surrounding spaces; they are never meaningful in an email address."""
+    return value.strip() if isinstance(value, str) else value
+
+
 class EmptyForm(FlaskForm):
     pass
 
 
 class LoginForm(FlaskForm):
-    email = EmailField("Email", validators=[DataRequired(), Email(), Length(max=320)])
+    email = EmailField("Email", filters=[strip_text], validators=[DataRequired(), Email(), Length(max=320)])
     password = PasswordField("Password", validators=[DataRequired(), Length(max=1000)])
 
 
@@ -44,7 +49,7 @@ class AgentInstructionsForm(FlaskForm):
 
 
 class AddMemberForm(FlaskForm):
-    email = EmailField("Email", validators=[DataRequired(), Email(), Length(max=320)])
+    email = EmailField("Email", filters=[strip_text], validators=[DataRequired(), Email(), Length(max=320)])
     name = StringField("Name", validators=[DataRequired(), Length(max=200)])
     role = SelectField("Role", choices=[SelectChoice(r, r.capitalize()) for r in ROLES], default="member")
     password = PasswordField("Initial password", validators=[Optional(), Length(min=8, max=200)])
