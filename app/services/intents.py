@@ -516,7 +516,9 @@ def complete_intent(
             )
     add_agent_install(connection, agent_id, user_id)
     db.session.flush()
-    access = effective_access(connection.company_id, agent_id, user_id, connection_ids=[connection.id])
+    access = effective_access(
+        connection.company_id, agent_id, user_id, connection_ids=[connection.id], with_tools=False
+    )
     if not access or not access[0].has_usable_tools:
         raise Conflict(
             "This connection has no permitted tools. Review its action permissions before continuing."
