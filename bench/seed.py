@@ -97,7 +97,7 @@ def _words(rng: random.Random, n: int) -> str:
 
 def add_catalog_apps(seeded: Seeded, count: int) -> list[str]:
     """`count` more cached-catalog rows generated from the real definitions with varied slugs and names."""
-    from app.catalog.loader import content_hash
+    from app.catalog.loader import content_hash, search_fields
     from app.extensions import db
     from app.models import CatalogApp
 
@@ -126,6 +126,7 @@ def add_catalog_apps(seeded: Seeded, count: int) -> list[str]:
                 "agent_instructions": base.agent_instructions,
                 "content_hash": content_hash(definition),
                 "ingested_at": stamp,
+                **search_fields(definition),
             }
         )
         slugs.append(slug)
@@ -341,6 +342,10 @@ def seed_company(scale: float) -> Seeded:
     seeded.permissions_connection_id = db.session.scalar(
         text("SELECT id FROM tool_connections WHERE app_slug = 'notion'")
     )
+    db.session.commit()
+    # A live database has planner statistics (autovacuum keeps them); a bulk-loaded one has none until analyzed,
+    # and the planner would then pick nested loops sized for empty tables.
+    db.session.execute(text("ANALYZE"))
     db.session.commit()
     return seeded
 

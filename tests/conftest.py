@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 
 from tests import factories
 
@@ -124,6 +125,17 @@ def db(app):
         ctx.pop()
 
 
+@pytest.fixture
+def real_catalog_restored(db):
+    """Tests that change the cached catalog (kept across tests) put the real one back, so other tests see it."""
+    from app.catalog.loader import ingest_definitions
+
+    yield
+    db.session.rollback()
+    ingest_definitions()
+    db.session.commit()
+
+
 def _empty_tables(_db) -> None:
     tables = [t for t in reversed(_db.metadata.sorted_tables) if t.name not in PRESERVED_TABLES]
     with _db.engine.begin() as conn:
@@ -140,6 +152,21 @@ def client(app, db):
 
 
 CSRF_RE = re.compile(r'"X-CSRFToken": "([^"]+)"')
+
+
+@contextmanager
+def count_statements(engine):
+    """Collect the SQL statements the engine runs inside the block (a list, filled as they run)."""
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
 
 
 def csrf_token_for(client) -> str:

@@ -1,7 +1,6 @@
 """Effective access: identity order, delegation, installs, policies, membership, and company boundaries."""
 
 import pytest
-from sqlalchemy import event
 
 from app.models import (
     ConnectionGrant,
@@ -12,6 +11,7 @@ from app.models import (
     ToolPolicy,
 )
 from app.services.access import effective_access
+from tests.conftest import count_statements
 
 
 def live_connection(
@@ -170,13 +170,8 @@ def test_statement_count_is_constant_as_connections_grow(db, world):
             db.session.add(GrantDelegation(company_id=company.id, grant_id=g.id, agent_id=agent.id))
         count_for.total += n_new
         db.session.commit()
-        statements = []
-        listener = lambda *args: statements.append(args[2])  # noqa: E731
-        event.listen(db.engine, "before_cursor_execute", listener)
-        try:
+        with count_statements(db.engine) as statements:
             result = effective_access(company.id, agent.id, owner.id)
-        finally:
-            event.remove(db.engine, "before_cursor_execute", listener)
         assert len(result) == count_for.total
         return len(statements)
 

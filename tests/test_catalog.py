@@ -23,6 +23,7 @@ from app.catalog.loader import (
 )
 from app.catalog.schema import STATIC_DIR, TEMPLATE_TEXT_MAX_LENGTH, AppDefinition
 from app.models.connections import CatalogApp
+from tests.conftest import count_statements
 
 MEMORY_PROVIDERS = ("honcho", "mem0", "zep", "supermemory", "cognee")
 WITHOUT_TEMPLATE = ("github", "notion", "linear", "slack", "custom")
@@ -34,15 +35,6 @@ def definitions_copy(tmp_path) -> Path:
     target = tmp_path / "definitions"
     shutil.copytree(DEFINITIONS_DIR, target)
     return target
-
-
-@pytest.fixture
-def real_catalog_restored(db):
-    """Tests that ingest another directory put the real catalog back, so other tests see it."""
-    yield
-    db.session.rollback()
-    ingest_definitions()
-    db.session.commit()
 
 
 def _read(directory: Path, slug: str) -> dict:
@@ -377,20 +369,10 @@ def test_readers_on_the_cached_catalog(db):
 
 
 def test_get_app_is_one_primary_key_query(db):
-    from sqlalchemy import event
-
-    statements: list[str] = []
-
-    def record(conn, cursor, statement, *args):
-        statements.append(statement)
-
     db.session.expire_all()
     db.session.expunge_all()
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
+    with count_statements(db.engine) as statements:
         assert get_app("zep").slug == "zep"
         assert len(list_apps()) == db.session.scalar(select(func.count()).select_from(CatalogApp))
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
     catalog_selects = [s for s in statements if "catalog_apps" in s]
     assert len(catalog_selects) == 3  # get_app, list_apps, and the count above

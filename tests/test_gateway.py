@@ -18,7 +18,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from sqlalchemy import event, select
+from sqlalchemy import select
 from werkzeug.serving import make_server
 
 from app.adapters.process import runtime_tools_env
@@ -26,7 +26,7 @@ from app.models import ActivityLog, ConnectionGrant, ConnectionInstall, ThreadIn
 from app.services import gateway
 from app.services.access import effective_access
 from app.services.run_context import runtime_tools_descriptor
-from tests.conftest import sign_in
+from tests.conftest import count_statements, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 from tests.test_run_tokens import TOKEN_INVALID, bearer, start_run
 
@@ -188,26 +188,18 @@ def test_names_never_collide_across_connections(db, world):
 def test_tools_list_statement_count_is_constant_as_connections_grow(app, db, world):
     from app.extensions import db as _db
 
-    def count_statements():
-        statements = []
-
-        def listener(conn, cursor, statement, *args):
-            statements.append(statement)
-
-        event.listen(_db.engine, "before_cursor_execute", listener)
-        try:
+    def listing_statements():
+        with count_statements(_db.engine) as statements:
             response = rpc(world.client, world.token, "tools/list")
-        finally:
-            event.remove(_db.engine, "before_cursor_execute", listener)
         assert response.status_code == 200
         return len(statements), len(response.json["result"]["tools"])
 
     connect(world, "github", NOTES_KEY, name="Notes 1")
-    one, tools_one = count_statements()
+    one, tools_one = listing_statements()
     for n in range(2, 6):
         connect(world, "github", NOTES_KEY, name=f"Notes {n}")
     connect(world, "honcho", HONCHO_KEY)
-    many, tools_many = count_statements()
+    many, tools_many = listing_statements()
     assert tools_many > tools_one
     assert many == one
 

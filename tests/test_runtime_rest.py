@@ -13,7 +13,7 @@ from app.extensions import db as _db
 from app.models import ActivityLog, HeartbeatRun, ThreadInteraction
 from app.services.run_tokens import mint_run_token
 from tests import test_run_tokens
-from tests.conftest import sign_in
+from tests.conftest import count_statements, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 from tests.test_run_tokens import REQUEST_URL, bearer, search, start_run
 
@@ -196,6 +196,86 @@ def test_custom_connections_and_tool_text_only_within_the_identity_audience(
     ]
     assert found[0]["state"] == "ready"
     assert notes_server.url not in search(client, world.token).get_data(as_text=True)
+
+
+def github_body(identity="organization"):
+    return {
+        "appSlug": "github",
+        "methodKey": "mcp-key",
+        "identity": identity,
+        "credentials": {"authorization": NOTES_KEY},
+    }
+
+
+def test_catalog_apps_rank_on_their_indexed_tool_words_only_within_the_identity_audience(
+    app, client, make, world, providers
+):
+    # "checklist" and "titles" are in no catalog definition; the notes peer's search tool mentions "titles".
+    assert search(client, world.token, "titles").json["results"] == []
+    other = make.member(world.company, "member")
+    connect(app, other, world.company, github_body("user"))
+    # Someone else's personal GitHub: its tool words are not searched for this run.
+    assert search(client, world.token, "titles").json["results"] == []
+    connect(app, world.owner, world.company, github_body())
+    found = search(client, world.token, "checklist titles").json["results"]
+    assert [r["service"] for r in found] == ["github"]
+    assert found[0]["state"] == "ready"
+    # A matched tool word counts like a matched name word: one word each ties GitHub with the memory apps (by name).
+    tied = search(client, world.token, "titles memory").json["results"]
+    assert "github" in [r["service"] for r in tied] and len(tied) > 1
+    assert [r["name"].casefold() for r in tied] == sorted(r["name"].casefold() for r in tied)
+    both = search(client, world.token, "titles github memory").json["results"]
+    assert both[0]["service"] == "github"
+
+
+def test_search_statements_do_not_grow_with_the_catalog_or_the_company(
+    client, db, world, real_catalog_restored
+):
+    from app.catalog.loader import content_hash, search_fields
+    from app.models import CatalogApp, ToolConnection
+
+    def measured(query):
+        search(client, world.token, query)  # warm the per-process definition cache
+        with count_statements(db.engine) as statements:
+            assert search(client, world.token, query).status_code == 200
+        return len(statements)
+
+    base = db.session.get(CatalogApp, "notion")
+
+    def add_copies(numbers):
+        """Catalog apps like Notion, each with a company connection the agent is not installed on."""
+        for n in numbers:
+            definition = {**base.definition, "slug": f"notion-copy-{n}", "name": f"Notion copy {n}"}
+            db.session.add(
+                CatalogApp(
+                    slug=definition["slug"],
+                    name=definition["name"],
+                    description=base.description,
+                    categories=[],
+                    definition=definition,
+                    content_hash=content_hash(definition),
+                    **search_fields(definition),
+                )
+            )
+            db.session.add(
+                ToolConnection(
+                    company_id=world.company.id,
+                    app_slug=definition["slug"],
+                    name=f"Notion copy {n}",
+                    status="active",
+                    enabled=True,
+                )
+            )
+        db.session.commit()
+
+    add_copies(range(1))
+    before = {q: measured(q) for q in ("", "notion pages")}
+    add_copies(range(1, 61))
+    after = {q: measured(q) for q in ("", "notion pages")}
+    assert after == before
+    results = search(client, world.token, "notion pages").json["results"]
+    assert len(results) == 20 and results[0]["service"] == "notion"
+    assert all(r["state"] == "needs_user_action" for r in results[1:])
 
 
 @pytest.mark.parametrize(

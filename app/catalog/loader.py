@@ -22,7 +22,7 @@ from sqlalchemy import select
 from app.catalog.schema import AppDefinition, DefinitionError, Method
 from app.extensions import db
 from app.models.base import utcnow
-from app.models.connections import CatalogApp
+from app.models.connections import CUSTOM_APP_SLUG, CatalogApp
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 
@@ -160,6 +160,7 @@ def ingest_definitions(directory: Path | str = DEFINITIONS_DIR) -> dict[str, lis
                     agent_instructions=instructions,
                     content_hash=digest,
                     ingested_at=now,
+                    **search_fields(payload),
                 )
             )
             report["added"].append(definition.slug)
@@ -168,6 +169,7 @@ def ingest_definitions(directory: Path | str = DEFINITIONS_DIR) -> dict[str, lis
             row.content_hash == digest
             and row.definition == payload
             and row.agent_instructions == instructions
+            and all(getattr(row, key) == value for key, value in search_fields(payload).items())
         ):
             report["unchanged"].append(definition.slug)
             continue
@@ -177,6 +179,8 @@ def ingest_definitions(directory: Path | str = DEFINITIONS_DIR) -> dict[str, lis
         row.definition = payload
         row.agent_instructions = instructions
         row.content_hash = digest
+        for key, value in search_fields(payload).items():
+            setattr(row, key, value)
         row.ingested_at = now
         report["updated"].append(definition.slug)
     for slug, row in existing.items():
@@ -184,6 +188,22 @@ def ingest_definitions(directory: Path | str = DEFINITIONS_DIR) -> dict[str, lis
         report["removed"].append(slug)
     db.session.flush()
     return {kind: sorted(slugs) for kind, slugs in report.items()}
+
+
+def search_fields(payload: dict) -> dict:
+    """The columns `connections_search` ranks a cached row on, from its definition payload (JSON form).
+
+    Only apps an agent can request are searchable: the custom-server app is reached through its configured
+    connections instead, and an app without methods cannot be connected.
+    """
+    methods = payload.get("methods") or []
+    guidance = " ".join(method.get("whenToUse") or "" for method in methods)
+    words = [payload["slug"], payload["name"], payload.get("description") or "", guidance]
+    return {
+        "searchable": bool(methods) and payload["slug"] != CUSTOM_APP_SLUG,
+        "search_text": " ".join(words).lower(),
+        "name_key": payload["name"].casefold(),
+    }
 
 
 # --- runtime readers (the cached catalog) ---------------------------------------------------------------------
@@ -218,6 +238,12 @@ def _parsed(keys) -> dict[str, AppDefinition]:
         if parsed is not None:
             result[slug] = parsed
     return result
+
+
+def get_app_versions(versions) -> dict[str, AppDefinition]:
+    """Definitions for (slug, content_hash) pairs a caller already read with its own query (a version new to this
+    process costs one query; known versions none)."""
+    return _parsed(versions)
 
 
 def get_app(slug: str) -> AppDefinition | None:

@@ -44,6 +44,14 @@ class CatalogApp(db.Model):
     definition: Mapped[dict] = mapped_column(JSONType, nullable=False)
     agent_instructions: Mapped[dict | None] = mapped_column(NullableJSONType)
     content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    # What `connections_search` ranks on, kept by ingest (`loader.search_fields`) so ranking runs in SQL:
+    # searchable = connectable from the catalog (has methods, not the custom-server app); search_text = the
+    # lowercase slug, name, description and method guidance; name_key = the casefolded name (result order).
+    searchable: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default=text("false")
+    )
+    search_text: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
+    name_key: Mapped[str] = mapped_column(String(200), nullable=False, default="", server_default="")
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
 
 

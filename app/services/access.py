@@ -137,15 +137,21 @@ def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID):
     )
 
 
-def responsible_identity(company_id: uuid.UUID, responsible_user_id: uuid.UUID | None) -> uuid.UUID | None:
-    """The responsible person's id while they are an active member with write access, else None."""
+def responsible_identity(
+    company_id: uuid.UUID, responsible_user_id: uuid.UUID | None, membership: Membership | None = None
+) -> uuid.UUID | None:
+    """The responsible person's id while they are an active member with write access, else None.
+
+    `membership` is theirs when the caller loaded it in this transaction already (it is re-read otherwise).
+    """
     if responsible_user_id is None:
         return None
-    membership = db.session.scalar(
-        select(Membership).where(
-            Membership.company_id == company_id, Membership.user_id == responsible_user_id
+    if membership is None or (membership.company_id, membership.user_id) != (company_id, responsible_user_id):
+        membership = db.session.scalar(
+            select(Membership).where(
+                Membership.company_id == company_id, Membership.user_id == responsible_user_id
+            )
         )
-    )
     return responsible_user_id if membership is not None and membership.has_write_access else None
 
 
@@ -157,11 +163,13 @@ def effective_access(
     connection_ids: list[uuid.UUID] | None = None,
     include_inactive: bool = False,
     with_tools: bool = True,
+    responsible_membership: Membership | None = None,
 ) -> list[ConnectionAccess]:
     """Every installed connection of the agent with its selected identity and tools (policy applied).
 
     `with_tools=False` loads only per-connection tool counts, for callers that decide readiness or eligibility
-    and never read tool rows (search, requests, instruction resolution).
+    and never read tool rows (search, requests, instruction resolution). `responsible_membership` is the
+    responsible person's membership when the caller has just loaded it (runtime calls do), saving a query.
     """
     query = installed_connections_query(company_id, agent_id)
     if not include_inactive:
@@ -173,11 +181,22 @@ def effective_access(
         return []
     ids = [c.id for c in connections]
     grants_by_connection: dict[uuid.UUID, list[ConnectionGrant]] = defaultdict(list)
-    for grant in db.session.scalars(select(ConnectionGrant).where(ConnectionGrant.connection_id.in_(ids))):
+    delegated_to_agent: set[uuid.UUID] = set()
+    # The grants and whether each is delegated to this agent, in one statement.
+    for grant, delegated_grant_id in db.session.execute(
+        select(ConnectionGrant, GrantDelegation.grant_id)
+        .outerjoin(
+            GrantDelegation,
+            (GrantDelegation.grant_id == ConnectionGrant.id) & (GrantDelegation.agent_id == agent_id),
+        )
+        .where(ConnectionGrant.connection_id.in_(ids))
+    ):
         grants_by_connection[grant.connection_id].append(grant)
-    responsible = responsible_identity(company_id, responsible_user_id)
+        if delegated_grant_id is not None:
+            delegated_to_agent.add(grant.id)
+    responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
     delegated = usable_delegations(
-        company_id, agent_id, [g for gs in grants_by_connection.values() for g in gs]
+        company_id, [g for gs in grants_by_connection.values() for g in gs], delegated_to_agent
     )
     if not with_tools:
         counts = tool_counts(ids)
@@ -218,22 +237,16 @@ def tool_counts(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, i
 
 
 def usable_delegations(
-    company_id: uuid.UUID, agent_id: uuid.UUID, grants: list[ConnectionGrant]
+    company_id: uuid.UUID, grants: list[ConnectionGrant], delegated_grant_ids: set[uuid.UUID]
 ) -> set[uuid.UUID]:
-    """Personal grants delegated to the agent whose owners still have active write membership (two queries)."""
-    personal = {g.id: g for g in grants if g.kind == "user" and g.status == "active"}
+    """The active personal grants among those delegated to the agent whose owners still have active write
+    membership (one query, only when there is a delegation)."""
+    personal = {
+        g.id: g for g in grants if g.kind == "user" and g.status == "active" and g.id in delegated_grant_ids
+    }
     if not personal:
         return set()
-    delegated_ids = set(
-        db.session.scalars(
-            select(GrantDelegation.grant_id).where(
-                GrantDelegation.agent_id == agent_id, GrantDelegation.grant_id.in_(list(personal))
-            )
-        )
-    )
-    if not delegated_ids:
-        return set()
-    owners = {personal[g].subject_user_id for g in delegated_ids}
+    owners = {grant.subject_user_id for grant in personal.values()}
     writers = {
         m.user_id
         for m in db.session.scalars(
@@ -241,7 +254,7 @@ def usable_delegations(
         )
         if m.has_write_access
     }
-    return {g for g in delegated_ids if personal[g].subject_user_id in writers}
+    return {grant_id for grant_id, grant in personal.items() if grant.subject_user_id in writers}
 
 
 def tools_with_policies(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[ToolAccess]]:

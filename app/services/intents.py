@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import exists, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.catalog.loader import get_app, logo_url
@@ -81,8 +81,9 @@ def catalog_service(app_definition) -> ServiceIdentity:
     )
 
 
-def configured_service(connection: ToolConnection) -> ServiceIdentity:
-    custom = get_app(CUSTOM_APP_SLUG)
+def configured_service(connection: ToolConnection, custom=None) -> ServiceIdentity:
+    """A custom MCP connection as a service; `custom` is the catalog's custom app, when the caller has it."""
+    custom = custom or get_app(CUSTOM_APP_SLUG)
     return ServiceIdentity(
         slug=service_slug_of(connection),
         name=connection.name,
@@ -103,6 +104,20 @@ def grant_in_audience(grant: ConnectionGrant, user_id: uuid.UUID | None, agent_i
         grant.kind == "organization"
         or (grant.kind == "user" and user_id is not None and grant.subject_user_id == user_id)
         or (grant.kind == "agent" and agent_id is not None and grant.subject_agent_id == agent_id)
+    )
+
+
+def grant_in_audience_clause(user_id: uuid.UUID | None, agent_id: uuid.UUID | None):
+    """`grant_in_audience` as SQL: the connection in the query has an active grant for this audience."""
+    audience = [ConnectionGrant.kind == "organization"]
+    if user_id is not None:
+        audience.append((ConnectionGrant.kind == "user") & (ConnectionGrant.subject_user_id == user_id))
+    if agent_id is not None:
+        audience.append((ConnectionGrant.kind == "agent") & (ConnectionGrant.subject_agent_id == agent_id))
+    return exists().where(
+        ConnectionGrant.connection_id == ToolConnection.id,
+        ConnectionGrant.status == "active",
+        or_(*audience),
     )
 
 

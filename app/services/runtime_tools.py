@@ -14,13 +14,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from flask import current_app
-from sqlalchemy import select
+from sqlalchemy import Row, case, func, literal, or_, select
 
-from app.catalog.loader import list_apps
+from app.catalog.loader import get_app, get_app_versions
 from app.extensions import db
 from app.models import (
     Agent,
-    ConnectionGrant,
+    CatalogApp,
     HeartbeatRun,
     Issue,
     Membership,
@@ -124,10 +124,8 @@ def _uuid(value) -> uuid.UUID | None:
         return None
 
 
-def load_live_run(claims: dict) -> HeartbeatRun:
+def _check_live_run(run: HeartbeatRun | None, claims: dict) -> HeartbeatRun:
     """Steps 1-2 of run validation: the token's run exists, matches its claims and is still running."""
-    run_id = _uuid(claims.get("run_id"))
-    run = db.session.get(HeartbeatRun, run_id) if run_id else None
     if (
         run is None
         or str(run.company_id) != claims.get("company_id")
@@ -141,17 +139,43 @@ def load_live_run(claims: dict) -> HeartbeatRun:
     return run
 
 
+def load_live_run(claims: dict) -> HeartbeatRun:
+    """The live run of a token (steps 1-2), for calls that need no task context."""
+    run_id = _uuid(claims.get("run_id"))
+    return _check_live_run(db.session.get(HeartbeatRun, run_id) if run_id else None, claims)
+
+
 def load_run_context(claims: dict) -> RunContext:
-    """Full validation for a tool use, in the reference order (each step with its own status and message)."""
-    run = load_live_run(claims)
+    """Full validation for a tool use, in the reference order (each step with its own status and message).
+
+    Every runtime call pays this, so the run, its task, its agent and the responsible person's membership come
+    back in one statement; the checks below still run in the reference order on what it returned.
+    """
+    run_id = _uuid(claims.get("run_id"))
+    row = None
+    if run_id is not None:
+        row = db.session.execute(
+            select(HeartbeatRun, Issue, Agent, Membership)
+            .outerjoin(Issue, Issue.id == HeartbeatRun.issue_id)
+            .outerjoin(Agent, Agent.id == HeartbeatRun.agent_id)
+            .outerjoin(
+                Membership,
+                (Membership.company_id == HeartbeatRun.company_id)
+                & (Membership.user_id == HeartbeatRun.responsible_user_id),
+            )
+            .where(HeartbeatRun.id == run_id)
+        ).first()
+    run, issue, agent, membership = row if row is not None else (None, None, None, None)
+    _check_live_run(run, claims)
     if run.responsible_user_id is None:
         raise Forbidden("This task needs a responsible user to connect a service")
-    snapshot = run.context_snapshot or {}
-    issue_id = run.issue_id or _uuid(snapshot.get("issueId")) or _uuid(snapshot.get("taskId"))
-    if issue_id is None:
-        raise Unprocessable("Connection requests require a task-bound heartbeat run")
-    issue = db.session.get(Issue, issue_id)
-    agent = db.session.get(Agent, run.agent_id)
+    if issue is None:
+        # Runs opened before runs carried their task keep it in the context snapshot.
+        snapshot = run.context_snapshot or {}
+        issue_id = _uuid(snapshot.get("issueId")) or _uuid(snapshot.get("taskId"))
+        if issue_id is None:
+            raise Unprocessable("Connection requests require a task-bound heartbeat run")
+        issue = db.session.get(Issue, issue_id)
     if (
         issue is None
         or agent is None
@@ -159,11 +183,6 @@ def load_run_context(claims: dict) -> RunContext:
         or agent.company_id != run.company_id
     ):
         raise NotFound("Runtime task or agent was not found")
-    membership = db.session.scalar(
-        select(Membership).where(
-            Membership.company_id == run.company_id, Membership.user_id == run.responsible_user_id
-        )
-    )
     if membership is None or not membership.has_write_access:
         raise Forbidden("Responsible user is no longer authorized for company write access")
     if issue.assignee_agent_id != agent.id:
@@ -187,9 +206,12 @@ class Readiness:
 
 
 def readiness(
-    service: intents.ServiceIdentity, accesses: list[ConnectionAccess], matching: list[ToolConnection]
+    service: intents.ServiceIdentity, accesses: list[ConnectionAccess], matching: list
 ) -> Readiness:
-    """The agent-relative state of one service (reference 5.4 table, checked in order)."""
+    """The agent-relative state of one service (reference 5.4 table, checked in order).
+
+    `matching` holds the service's live connections (anything with a `health_status`: rows or models).
+    """
     ready = next((a for a in accesses if a.is_ready), None)
     if ready is not None:
         return Readiness("ready", "Connection is installed and usable by this agent", ready.connection.id)
@@ -224,6 +246,7 @@ def _accesses_by_service(
         ctx.responsible_user_id,
         connection_ids=connection_ids,
         with_tools=False,
+        responsible_membership=ctx.membership,
     ):
         grouped[intents.service_slug_of(access.connection)].append(access)
     return grouped
@@ -240,81 +263,156 @@ def _tokens(query: str) -> list[str]:
     return re.findall(r"[^\W_]+", query.lower())
 
 
-def _score(
-    query: str, tokens: list[str], service: intents.ServiceIdentity, haystack: str, tool_tokens: set[str]
-) -> int:
-    """Exact slug or name match first, then the number of query tokens found in the service or its tools."""
-    if not query:
-        return 1
-    if service.slug == query or service.name.lower() == query:
-        return 1000
-    return sum(1 for token in tokens if token in haystack or token in tool_tokens)
+def _bytewise(column):
+    """Order text by code point, as Python compares strings, on both backends (SQLite's default already does)."""
+    if db.session.get_bind().dialect.name == "postgresql":
+        return column.collate("C")
+    return column
+
+
+@dataclass
+class _Candidate:
+    score: int
+    name_key: str
+    slug: str
+    catalog_version: tuple[str, str] | None = None  # (slug, content_hash) of a catalog app
+    connection: Row | None = None  # the configured custom connection
+
+    @property
+    def order(self) -> tuple:
+        return (-self.score, self.name_key, self.slug)
+
+
+def _audience_connections(ctx: RunContext):
+    """The company's live connections whose indexed tool words this run may read (its identity audience)."""
+    return (
+        ToolConnection.company_id == ctx.run.company_id,
+        ToolConnection.status != "archived",
+        intents.grant_in_audience_clause(ctx.responsible_user_id, ctx.agent.id),
+    )
+
+
+def _rank_catalog(ctx: RunContext, needle: str, tokens: list[str]) -> list[_Candidate]:
+    """The best catalog apps in one SQL statement (the catalog can be large; only the top rows come back).
+
+    Score: 1 for everything on an empty query; 1000 for an exact slug or name; otherwise the number of query
+    tokens found in the app's search text or in the indexed tool words of its connections in this audience.
+    """
+    if not needle:
+        score = literal(1)
+        source = select(CatalogApp.slug, CatalogApp.content_hash, CatalogApp.name_key, score.label("score"))
+    else:
+        searched = tokens[:MAX_SEARCH_TOKENS]
+        tool_hits = None
+        if searched:
+            tool_hits = (
+                select(
+                    ToolConnection.app_slug.label("slug"),
+                    *(
+                        func.max(
+                            case((ToolConnection.tool_search_text.contains(t, autoescape=True), 1), else_=0)
+                        ).label(f"hit{i}")
+                        for i, t in enumerate(searched)
+                    ),
+                )
+                .where(ToolConnection.app_slug != CUSTOM_APP_SLUG, *_audience_connections(ctx))
+                .group_by(ToolConnection.app_slug)
+                .subquery()
+            )
+        matched = []
+        for i, token in enumerate(tokens):
+            in_app = CatalogApp.search_text.contains(token, autoescape=True)
+            if tool_hits is not None and i < len(searched):
+                in_app = or_(in_app, tool_hits.c[f"hit{i}"] == 1)
+            matched.append(case((in_app, 1), else_=0))
+        exact = or_(CatalogApp.slug == needle, CatalogApp.name_key == needle.casefold())
+        score = case((exact, 1000), else_=sum(matched) if matched else literal(0))
+        source = select(CatalogApp.slug, CatalogApp.content_hash, CatalogApp.name_key, score.label("score"))
+        if tool_hits is not None:
+            source = source.outerjoin(tool_hits, tool_hits.c.slug == CatalogApp.slug)
+    ranked = source.where(CatalogApp.searchable.is_(True)).subquery()
+    rows = db.session.execute(
+        select(ranked)
+        .where(ranked.c.score > 0)
+        .order_by(ranked.c.score.desc(), _bytewise(ranked.c.name_key), _bytewise(ranked.c.slug))
+        .limit(SEARCH_LIMIT)
+    )
+    return [
+        _Candidate(int(r.score), r.name_key, r.slug, catalog_version=(r.slug, r.content_hash)) for r in rows
+    ]
+
+
+def _rank_configured(ctx: RunContext, needle: str, tokens: list[str]) -> list[_Candidate]:
+    """Custom MCP connections in this audience, each its own service (scored like catalog apps, in Python)."""
+    connections = db.session.execute(
+        select(
+            ToolConnection.id,
+            ToolConnection.app_slug,
+            ToolConnection.name,
+            ToolConnection.enabled,
+            ToolConnection.auth_kind,
+            ToolConnection.health_status,
+            ToolConnection.tool_search_text,
+        ).where(ToolConnection.app_slug == CUSTOM_APP_SLUG, *_audience_connections(ctx))
+    )
+    searched = set(tokens[:MAX_SEARCH_TOKENS])
+    candidates = []
+    for connection in connections:
+        slug = intents.service_slug_of(connection)
+        if not needle:
+            score = 1
+        elif needle == slug or needle.casefold() == connection.name.casefold():
+            score = 1000
+        else:
+            haystack = f"{slug} {connection.name}".lower()
+            score = sum(
+                1
+                for token in tokens
+                if token in haystack or (token in searched and token in connection.tool_search_text)
+            )
+        if score > 0:
+            candidates.append(_Candidate(score, connection.name.casefold(), slug, connection=connection))
+    return candidates
 
 
 def search_connections(ctx: RunContext, query: str) -> dict:
-    """Ranked services with this agent's state; exact slug/name first, then matched tokens, then name; max 20."""
-    original = query
+    """Ranked services with this agent's state; exact slug/name first, then matched tokens, then name; max 20.
+
+    Ranking runs in SQL over the catalog's search columns, so a call reads the top rows only; readiness is
+    computed for the answered services alone. The statement count does not depend on catalog or company size.
+    """
     needle = (query or "").strip().lower()
     tokens = _tokens(needle)
-    company_id = ctx.run.company_id
-    connections = list(
-        db.session.scalars(
-            select(ToolConnection)
-            .where(ToolConnection.company_id == company_id, ToolConnection.status != "archived")
-            .order_by(ToolConnection.id)
-        )
-    )
-    ids = [c.id for c in connections]
-    grants: dict[uuid.UUID, list[ConnectionGrant]] = defaultdict(list)
-    if ids:
-        for grant in db.session.scalars(
-            select(ConnectionGrant).where(ConnectionGrant.connection_id.in_(ids))
+    candidates = _rank_catalog(ctx, needle, tokens) + _rank_configured(ctx, needle, tokens)
+    top = sorted(candidates, key=lambda c: c.order)[:SEARCH_LIMIT]
+
+    definitions = get_app_versions([c.catalog_version for c in top if c.catalog_version])
+    custom_app = get_app(CUSTOM_APP_SLUG) if any(c.connection for c in top) else None
+    catalog_slugs = [c.slug for c in top if c.catalog_version]
+    matching: dict[str, list] = defaultdict(list)
+    if catalog_slugs:
+        for connection in db.session.execute(
+            select(ToolConnection.id, ToolConnection.app_slug, ToolConnection.health_status).where(
+                ToolConnection.company_id == ctx.run.company_id,
+                ToolConnection.status != "archived",
+                ToolConnection.app_slug.in_(catalog_slugs),
+            )
         ):
-            grants[grant.connection_id].append(grant)
-    # Privacy gate: indexed tool text of a connection is read only inside its identity audience.
-    authorized = [
-        c.id
-        for c in connections
-        if any(intents.grant_in_audience(g, ctx.responsible_user_id, ctx.agent.id) for g in grants[c.id])
-    ]
-    # Which query words each service's indexed tools mention, from the words the indexer keeps on the connection
-    # (no tool rows are read; authorized connections only).
-    tool_tokens: dict[str, set[str]] = defaultdict(set)
-    searched = tokens[:MAX_SEARCH_TOKENS]
-    if searched:
-        allowed = set(authorized)
-        for connection in connections:
-            if connection.id in allowed and connection.tool_search_text:
-                found = {token for token in searched if token in connection.tool_search_text}
-                tool_tokens[intents.service_slug_of(connection)].update(found)
-    matching: dict[str, list[ToolConnection]] = defaultdict(list)
-    for connection in connections:
-        matching[intents.service_slug_of(connection)].append(connection)
-
-    services: list[tuple[intents.ServiceIdentity, str]] = []
-    for app_definition in list_apps():
-        if app_definition.slug == CUSTOM_APP_SLUG or not app_definition.methods:
-            continue
-        capabilities = " ".join(m.whenToUse or "" for m in app_definition.methods)
-        services.append((intents.catalog_service(app_definition), capabilities))
-    for connection in connections:
-        if connection.app_slug == CUSTOM_APP_SLUG and connection.id in authorized:
-            services.append((intents.configured_service(connection), ""))
-
-    scored = []
-    for service, capabilities in services:
-        haystack = " ".join([service.slug, service.name, service.description or "", capabilities]).lower()
-        score = _score(needle, tokens, service, haystack, tool_tokens[service.slug])
-        if score > 0:
-            scored.append((score, service))
-    scored.sort(key=lambda item: (-item[0], item[1].name.casefold(), item[1].slug))
-    top = scored[:SEARCH_LIMIT]
+            matching[connection.app_slug].append(connection)
+    for candidate in top:
+        if candidate.connection is not None:
+            matching[candidate.slug].append(candidate.connection)
     # Readiness only for the services answered, not for every installed connection.
-    accesses = _accesses_by_service(
-        ctx, [c.id for _score_value, service in top for c in matching.get(service.slug, [])]
-    )
+    accesses = _accesses_by_service(ctx, [c.id for found in matching.values() for c in found])
+
     results = []
-    for _score_value, service in top:
+    for candidate in top:
+        if candidate.connection is not None:
+            service = intents.configured_service(candidate.connection, custom_app)
+        elif candidate.slug in definitions:
+            service = intents.catalog_service(definitions[candidate.slug])
+        else:
+            continue  # the row changed since it was ranked and no longer validates
         state = readiness(service, accesses.get(service.slug, []), matching.get(service.slug, []))
         results.append(
             {
@@ -329,7 +427,7 @@ def search_connections(ctx: RunContext, query: str) -> dict:
                 "connectionId": str(state.connection_id) if state.connection_id else None,
             }
         )
-    return {"version": 1, "query": original, "results": results}
+    return {"version": 1, "query": query, "results": results}
 
 
 # --- request -------------------------------------------------------------------------------------------------
