@@ -16,10 +16,11 @@ from app.models.intents import ConnectionIntentDelivery
 from app.models.oauth import OAuthClientRegistration, OAuthState
 from app.models.run_logs import AgentTaskSession, RunLog
 from app.models.runs import HeartbeatRun, WakeupRequest
-from app.models.tenancy import ApiKey, Company, LoginFailure, Membership, User
+from app.models.tenancy import AccessRevision, ApiKey, Company, LoginFailure, Membership, User
 from app.models.work import Comment, Issue, Project, ThreadInteraction
 
 __all__ = [
+    "AccessRevision",
     "AgentTaskSession",
     "RunLog",
     "CatalogApp",

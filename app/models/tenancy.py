@@ -33,6 +33,20 @@ class Company(IdMixin, TimestampMixin, db.Model):
     issue_counter: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
 
 
+class AccessRevision(db.Model):
+    """A counter per company, raised in the same transaction as any change to what its agents can reach or find
+    (connections, grants, installs, tools, policies, delegations, memberships, the catalog); runtime search keeps
+    per-process answers keyed on it (`app.services.access_revision`). Its own table, so the commit-time raise
+    never contends with locks on the company row (the issue counter)."""
+
+    __tablename__ = "access_revisions"
+
+    company_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("companies.id", ondelete="CASCADE"), primary_key=True
+    )
+    revision: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+
+
 class User(IdMixin, TimestampMixin, UserMixin, db.Model):
     __tablename__ = "users"
 

@@ -8,17 +8,20 @@ tool text only after the connection's identity audience check. Readiness comes f
 
 from __future__ import annotations
 
+import heapq
 import re
+import threading
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 
 from flask import current_app
-from sqlalchemy import Row, case, func, literal, or_, select
+from sqlalchemy import Row, case, select
 
 from app.catalog.loader import get_app, get_app_versions
 from app.extensions import db
 from app.models import (
+    AccessRevision,
     Agent,
     CatalogApp,
     HeartbeatRun,
@@ -30,6 +33,7 @@ from app.models import (
 from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
 from app.services import intents
 from app.services.access import ConnectionAccess, effective_access
+from app.services.access_revision import revision_column
 from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
 from app.services.run_tokens import MintedToken
 
@@ -115,6 +119,7 @@ class RunContext:
     issue: Issue
     responsible_user_id: uuid.UUID
     membership: Membership
+    access_revision: int = 0  # the company's, read with the run (see `app.services.access_revision`)
 
 
 def _uuid(value) -> uuid.UUID | None:
@@ -155,7 +160,7 @@ def load_run_context(claims: dict) -> RunContext:
     row = None
     if run_id is not None:
         row = db.session.execute(
-            select(HeartbeatRun, Issue, Agent, Membership)
+            select(HeartbeatRun, Issue, Agent, Membership, revision_column())
             .outerjoin(Issue, Issue.id == HeartbeatRun.issue_id)
             .outerjoin(Agent, Agent.id == HeartbeatRun.agent_id)
             .outerjoin(
@@ -163,9 +168,10 @@ def load_run_context(claims: dict) -> RunContext:
                 (Membership.company_id == HeartbeatRun.company_id)
                 & (Membership.user_id == HeartbeatRun.responsible_user_id),
             )
+            .outerjoin(AccessRevision, AccessRevision.company_id == HeartbeatRun.company_id)
             .where(HeartbeatRun.id == run_id)
         ).first()
-    run, issue, agent, membership = row if row is not None else (None, None, None, None)
+    run, issue, agent, membership, revision = row if row is not None else (None, None, None, None, 0)
     _check_live_run(run, claims)
     if run.responsible_user_id is None:
         raise Forbidden("This task needs a responsible user to connect a service")
@@ -190,7 +196,12 @@ def load_run_context(claims: dict) -> RunContext:
     if issue.is_closed:
         raise Conflict("Connection requests cannot be created on a closed task")
     return RunContext(
-        run=run, agent=agent, issue=issue, responsible_user_id=run.responsible_user_id, membership=membership
+        run=run,
+        agent=agent,
+        issue=issue,
+        responsible_user_id=run.responsible_user_id,
+        membership=membership,
+        access_revision=revision,
     )
 
 
@@ -254,96 +265,85 @@ def _accesses_by_service(
 
 # --- search --------------------------------------------------------------------------------------------------
 
-
 # Query tokens matched against indexed tools (a 200-character query has few words; the rest rank by name).
 MAX_SEARCH_TOKENS = 16
+# Audiences (company, agent, responsible person) whose search index a process keeps.
+SEARCH_INDEX_CACHE_SIZE = 256
 
 
 def _tokens(query: str) -> list[str]:
     return re.findall(r"[^\W_]+", query.lower())
 
 
-def _bytewise(column):
-    """Order text by code point, as Python compares strings, on both backends (SQLite's default already does)."""
-    if db.session.get_bind().dialect.name == "postgresql":
-        return column.collate("C")
-    return column
-
-
-@dataclass
-class _Candidate:
-    score: int
-    name_key: str
+@dataclass(frozen=True)
+class _IndexedService:
     slug: str
+    name_key: str  # casefolded name: the order among equal scores
+    words: str  # the service's own lowercase words (slug, name, description, method guidance)
+    tool_words: str  # words of the indexed tools of its connections in this audience
     catalog_version: tuple[str, str] | None = None  # (slug, content_hash) of a catalog app
-    connection: Row | None = None  # the configured custom connection
+    connection: Row | None = None  # a configured custom connection (its own service)
 
-    @property
-    def order(self) -> tuple:
-        return (-self.score, self.name_key, self.slug)
+    def score(self, needle: str, tokens: list[str]) -> int:
+        """Exact slug or name: 1000; else the query tokens found in its words or (the first few) its tools'."""
+        if not needle:
+            return 1
+        if needle == self.slug or needle.casefold() == self.name_key:
+            return 1000
+        return sum(
+            1
+            for i, token in enumerate(tokens)
+            if token in self.words or (i < MAX_SEARCH_TOKENS and token in self.tool_words)
+        )
 
 
-def _audience_connections(ctx: RunContext):
-    """The company's live connections whose indexed tool words this run may read (its identity audience)."""
-    return (
-        ToolConnection.company_id == ctx.run.company_id,
-        ToolConnection.status != "archived",
-        intents.grant_in_audience_clause(ctx.responsible_user_id, ctx.agent.id),
-    )
+@dataclass(frozen=True)
+class _SearchIndex:
+    """What one audience can find, and the state of every service that has connections; query-independent."""
+
+    services: list[_IndexedService]
+    states: dict[str, Readiness]  # services without a connection are simply "available"
 
 
-def _rank_catalog(ctx: RunContext, needle: str, tokens: list[str]) -> list[_Candidate]:
-    """The best catalog apps in one SQL statement (the catalog can be large; only the top rows come back).
+_search_indexes: OrderedDict[tuple, tuple[int, _SearchIndex]] = OrderedDict()
+_search_indexes_lock = threading.Lock()
 
-    Score: 1 for everything on an empty query; 1000 for an exact slug or name; otherwise the number of query
-    tokens found in the app's search text or in the indexed tool words of its connections in this audience.
+
+def clear_search_indexes() -> None:
+    with _search_indexes_lock:
+        _search_indexes.clear()
+
+
+def _search_index(ctx: RunContext) -> _SearchIndex:
+    """The audience's index from this process's cache while the company's access revision is unchanged.
+
+    The revision comes with the run context (no extra statement) and rises in the same transaction as any change
+    that could alter an answer (`app.services.access_revision`), so a cached index is never older than the
+    revision it is filed under. Building one costs a few statements whatever the catalog or company size.
     """
-    if not needle:
-        score = literal(1)
-        source = select(CatalogApp.slug, CatalogApp.content_hash, CatalogApp.name_key, score.label("score"))
-    else:
-        searched = tokens[:MAX_SEARCH_TOKENS]
-        tool_hits = None
-        if searched:
-            tool_hits = (
-                select(
-                    ToolConnection.app_slug.label("slug"),
-                    *(
-                        func.max(
-                            case((ToolConnection.tool_search_text.contains(t, autoescape=True), 1), else_=0)
-                        ).label(f"hit{i}")
-                        for i, t in enumerate(searched)
-                    ),
-                )
-                .where(ToolConnection.app_slug != CUSTOM_APP_SLUG, *_audience_connections(ctx))
-                .group_by(ToolConnection.app_slug)
-                .subquery()
-            )
-        matched = []
-        for i, token in enumerate(tokens):
-            in_app = CatalogApp.search_text.contains(token, autoescape=True)
-            if tool_hits is not None and i < len(searched):
-                in_app = or_(in_app, tool_hits.c[f"hit{i}"] == 1)
-            matched.append(case((in_app, 1), else_=0))
-        exact = or_(CatalogApp.slug == needle, CatalogApp.name_key == needle.casefold())
-        score = case((exact, 1000), else_=sum(matched) if matched else literal(0))
-        source = select(CatalogApp.slug, CatalogApp.content_hash, CatalogApp.name_key, score.label("score"))
-        if tool_hits is not None:
-            source = source.outerjoin(tool_hits, tool_hits.c.slug == CatalogApp.slug)
-    ranked = source.where(CatalogApp.searchable.is_(True)).subquery()
-    rows = db.session.execute(
-        select(ranked)
-        .where(ranked.c.score > 0)
-        .order_by(ranked.c.score.desc(), _bytewise(ranked.c.name_key), _bytewise(ranked.c.slug))
-        .limit(SEARCH_LIMIT)
-    )
-    return [
-        _Candidate(int(r.score), r.name_key, r.slug, catalog_version=(r.slug, r.content_hash)) for r in rows
-    ]
+    key = (ctx.run.company_id, ctx.agent.id, ctx.responsible_user_id)
+    with _search_indexes_lock:
+        cached = _search_indexes.get(key)
+        if cached is not None and cached[0] == ctx.access_revision:
+            _search_indexes.move_to_end(key)
+            return cached[1]
+    index = _build_search_index(ctx)
+    with _search_indexes_lock:
+        _search_indexes[key] = (ctx.access_revision, index)
+        _search_indexes.move_to_end(key)
+        while len(_search_indexes) > SEARCH_INDEX_CACHE_SIZE:
+            _search_indexes.popitem(last=False)
+    return index
 
 
-def _rank_configured(ctx: RunContext, needle: str, tokens: list[str]) -> list[_Candidate]:
-    """Custom MCP connections in this audience, each its own service (scored like catalog apps, in Python)."""
+def _build_search_index(ctx: RunContext) -> _SearchIndex:
+    catalog = db.session.execute(
+        select(CatalogApp.slug, CatalogApp.content_hash, CatalogApp.name_key, CatalogApp.search_text).where(
+            CatalogApp.searchable.is_(True)
+        )
+    ).all()
+    # Privacy gate: a connection's indexed tool words leave the database only inside its identity audience.
+    in_audience = intents.grant_in_audience_clause(ctx.responsible_user_id, ctx.agent.id)
     connections = db.session.execute(
         select(
             ToolConnection.id,
@@ -352,68 +352,97 @@ def _rank_configured(ctx: RunContext, needle: str, tokens: list[str]) -> list[_C
             ToolConnection.enabled,
             ToolConnection.auth_kind,
             ToolConnection.health_status,
-            ToolConnection.tool_search_text,
-        ).where(ToolConnection.app_slug == CUSTOM_APP_SLUG, *_audience_connections(ctx))
-    )
-    searched = set(tokens[:MAX_SEARCH_TOKENS])
-    candidates = []
+            in_audience.label("in_audience"),
+            case((in_audience, ToolConnection.tool_search_text), else_="").label("tool_search_text"),
+        ).where(ToolConnection.company_id == ctx.run.company_id, ToolConnection.status != "archived")
+    ).all()
+
+    matching: dict[str, list[Row]] = defaultdict(list)
+    tool_words: dict[str, list[str]] = defaultdict(list)
+    customs = []
     for connection in connections:
         slug = intents.service_slug_of(connection)
-        if not needle:
-            score = 1
-        elif needle == slug or needle.casefold() == connection.name.casefold():
-            score = 1000
-        else:
-            haystack = f"{slug} {connection.name}".lower()
-            score = sum(
-                1
-                for token in tokens
-                if token in haystack or (token in searched and token in connection.tool_search_text)
-            )
-        if score > 0:
-            candidates.append(_Candidate(score, connection.name.casefold(), slug, connection=connection))
-    return candidates
+        if connection.app_slug == CUSTOM_APP_SLUG:
+            if not connection.in_audience:
+                continue  # someone else's custom server is not a service this run can see
+            customs.append(connection)
+        matching[slug].append(connection)
+        if connection.tool_search_text:
+            tool_words[slug].append(connection.tool_search_text)
+
+    services = [
+        _IndexedService(
+            slug=row.slug,
+            name_key=row.name_key,
+            words=row.search_text,
+            tool_words=" ".join(tool_words.get(row.slug, ())),
+            catalog_version=(row.slug, row.content_hash),
+        )
+        for row in catalog
+    ]
+    services += [
+        _IndexedService(
+            slug=intents.service_slug_of(c),
+            name_key=c.name.casefold(),
+            words=f"{intents.service_slug_of(c)} {c.name}".lower(),
+            tool_words=c.tool_search_text,
+            connection=c,
+        )
+        for c in customs
+    ]
+
+    accesses: dict[str, list[ConnectionAccess]] = defaultdict(list)
+    for access in effective_access(
+        ctx.run.company_id,
+        ctx.agent.id,
+        ctx.responsible_user_id,
+        with_tools=False,
+        responsible_membership=ctx.membership,
+    ):
+        accesses[intents.service_slug_of(access.connection)].append(access)
+    connected = {s.slug: s for s in services if s.slug in matching}
+    states = {
+        slug: readiness(service, accesses.get(slug, []), matching[slug])
+        for slug, service in _identities(list(connected.values())).items()
+    }
+    return _SearchIndex(services=services, states=states)
+
+
+def _identities(entries: list[_IndexedService]) -> dict[str, intents.ServiceIdentity]:
+    """Service identities for index entries: catalog definitions (parsed once per process) or custom connections."""
+    definitions = get_app_versions([e.catalog_version for e in entries if e.catalog_version])
+    custom_app = get_app(CUSTOM_APP_SLUG) if any(e.connection for e in entries) else None
+    found = {}
+    for entry in entries:
+        if entry.connection is not None:
+            found[entry.slug] = intents.configured_service(entry.connection, custom_app)
+        elif entry.slug in definitions:  # else the row changed since it was indexed and no longer validates
+            found[entry.slug] = intents.catalog_service(definitions[entry.slug])
+    return found
 
 
 def search_connections(ctx: RunContext, query: str) -> dict:
     """Ranked services with this agent's state; exact slug/name first, then matched tokens, then name; max 20.
 
-    Ranking runs in SQL over the catalog's search columns, so a call reads the top rows only; readiness is
-    computed for the answered services alone. The statement count does not depend on catalog or company size.
+    Ranking runs over the audience's cached index (`_search_index`), so a repeated search costs the run
+    validation and a scan of the index in memory; states come from the same index.
     """
     needle = (query or "").strip().lower()
     tokens = _tokens(needle)
-    candidates = _rank_catalog(ctx, needle, tokens) + _rank_configured(ctx, needle, tokens)
-    top = sorted(candidates, key=lambda c: c.order)[:SEARCH_LIMIT]
-
-    definitions = get_app_versions([c.catalog_version for c in top if c.catalog_version])
-    custom_app = get_app(CUSTOM_APP_SLUG) if any(c.connection for c in top) else None
-    catalog_slugs = [c.slug for c in top if c.catalog_version]
-    matching: dict[str, list] = defaultdict(list)
-    if catalog_slugs:
-        for connection in db.session.execute(
-            select(ToolConnection.id, ToolConnection.app_slug, ToolConnection.health_status).where(
-                ToolConnection.company_id == ctx.run.company_id,
-                ToolConnection.status != "archived",
-                ToolConnection.app_slug.in_(catalog_slugs),
-            )
-        ):
-            matching[connection.app_slug].append(connection)
-    for candidate in top:
-        if candidate.connection is not None:
-            matching[candidate.slug].append(candidate.connection)
-    # Readiness only for the services answered, not for every installed connection.
-    accesses = _accesses_by_service(ctx, [c.id for found in matching.values() for c in found])
-
+    index = _search_index(ctx)
+    scored = ((entry.score(needle, tokens), entry) for entry in index.services)
+    top = heapq.nsmallest(
+        SEARCH_LIMIT,
+        ((score, entry) for score, entry in scored if score > 0),
+        key=lambda item: (-item[0], item[1].name_key, item[1].slug),
+    )
+    identities = _identities([entry for _score, entry in top])
     results = []
-    for candidate in top:
-        if candidate.connection is not None:
-            service = intents.configured_service(candidate.connection, custom_app)
-        elif candidate.slug in definitions:
-            service = intents.catalog_service(definitions[candidate.slug])
-        else:
-            continue  # the row changed since it was ranked and no longer validates
-        state = readiness(service, accesses.get(service.slug, []), matching.get(service.slug, []))
+    for _score, entry in top:
+        service = identities.get(entry.slug)
+        if service is None:
+            continue
+        state = index.states.get(entry.slug) or readiness(service, [], [])
         results.append(
             {
                 "service": service.slug,

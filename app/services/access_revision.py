@@ -1,0 +1,119 @@
+"""The company access revision: raised in the same transaction as any change to what its agents can find or reach.
+
+Runtime search answers from a per-process snapshot of a run's audience (`runtime_tools`), valid while the company's
+revision is unchanged, so every write that could change a search answer must raise it. Rather than trusting each
+writer to remember, session events watch the models the snapshot reads: any flushed insert, update or delete of a
+connection, grant, install, tool, policy, delegation or membership marks its company, and a change to the cached
+catalog marks every company. ORM bulk statements on those models mark the companies named in their parameters, or
+every company when the statement does not say. Code that writes them without the ORM calls `touch`.
+
+The revision rows are raised once, just before the outermost commit, as the transaction's last statements: the row
+lock is held only while committing, so it cannot take part in a lock-order cycle with task or card locks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+from sqlalchemy import event, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from app.extensions import db
+from app.models import (
+    AccessRevision,
+    CatalogApp,
+    Company,
+    ConnectionGrant,
+    ConnectionInstall,
+    ConnectionTool,
+    GrantDelegation,
+    Membership,
+    ToolConnection,
+    ToolPolicy,
+)
+
+# Models whose rows decide a search answer; each carries `company_id`.
+TRACKED = (
+    ToolConnection,
+    ConnectionGrant,
+    ConnectionInstall,
+    ConnectionTool,
+    ToolPolicy,
+    GrantDelegation,
+    Membership,
+)
+_CHANGED = "access_revision.changed"
+EVERY_COMPANY = "*"
+
+
+def touch(company_id: uuid.UUID | None = None, session: Session | None = None) -> None:
+    """Raise the company's revision (every company's when None) when the current transaction commits."""
+    _mark(session or db.session(), company_id or EVERY_COMPANY)
+
+
+def _mark(session: Session, company_id) -> None:
+    session.info.setdefault(_CHANGED, set()).add(company_id)
+
+
+@event.listens_for(Session, "after_flush")
+def _collect_flushed(session: Session, flush_context) -> None:
+    for instance in itertools.chain(session.new, session.dirty, session.deleted):
+        if isinstance(instance, CatalogApp):
+            _mark(session, EVERY_COMPANY)
+        elif isinstance(instance, TRACKED):
+            # Read without loading: a deleted row's attributes may be expired, and nothing may be queried here.
+            _mark(session, instance.__dict__.get("company_id") or EVERY_COMPANY)
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _collect_bulk(state) -> None:
+    if not (state.is_insert or state.is_update or state.is_delete):
+        return
+    mapper = state.bind_mapper
+    if mapper is None or not issubclass(mapper.class_, (*TRACKED, CatalogApp)):
+        return
+    rows = state.parameters if isinstance(state.parameters, list) else [state.parameters or {}]
+    companies = {row.get("company_id") for row in rows}
+    if mapper.class_ is CatalogApp or None in companies or not state.is_insert:
+        # An UPDATE or DELETE names its rows by criteria we do not evaluate here: assume every company.
+        companies = {EVERY_COMPANY}
+    for company_id in companies:
+        _mark(state.session, company_id)
+
+
+@event.listens_for(Session, "before_commit")
+def _raise_revisions(session: Session) -> None:
+    session.flush()  # what is still pending marks its companies first
+    changed = session.info.pop(_CHANGED, None)
+    if not changed:
+        return
+    table = AccessRevision.__table__
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    if EVERY_COMPANY in changed:
+        missing = select(Company.id, 0).where(~Company.id.in_(select(table.c.company_id)))
+        session.execute(
+            insert(table).from_select(["company_id", "revision"], missing).on_conflict_do_nothing()
+        )
+        session.execute(update(table).values(revision=table.c.revision + 1))
+        return
+    ids = sorted(changed)
+    session.execute(
+        insert(table).values([{"company_id": c, "revision": 0} for c in ids]).on_conflict_do_nothing()
+    )
+    session.execute(update(table).where(table.c.company_id.in_(ids)).values(revision=table.c.revision + 1))
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _forget_on_rollback(session: Session, transaction) -> None:
+    """A rolled-back outermost transaction changed nothing (a committed one has already popped its marks)."""
+    if transaction.parent is None:
+        session.info.pop(_CHANGED, None)
+
+
+def revision_column():
+    """The company's revision as a column for a query joined to `AccessRevision` (0 before its first change)."""
+    return db.func.coalesce(AccessRevision.revision, 0)
