@@ -1,9 +1,9 @@
 """Runtime-tools benchmark: gunicorn on PostgreSQL with a large synthetic company, ratios to a no-op baseline.
 
-    .venv/bin/python bench/runtime.py [--scale 0.2] [--seconds 5] [--clients 8] [--workers 2]
+    .venv/bin/python bench/runtime.py [--scale 0.2] [--seconds 5] [--rounds 5] [--clients 8] [--workers 2]
 
 One run: create a throwaway database (dropped at the end), migrate, seed (bench/seed.py), serve `wsgi:app` with
-gunicorn, drive concurrent clients against each endpoint in turn, then count SQL statements per request in-process
+gunicorn, drive concurrent clients against each endpoint in interleaved rounds, then count SQL statements per request in-process
 (the same code through the Flask test client against the same database) before and after growing the catalog 10x.
 
 The baseline is `POST /mcp/runtime-tools` with `{"method": "ping"}`: it verifies the run token and loads the run (the
@@ -233,6 +233,7 @@ def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dic
         "connections_search (REST)": lambda: client.post(
             "/runtime-tools/connections/search", json={"query": "notion pages"}, headers=bearer
         ),
+        "connections_search, index rebuilt": lambda: _cold_search(client, bearer),
         "connection_request ready (REST)": lambda: client.post(
             "/runtime-tools/connections/request", json={"service": seeded.ready_slug}, headers=bearer
         ),
@@ -259,6 +260,14 @@ def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dic
         results[label] = (measured["count"], elapsed, measured["statements"])
     event.remove(engine, "before_cursor_execute", counter._on_execute)
     return results
+
+
+def _cold_search(client, bearer):
+    """A search right after an access change: the audience's index is rebuilt (what a cache miss costs)."""
+    from app.services.runtime_tools import clear_search_indexes
+
+    clear_search_indexes()
+    return client.post("/runtime-tools/connections/search", json={"query": "notion pages"}, headers=bearer)
 
 
 def _resolve(app, db, model, seeded, resolver):
@@ -364,6 +373,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--growth", type=int, default=10, help="catalog growth factor for statement counts")
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per endpoint")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per endpoint")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="turns each endpoint takes (seconds split evenly)"
+    )
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
@@ -418,11 +430,21 @@ def run(args, env: dict, url: str, scratch: Path) -> None:
 
     counts_1x = statement_counts(app, seeded, token, gateway)
 
-    load: list[LoadResult] = []
+    # Endpoints take turns in short rounds, so a burst of noise on a shared machine lands on all of them
+    # (baseline included) instead of skewing whichever endpoint happened to be running.
+    load: dict[str, LoadResult] = {}
     with gunicorn(env, args.workers, args.threads, scratch / "gunicorn.log") as base:
-        for endpoint in endpoints(seeded, gateway):
-            result = drive(base, endpoint, token, args.clients, args.seconds, args.warmup)
-            load.append(result)
+        for _round in range(args.rounds):
+            for endpoint in endpoints(seeded, gateway):
+                part = drive(
+                    base, endpoint, token, args.clients, args.seconds / args.rounds, args.warmup / args.rounds
+                )
+                total = load.setdefault(endpoint.label, LoadResult(endpoint.label, 0, 0, 0.0, []))
+                total.requests += part.requests
+                total.errors += part.errors
+                total.seconds += part.seconds
+                total.latencies.extend(part.latencies)
+        for result in load.values():
             print(
                 f"  measured {result.label}: {result.requests} requests, {result.errors} errors", flush=True
             )
@@ -438,7 +460,16 @@ def run(args, env: dict, url: str, scratch: Path) -> None:
     sources_nx = eligible_sources(app, seeded)
     counts_nx = statement_counts(app, seeded, token, gateway)
 
-    report(args, load, counts_1x, counts_nx, sizes_1x, sizes_nx, (sources, sources_nx), (delivered, rate))
+    report(
+        args,
+        list(load.values()),
+        counts_1x,
+        counts_nx,
+        sizes_1x,
+        sizes_nx,
+        (sources, sources_nx),
+        (delivered, rate),
+    )
 
 
 def report(args, load, counts_1x, counts_nx, sizes_1x, sizes_nx, sources, deliveries) -> None:
