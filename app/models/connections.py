@@ -44,7 +44,7 @@ class CatalogApp(db.Model):
     definition: Mapped[dict] = mapped_column(JSONType, nullable=False)
     agent_instructions: Mapped[dict | None] = mapped_column(NullableJSONType)
     content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
-    # What `connections_search` ranks on, kept by ingest (`loader.search_fields`) so ranking runs in SQL:
+    # What `connections_search` ranks on, kept by ingest (`loader.search_fields`) so search reads light columns:
     # searchable = connectable from the catalog (has methods, not the custom-server app); search_text = the
     # lowercase slug, name, description and method guidance; name_key = the casefolded name (result order).
     searchable: Mapped[bool] = mapped_column(

@@ -1,4 +1,4 @@
-"""catalog rows keep what connections_search ranks on, so search ranks in SQL
+"""catalog rows keep what connections_search ranks on, so search reads them without decoding definitions
 
 Revision ID: 0008_catalog_search
 Revises: 0007_tool_search_text
