@@ -557,3 +557,59 @@ def test_worker_killed_between_enqueue_and_ack_wakes_once(app, db, make, team, t
     assert undelivered(db) == 0
     assert sweep_with_two_workers(app) == []
     assert len(wakes_for(db, interaction_id)) == 1
+
+
+# --- access revisions under concurrent writers ----------------------------------------------------------------
+
+
+def test_concurrent_access_writes_each_raise_the_revision_once(app, db, make, team):
+    """Eight writers holding a task lock and the company row (issue numbering) all commit, and each raises the
+    revision exactly once: the raise is their last statement, on its own row, so none is lost or refused."""
+    from app.models import AccessRevision
+    from app.services.tenancy import allocate_issue_identifier
+
+    company, owner, agent = team
+    connection = add_connection(db, company, slug="notion", name="Notion", config={}, install=agent)
+    agents = [make.agent(company, f"Helper {n}", adapter_type="manual") for n in range(8)]
+    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
+    db.session.commit()
+
+    def revision() -> int:
+        db.session.expire_all()
+        value = db.session.scalar(
+            select(AccessRevision.revision).where(AccessRevision.company_id == company.id)
+        )
+        return value or 0
+
+    def writer(helper_id):
+        def act():
+            from app.extensions import db as _db
+            from app.models import Issue
+
+            # The house lock order (task first), then the company row for numbering, both held until commit.
+            _db.session.execute(select(Issue.id).where(Issue.id == issue.id).with_for_update())
+            allocate_issue_identifier(company.id)
+            _db.session.add(
+                ConnectionInstall(
+                    company_id=company.id,
+                    connection_id=connection.id,
+                    target_type="agent",
+                    target_id=helper_id,
+                )
+            )
+            _db.session.flush()
+            return "written"
+
+        return act
+
+    before = revision()
+    for _ in range(3):
+        outcomes = race(app, *(writer(a.id) for a in agents))
+        assert outcomes == [("ok", "written")] * len(agents)
+        db.session.execute(
+            ConnectionInstall.__table__.delete().where(
+                ConnectionInstall.target_id.in_([a.id for a in agents])
+            )
+        )
+        db.session.commit()  # a bulk delete: one more raise
+    assert revision() == before + 3 * (len(agents) + 1)

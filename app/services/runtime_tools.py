@@ -9,6 +9,7 @@ tool text only after the connection's identity audience check. Readiness comes f
 from __future__ import annotations
 
 import heapq
+import itertools
 import re
 import threading
 import uuid
@@ -280,11 +281,10 @@ class _IndexedService:
     slug: str
     name_key: str  # casefolded name: the order among equal scores
     words: str  # the service's own lowercase words (slug, name, description, method guidance)
-    tool_words: str  # words of the indexed tools of its connections in this audience
     catalog_version: tuple[str, str] | None = None  # (slug, content_hash) of a catalog app
     connection: Row | None = None  # a configured custom connection (its own service)
 
-    def score(self, needle: str, tokens: list[str]) -> int:
+    def score(self, needle: str, tokens: list[str], tool_words: str) -> int:
         """Exact slug or name: 1000; else the query tokens found in its words or (the first few) its tools'."""
         if not needle:
             return 1
@@ -293,7 +293,7 @@ class _IndexedService:
         return sum(
             1
             for i, token in enumerate(tokens)
-            if token in self.words or (i < MAX_SEARCH_TOKENS and token in self.tool_words)
+            if token in self.words or (i < MAX_SEARCH_TOKENS and token in tool_words)
         )
 
 
@@ -301,17 +301,34 @@ class _IndexedService:
 class _SearchIndex:
     """What one audience can find, and the state of every service that has connections; query-independent."""
 
-    services: list[_IndexedService]
+    catalog: tuple[_IndexedService, ...]  # shared by every audience while the catalog is the same
+    configured: tuple[_IndexedService, ...]  # custom connections in this audience
+    tool_words: dict[str, str]  # by service: words of the indexed tools of its connections in this audience
     states: dict[str, Readiness]  # services without a connection are simply "available"
+
+    def ranked(self, needle: str, tokens: list[str]) -> list[_IndexedService]:
+        scored = (
+            (entry.score(needle, tokens, self.tool_words.get(entry.slug, "")), entry)
+            for entry in itertools.chain(self.catalog, self.configured)
+        )
+        top = heapq.nsmallest(
+            SEARCH_LIMIT,
+            ((score, entry) for score, entry in scored if score > 0),
+            key=lambda item: (-item[0], item[1].name_key, item[1].slug),
+        )
+        return [entry for _score, entry in top]
 
 
 _search_indexes: OrderedDict[tuple, tuple[int, _SearchIndex]] = OrderedDict()
+# Catalog entries by catalog content ((slug, content_hash) of every searchable app): the current and the last.
+_catalog_entries: OrderedDict[frozenset, tuple[_IndexedService, ...]] = OrderedDict()
 _search_indexes_lock = threading.Lock()
 
 
 def clear_search_indexes() -> None:
     with _search_indexes_lock:
         _search_indexes.clear()
+        _catalog_entries.clear()
 
 
 def _search_index(ctx: RunContext) -> _SearchIndex:
@@ -336,12 +353,37 @@ def _search_index(ctx: RunContext) -> _SearchIndex:
     return index
 
 
-def _build_search_index(ctx: RunContext) -> _SearchIndex:
-    catalog = db.session.execute(
+def _catalog_services() -> tuple[_IndexedService, ...]:
+    """The searchable catalog as index entries, one copy per catalog content whatever the number of audiences."""
+    rows = db.session.execute(
         select(CatalogApp.slug, CatalogApp.content_hash, CatalogApp.name_key, CatalogApp.search_text).where(
             CatalogApp.searchable.is_(True)
         )
     ).all()
+    content = frozenset((row.slug, row.content_hash) for row in rows)
+    with _search_indexes_lock:
+        cached = _catalog_entries.get(content)
+        if cached is not None:
+            _catalog_entries.move_to_end(content)
+            return cached
+    entries = tuple(
+        _IndexedService(
+            slug=row.slug,
+            name_key=row.name_key,
+            words=row.search_text,
+            catalog_version=(row.slug, row.content_hash),
+        )
+        for row in rows
+    )
+    with _search_indexes_lock:
+        _catalog_entries[content] = entries
+        while len(_catalog_entries) > 2:
+            _catalog_entries.popitem(last=False)
+    return entries
+
+
+def _build_search_index(ctx: RunContext) -> _SearchIndex:
+    catalog = _catalog_services()
     # Privacy gate: a connection's indexed tool words leave the database only inside its identity audience.
     in_audience = intents.grant_in_audience_clause(ctx.responsible_user_id, ctx.agent.id)
     connections = db.session.execute(
@@ -359,37 +401,23 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
 
     matching: dict[str, list[Row]] = defaultdict(list)
     tool_words: dict[str, list[str]] = defaultdict(list)
-    customs = []
+    configured = []
     for connection in connections:
         slug = intents.service_slug_of(connection)
         if connection.app_slug == CUSTOM_APP_SLUG:
             if not connection.in_audience:
                 continue  # someone else's custom server is not a service this run can see
-            customs.append(connection)
+            configured.append(
+                _IndexedService(
+                    slug=slug,
+                    name_key=connection.name.casefold(),
+                    words=f"{slug} {connection.name}".lower(),
+                    connection=connection,
+                )
+            )
         matching[slug].append(connection)
         if connection.tool_search_text:
             tool_words[slug].append(connection.tool_search_text)
-
-    services = [
-        _IndexedService(
-            slug=row.slug,
-            name_key=row.name_key,
-            words=row.search_text,
-            tool_words=" ".join(tool_words.get(row.slug, ())),
-            catalog_version=(row.slug, row.content_hash),
-        )
-        for row in catalog
-    ]
-    services += [
-        _IndexedService(
-            slug=intents.service_slug_of(c),
-            name_key=c.name.casefold(),
-            words=f"{intents.service_slug_of(c)} {c.name}".lower(),
-            tool_words=c.tool_search_text,
-            connection=c,
-        )
-        for c in customs
-    ]
 
     accesses: dict[str, list[ConnectionAccess]] = defaultdict(list)
     for access in effective_access(
@@ -400,12 +428,17 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
         responsible_membership=ctx.membership,
     ):
         accesses[intents.service_slug_of(access.connection)].append(access)
-    connected = {s.slug: s for s in services if s.slug in matching}
+    connected = [entry for entry in itertools.chain(catalog, configured) if entry.slug in matching]
     states = {
         slug: readiness(service, accesses.get(slug, []), matching[slug])
-        for slug, service in _identities(list(connected.values())).items()
+        for slug, service in _identities(connected).items()
     }
-    return _SearchIndex(services=services, states=states)
+    return _SearchIndex(
+        catalog=catalog,
+        configured=tuple(configured),
+        tool_words={slug: " ".join(words) for slug, words in tool_words.items()},
+        states=states,
+    )
 
 
 def _identities(entries: list[_IndexedService]) -> dict[str, intents.ServiceIdentity]:
@@ -430,15 +463,10 @@ def search_connections(ctx: RunContext, query: str) -> dict:
     needle = (query or "").strip().lower()
     tokens = _tokens(needle)
     index = _search_index(ctx)
-    scored = ((entry.score(needle, tokens), entry) for entry in index.services)
-    top = heapq.nsmallest(
-        SEARCH_LIMIT,
-        ((score, entry) for score, entry in scored if score > 0),
-        key=lambda item: (-item[0], item[1].name_key, item[1].slug),
-    )
-    identities = _identities([entry for _score, entry in top])
+    top = index.ranked(needle, tokens)
+    identities = _identities(top)
     results = []
-    for _score, entry in top:
+    for entry in top:
         service = identities.get(entry.slug)
         if service is None:
             continue
