@@ -609,3 +609,26 @@ def test_answering_an_approval_wakes_the_agent_to_retry_or_move_on(db, world, li
     ]
     # It queues behind the run that is still active on the task instead of starting a second one.
     assert wakes[0].status == "queued" and wakes[0].run_id is None
+
+
+def test_projected_schemas_hide_managed_arguments_and_leave_the_stored_schema_alone():
+    from app.services.gateway import project_schema
+
+    stored = {
+        "type": "object",
+        "properties": {"workspace_id": {"type": "string"}, "query": {"type": "string"}},
+        "required": ["workspace_id", "query"],
+    }
+    snapshot = json.loads(json.dumps(stored))
+    projected = project_schema(stored, {"workspace_id": "team"})
+    assert projected == {
+        "type": "object",
+        "properties": {"query": {"type": "string"}},
+        "required": ["query"],
+    }
+    assert stored == snapshot
+    only_managed = project_schema(
+        {"properties": {"workspace_id": {}}, "required": ["workspace_id"]}, {"workspace_id": "t"}
+    )
+    assert only_managed == {"type": "object", "properties": {}}
+    assert project_schema(None, {}) == {"type": "object", "properties": {}}

@@ -34,7 +34,6 @@ and credentials are never written.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
@@ -131,14 +130,17 @@ def managed_arguments(
 
 
 def project_schema(input_schema: dict | None, managed: dict[str, Any]) -> dict:
-    """The agent-visible schema: managed arguments removed from `properties` and `required`."""
-    schema = copy.deepcopy(input_schema or {}) or {"type": "object", "properties": {}}
+    """The agent-visible schema: managed arguments removed from `properties` and `required`.
+
+    Copies only the levels it changes (a listing projects thousands of schemas); nested values are shared with
+    the stored schema and never modified.
+    """
+    schema = dict(input_schema or {}) or {"type": "object", "properties": {}}
     schema.setdefault("type", "object")
     if managed:
         properties = schema.get("properties")
         if isinstance(properties, dict):
-            for key in managed:
-                properties.pop(key, None)
+            schema["properties"] = {k: v for k, v in properties.items() if k not in managed}
         required = schema.get("required")
         if isinstance(required, list):
             schema["required"] = [r for r in required if r not in managed]
