@@ -180,6 +180,20 @@ def test_names_never_collide_across_connections(db, world):
     for created in (first, second):
         prefix = f"team-notes-{uuid.UUID(created['id']).hex[:8]}__"
         assert f"{prefix}search_notes" in names
+        # A call resolves the suffixed name to its own connection (reading only that connection's tools).
+        called = rpc(
+            world.client,
+            world.token,
+            "tools/call",
+            {"name": f"{prefix}search_notes", "arguments": {"query": "x"}},
+        )
+        assert called.json["result"].get("isError") is not True, called.json
+        assert gateway_activity(db)[-1].details["connectionId"] == created["id"]
+    unknown = rpc(
+        world.client, world.token, "tools/call", {"name": "team-notes__search_notes", "arguments": {}}
+    )
+    assert unknown.status_code == 404
+    assert unknown.json["error"] == {"code": -32601, "message": "Unknown tool: team-notes__search_notes"}
     assert gateway.connection_slug("  Ünïcode / Notes!! ") == "n-code-notes"
     assert gateway.connection_slug("x" * 100) == "x" * gateway.SLUG_MAX_LENGTH
     assert len(gateway.visible_name("s", "t" * 300)) == gateway.NAME_MAX_LENGTH
@@ -202,6 +216,28 @@ def test_tools_list_statement_count_is_constant_as_connections_grow(app, db, wor
     many, tools_many = listing_statements()
     assert tools_many > tools_one
     assert many == one
+
+
+def test_call_statement_count_does_not_grow_with_the_agents_tools(app, db, world):
+    from app.extensions import db as _db
+
+    def call_statements():
+        with count_statements(_db.engine) as statements:
+            response = rpc(
+                world.client,
+                world.token,
+                "tools/call",
+                {"name": "notes-1__get_note", "arguments": {"note_id": "n1"}},
+            )
+        assert response.status_code == 200 and "result" in response.json, response.json
+        return len(statements)
+
+    connect(world, "github", NOTES_KEY, name="Notes 1")
+    one = call_statements()
+    for n in range(2, 6):
+        connect(world, "github", NOTES_KEY, name=f"Notes {n}")
+    connect(world, "honcho", HONCHO_KEY)
+    assert call_statements() == one
 
 
 # --- policy and approvals ----------------------------------------------------------------------------------------

@@ -225,19 +225,17 @@ class GatewayTool:
         }
 
 
-def tool_map(run: HeartbeatRun, *, include_blocked: bool = False) -> dict[str, GatewayTool]:
-    """Every tool the run's agent may use now, by visible name (a constant number of queries)."""
-    accesses = [
-        a
-        for a in effective_access(run.company_id, run.agent_id, run.responsible_user_id)
-        if a.grant is not None and a.grant.status == "active" and a.is_healthy
-    ]
-    if not accesses:
-        return {}
+def _usable(accesses: list) -> list:
+    """Connections the agent may call now: an active identity on a healthy connection."""
+    return [a for a in accesses if a.grant is not None and a.grant.status == "active" and a.is_healthy]
+
+
+def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool) -> dict[str, GatewayTool]:
     apps = get_apps(a.connection.app_slug for a in accesses)
-    slugs = _slugs([a.connection for a in accesses])
     tools: dict[str, GatewayTool] = {}
     for access in accesses:
+        if access.connection.id not in slugs:
+            continue  # became usable between the two reads of `find_tool`: not listed yet, so not callable
         app_definition = apps.get(access.connection.app_slug)
         for tool_access in access.tools:
             if tool_access.action == "block" and not include_blocked:
@@ -251,6 +249,35 @@ def tool_map(run: HeartbeatRun, *, include_blocked: bool = False) -> dict[str, G
                 managed=managed_arguments(access.connection, app_definition, tool_access.tool.input_schema),
             )
     return tools
+
+
+def tool_map(run: HeartbeatRun, *, include_blocked: bool = False) -> dict[str, GatewayTool]:
+    """Every tool the run's agent may use now, by visible name (a constant number of queries)."""
+    accesses = _usable(effective_access(run.company_id, run.agent_id, run.responsible_user_id))
+    if not accesses:
+        return {}
+    return _tools_of(accesses, _slugs([a.connection for a in accesses]), include_blocked)
+
+
+def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
+    """One tool by visible name, blocked ones included, as `tool_map` would name it.
+
+    An agent may have thousands of tools; a call reads the tool rows of the one connection its name points to.
+    Connection slugs depend on every usable connection's name (duplicates get a suffix), so those come first,
+    from tool counts alone.
+    """
+    usable = _usable(
+        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
+    )
+    slugs = _slugs([a.connection for a in usable])
+    prefix = name.split(NAME_SEPARATOR, 1)[0]
+    ids = [connection_id for connection_id, slug in slugs.items() if slug == prefix]
+    if not ids:
+        return None
+    accesses = _usable(
+        effective_access(run.company_id, run.agent_id, run.responsible_user_id, connection_ids=ids)
+    )
+    return _tools_of(accesses, slugs, include_blocked=True).get(name)
 
 
 def list_tool_definitions(run: HeartbeatRun) -> list[dict]:
@@ -459,7 +486,7 @@ def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
         tool_name=name,
         visible_name=name,
     )
-    tool = tool_map(ctx.run, include_blocked=True).get(name)
+    tool = find_tool(ctx.run, name)
     if tool is None:
         prepared.unknown = True
         prepared.decision = "unknown_tool"
