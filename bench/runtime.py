@@ -249,6 +249,7 @@ def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dic
         operations["gateway tools/list"] = lambda: client.post(
             "/mcp/gateway", json=rpc("tools/list"), headers=bearer
         )
+        operations["gateway tools/list, rebuilt"] = lambda: _cold_listing(client, bearer)
     results = {}
     for label, operation in operations.items():
         first = operation()
@@ -268,6 +269,14 @@ def _cold_search(client, bearer):
 
     clear_search_indexes()
     return client.post("/runtime-tools/connections/search", json={"query": "notion pages"}, headers=bearer)
+
+
+def _cold_listing(client, bearer):
+    """A listing right after an access change: built again from the agent's tools (what a cache miss costs)."""
+    from app.services.gateway import clear_listings
+
+    clear_listings()
+    return client.post("/mcp/gateway", json=rpc("tools/list"), headers=bearer)
 
 
 def _resolve(app, db, model, seeded, resolver):

@@ -668,3 +668,20 @@ def test_projected_schemas_hide_managed_arguments_and_leave_the_stored_schema_al
     )
     assert only_managed == {"type": "object", "properties": {}}
     assert project_schema(None, {}) == {"type": "object", "properties": {}}
+
+
+def test_a_listing_is_reused_until_an_access_write_changes_it(db, world):
+    from app.extensions import db as _db
+
+    created = connect(world, "github", NOTES_KEY, name="Notes")
+
+    def listed():
+        return [t["name"] for t in rpc(world.client, world.token, "tools/list").json["result"]["tools"]]
+
+    first = listed()
+    assert "notes__search_notes" in first
+    with count_statements(_db.engine) as statements:
+        assert listed() == first
+    assert len(statements) == 1  # the run and its company's access revision
+    patch(world, created["id"], {"toolPolicies": {"search_notes": "block"}})
+    assert listed() == [name for name in first if name != "notes__search_notes"]

@@ -14,7 +14,11 @@ lock is held only while committing, so it cannot take part in a lock-order cycle
 from __future__ import annotations
 
 import itertools
+import threading
 import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 from sqlalchemy import event, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -117,3 +121,37 @@ def _forget_on_rollback(session: Session, transaction) -> None:
 def revision_column():
     """The company's revision as a column for a query joined to `AccessRevision` (0 before its first change)."""
     return db.func.coalesce(AccessRevision.revision, 0)
+
+
+T = TypeVar("T")
+
+
+class RevisionCache(Generic[T]):
+    """Per-process values by key (an audience), each valid while its company's access revision is unchanged.
+
+    Bounded (least recently used goes first) and safe across threads. Building happens outside the lock, so two
+    threads may build the same value once each; either result is valid for the revision it was built under.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict[Hashable, tuple[int, T]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_or_build(self, key: Hashable, revision: int, build: Callable[[], T]) -> T:
+        with self._lock:
+            cached = self._entries.get(key)
+            if cached is not None and cached[0] == revision:
+                self._entries.move_to_end(key)
+                return cached[1]
+        value = build()
+        with self._lock:
+            self._entries[key] = (revision, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()

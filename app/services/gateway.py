@@ -53,6 +53,7 @@ from app.models.base import utcnow
 from app.services import connections as connection_service
 from app.services import provider_mcp
 from app.services.access import ConnectionAccess, ToolAccess, effective_access
+from app.services.access_revision import RevisionCache
 from app.services.activity import SECRET_KEY_HINTS, record_activity
 from app.services.errors import ServiceError
 from app.services.intents import record_card_created
@@ -280,9 +281,27 @@ def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
     return _tools_of(accesses, slugs, include_blocked=True).get(name)
 
 
-def list_tool_definitions(run: HeartbeatRun) -> list[dict]:
-    """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out."""
-    return [tool.definition() for tool in tool_map(run).values()]
+# Listings are large (an agent may have thousands of tools), so a process keeps fewer of them than search indexes.
+LISTING_CACHE_SIZE = 32
+_listings: RevisionCache[list[dict]] = RevisionCache(LISTING_CACHE_SIZE)
+
+
+def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> list[dict]:
+    """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out.
+
+    Kept per audience while the company's access revision is unchanged: the listing depends only on
+    connections, identities, installs, tools, policies and the catalog, whose writes all raise it. Callers
+    serialize the definitions and never modify them.
+    """
+    return _listings.get_or_build(
+        (run.company_id, run.agent_id, run.responsible_user_id),
+        access_revision,
+        lambda: [tool.definition() for tool in tool_map(run).values()],
+    )
+
+
+def clear_listings() -> None:
+    _listings.clear()
 
 
 # --- calling -----------------------------------------------------------------------------------------------------

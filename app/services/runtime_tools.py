@@ -34,7 +34,7 @@ from app.models import (
 from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
 from app.services import intents
 from app.services.access import ConnectionAccess, effective_access
-from app.services.access_revision import revision_column
+from app.services.access_revision import RevisionCache, revision_column
 from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
 from app.services.run_tokens import MintedToken
 
@@ -149,6 +149,20 @@ def load_live_run(claims: dict) -> HeartbeatRun:
     """The live run of a token (steps 1-2), for calls that need no task context."""
     run_id = _uuid(claims.get("run_id"))
     return _check_live_run(db.session.get(HeartbeatRun, run_id) if run_id else None, claims)
+
+
+def load_live_run_and_revision(claims: dict) -> tuple[HeartbeatRun, int]:
+    """The live run of a token (steps 1-2) and its company's access revision, in one statement."""
+    run_id = _uuid(claims.get("run_id"))
+    row = None
+    if run_id is not None:
+        row = db.session.execute(
+            select(HeartbeatRun, revision_column())
+            .outerjoin(AccessRevision, AccessRevision.company_id == HeartbeatRun.company_id)
+            .where(HeartbeatRun.id == run_id)
+        ).first()
+    run, revision = row if row is not None else (None, 0)
+    return _check_live_run(run, claims), revision
 
 
 def load_run_context(claims: dict) -> RunContext:
@@ -319,15 +333,15 @@ class _SearchIndex:
         return [entry for _score, entry in top]
 
 
-_search_indexes: OrderedDict[tuple, tuple[int, _SearchIndex]] = OrderedDict()
+_search_indexes: RevisionCache[_SearchIndex] = RevisionCache(SEARCH_INDEX_CACHE_SIZE)
 # Catalog entries by catalog content ((slug, content_hash) of every searchable app): the current and the last.
 _catalog_entries: OrderedDict[frozenset, tuple[_IndexedService, ...]] = OrderedDict()
-_search_indexes_lock = threading.Lock()
+_catalog_entries_lock = threading.Lock()
 
 
 def clear_search_indexes() -> None:
-    with _search_indexes_lock:
-        _search_indexes.clear()
+    _search_indexes.clear()
+    with _catalog_entries_lock:
         _catalog_entries.clear()
 
 
@@ -338,19 +352,11 @@ def _search_index(ctx: RunContext) -> _SearchIndex:
     that could alter an answer (`app.services.access_revision`), so a cached index is never older than the
     revision it is filed under. Building one costs a few statements whatever the catalog or company size.
     """
-    key = (ctx.run.company_id, ctx.agent.id, ctx.responsible_user_id)
-    with _search_indexes_lock:
-        cached = _search_indexes.get(key)
-        if cached is not None and cached[0] == ctx.access_revision:
-            _search_indexes.move_to_end(key)
-            return cached[1]
-    index = _build_search_index(ctx)
-    with _search_indexes_lock:
-        _search_indexes[key] = (ctx.access_revision, index)
-        _search_indexes.move_to_end(key)
-        while len(_search_indexes) > SEARCH_INDEX_CACHE_SIZE:
-            _search_indexes.popitem(last=False)
-    return index
+    return _search_indexes.get_or_build(
+        (ctx.run.company_id, ctx.agent.id, ctx.responsible_user_id),
+        ctx.access_revision,
+        lambda: _build_search_index(ctx),
+    )
 
 
 def _catalog_services() -> tuple[_IndexedService, ...]:
@@ -361,7 +367,7 @@ def _catalog_services() -> tuple[_IndexedService, ...]:
         )
     ).all()
     content = frozenset((row.slug, row.content_hash) for row in rows)
-    with _search_indexes_lock:
+    with _catalog_entries_lock:
         cached = _catalog_entries.get(content)
         if cached is not None:
             _catalog_entries.move_to_end(content)
@@ -375,7 +381,7 @@ def _catalog_services() -> tuple[_IndexedService, ...]:
         )
         for row in rows
     )
-    with _search_indexes_lock:
+    with _catalog_entries_lock:
         _catalog_entries[content] = entries
         while len(_catalog_entries) > 2:
             _catalog_entries.popitem(last=False)

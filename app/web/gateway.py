@@ -39,10 +39,10 @@ def discovery():
 @bp.post(URL)
 def rpc():
     claims = _claims()
-    run = runtime_tools.load_live_run(claims)
+    run, access_revision = runtime_tools.load_live_run_and_revision(claims)
     return jsonrpc.dispatch(
         server_name=gateway.SERVER_NAME,
-        list_tools=lambda: gateway.list_tool_definitions(run),
+        list_tools=lambda: gateway.list_tool_definitions(run, access_revision),
         call_tool=lambda id_, params: _call_tool(id_, claims, params),
     )
 
