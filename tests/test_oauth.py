@@ -434,9 +434,22 @@ def test_outage_keeps_credentials_but_invalid_grant_needs_reauthorization(live, 
     assert stored_secrets(_grant(db, connection_id)) == before
     assert _grant(db, connection_id).status == "active"
     assert _connection(db, connection_id).health_status == "healthy"
+    assert oidc.stats()["tokenRequests"]["outage"] == 1
+    # Backing off: callers during the outage fail at once, without another request to the provider.
+    retry_at = _grant(db, connection_id).provider_tenant["refreshRetryAt"]
+    assert 0 < retry_at - time.time() <= oauth_service.REFRESH_BACKOFF_SECONDS
+    with pytest.raises(oauth_service.TokenRefreshUnavailable):
+        oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+    assert oidc.stats()["tokenRequests"]["outage"] == 1
+    grant = _grant(db, connection_id)
+    grant.provider_tenant = {**grant.provider_tenant, "refreshRetryAt": int(time.time()) - 1}  # time passes
+    db.session.commit()
 
     oidc.configure(tokenOutage=0)
-    grant = _grant(db, connection_id)
+    oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+    assert "refreshRetryAt" not in _grant(db, connection_id).provider_tenant  # recovered: no back-off left
+
+    grant = _expire_access_token(db, connection_id)
     _store_secret(grant, OAUTH_REFRESH_TOKEN_KEY, "revoked-or-unknown-refresh-token")
     db.session.commit()
     with pytest.raises(oauth_service.ReauthorizationRequired):
@@ -444,7 +457,7 @@ def test_outage_keeps_credentials_but_invalid_grant_needs_reauthorization(live, 
     assert _grant(db, connection_id).status == "needs_reauthorization"
     connection = _connection(db, connection_id)
     assert connection.health_status == "needs_reauthorization"
-    assert oidc.token_requests("refresh_token") == 1  # the real provider answered invalid_grant
+    assert oidc.token_requests("refresh_token") == 2  # the recovery, then the real provider's invalid_grant
 
     # Reconnect through the provider clears the attention state.
     browser.connect(company, connection_id)

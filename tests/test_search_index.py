@@ -130,3 +130,30 @@ def test_a_catalog_change_reaches_cached_answers(client, db, world, tmp_path, re
     db.session.commit()
     assert revision(db, world.company.id) == before + 1
     assert search(client, world.token, "zep").json["results"][0]["name"] == "Zep Memory Cloud"
+
+
+def test_token_bookkeeping_on_a_grant_leaves_the_revision_alone(db, make, world):
+    from app.models import ConnectionGrant, ToolConnection
+
+    connection = ToolConnection(
+        company_id=world.company.id, app_slug="notion", name="Notion", status="active", enabled=True
+    )
+    db.session.add(connection)
+    db.session.flush()
+    grant = ConnectionGrant(
+        company_id=world.company.id, connection_id=connection.id, kind="organization", status="active"
+    )
+    db.session.add(grant)
+    db.session.commit()
+    before = revision(db, world.company.id)
+
+    grant = db.session.get(ConnectionGrant, grant.id)
+    grant.provider_tenant = {"expiresAt": 2_000_000_000, "refreshedAt": 1}  # what an OAuth refresh writes
+    grant.scopes = ["read"]
+    db.session.commit()
+    assert revision(db, world.company.id) == before
+
+    grant = db.session.get(ConnectionGrant, grant.id)
+    grant.status = "needs_reauthorization"  # what answers read
+    db.session.commit()
+    assert revision(db, world.company.id) == before + 1

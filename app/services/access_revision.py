@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from sqlalchemy import event, select, update
+from sqlalchemy import event, inspect, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -62,12 +62,34 @@ def _mark(session: Session, company_id) -> None:
     session.info.setdefault(_CHANGED, set()).add(company_id)
 
 
+# Columns no answer reads: changing only these leaves the revision alone (an OAuth refresh rewrites a grant's
+# token bookkeeping every hour or so; it must not invalidate every cached answer of the company).
+UNREAD_COLUMNS = {
+    ConnectionGrant: frozenset({"provider_tenant", "scopes", "updated_at"}),
+    ToolConnection: frozenset({"updated_at"}),
+    Membership: frozenset({"updated_at"}),
+    ToolPolicy: frozenset({"updated_at"}),
+}
+
+
+def _changes_an_answer(instance) -> bool:
+    """For an updated row: did a column that answers read change? (History is read without loading.)"""
+    unread = UNREAD_COLUMNS.get(type(instance), frozenset())
+    return any(attr.history.has_changes() for attr in inspect(instance).attrs if attr.key not in unread)
+
+
 @event.listens_for(Session, "after_flush")
 def _collect_flushed(session: Session, flush_context) -> None:
     for instance in itertools.chain(session.new, session.dirty, session.deleted):
         if isinstance(instance, CatalogApp):
             _mark(session, EVERY_COMPANY)
         elif isinstance(instance, TRACKED):
+            if (
+                instance in session.dirty
+                and instance not in session.deleted
+                and not _changes_an_answer(instance)
+            ):
+                continue
             # Read without loading: a deleted row's attributes may be expired, and nothing may be queried here.
             _mark(session, instance.__dict__.get("company_id") or EVERY_COMPANY)
 

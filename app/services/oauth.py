@@ -65,6 +65,9 @@ log = logging.getLogger(__name__)
 
 CALLBACK_PATH = "/oauth/callback"
 STATE_TTL = timedelta(minutes=10)
+# After the token endpoint failed (network or 5xx), refreshes of that grant wait this long before trying again,
+# so callers during an outage fail fast instead of each queueing on the grant's lock for another request.
+REFRESH_BACKOFF_SECONDS = 30
 REFRESH_SKEW_SECONDS = 60
 INVALID_STATE = "Invalid or expired OAuth state"
 WRONG_USER = "This sign-in was started by someone else. Start it again from your own session."
@@ -867,6 +870,9 @@ def _refresh_single_flight(grant_id: uuid.UUID) -> str:
         if refresh_row is None:
             _mark_needs_reauthorization(session, grant, connection, "no_refresh_token")
             raise ReauthorizationRequired()
+        if time.time() < float((grant.provider_tenant or {}).get("refreshRetryAt") or 0):
+            session.rollback()  # backing off after a recent failure: no request
+            raise TokenRefreshUnavailable()
         try:
             client = _client_for_grant(session, grant, connection)
         except ReauthorizationRequired:
@@ -877,7 +883,12 @@ def _refresh_single_flight(grant_id: uuid.UUID) -> str:
             _mark_needs_reauthorization(session, grant, connection, "refresh_rejected")
             raise ReauthorizationRequired()
         if outcome == "unavailable":
-            session.rollback()
+            # Credentials stay as they are; only the time of the next attempt is kept.
+            grant.provider_tenant = {
+                **(grant.provider_tenant or {}),
+                "refreshRetryAt": int(time.time()) + REFRESH_BACKOFF_SECONDS,
+            }
+            session.commit()
             raise TokenRefreshUnavailable()
         _save_secret(session, grant, stored, connection_service.OAUTH_ACCESS_TOKEN_KEY, token["access_token"])
         if token.get("refresh_token"):
@@ -885,7 +896,7 @@ def _refresh_single_flight(grant_id: uuid.UUID) -> str:
                 session, grant, stored, connection_service.OAUTH_REFRESH_TOKEN_KEY, token["refresh_token"]
             )
         tenant = {
-            **(grant.provider_tenant or {}),
+            **{k: v for k, v in (grant.provider_tenant or {}).items() if k != "refreshRetryAt"},
             "expiresAt": _expires_at(token),
             "refreshedAt": int(time.time()),
         }
