@@ -394,6 +394,45 @@ def test_concurrent_refresh_is_single_flight(live, owner, app, db, oidc):
     assert _grant(db, connection_id).provider_tenant["expiresAt"] > time.time() + 60
 
 
+def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(live, owner, make, db, oidc, oauth_mcp):
+    """Agents calling the same OAuth connection at once through the gateway: one refresh, every call served."""
+    from tests.test_run_tokens import start_run
+
+    company, user = owner
+    connection_id = Browser(live, user).connect(company)  # installed for every agent of the company
+    agent = make.agent(company, "Builder", adapter_type="manual")
+    issue = make.issue(company, status="in_progress", assignee=agent, responsible=user)
+    _run, token = start_run(db, agent, issue)
+    gateway_url = f"{live}/mcp/gateway"
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    listing = requests.post(
+        gateway_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers, timeout=10
+    ).json()
+    name = next(t["name"] for t in listing["result"]["tools"] if t["name"].endswith("__search_docs"))
+    before = stored_secrets(_expire_access_token(db, connection_id))
+    oidc.configure(tokenDelayMs=200)
+    barrier = threading.Barrier(8)
+
+    def call(n):
+        barrier.wait(timeout=10)
+        body = {
+            "jsonrpc": "2.0",
+            "id": n,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": {"query": f"q{n}"}},
+        }
+        return requests.post(gateway_url, json=body, headers=headers, timeout=30).json()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(call, range(8)))
+    assert [a["result"].get("isError", False) for a in answers] == [False] * 8, answers
+    assert oidc.token_requests("refresh_token") == 1
+    refreshed = stored_secrets(_grant(db, connection_id))[OAUTH_ACCESS_TOKEN_KEY]
+    assert refreshed != before[OAUTH_ACCESS_TOKEN_KEY]
+    served = sorted(args["query"] for tool, args in oauth_mcp.calls if tool == "search_docs")
+    assert served == [f"q{n}" for n in range(8)]  # each call reached the provider once, with the refreshed token
+
+
 def test_rotated_refresh_token_is_saved_and_kept_when_none_comes_back(live, owner, db, oidc):
     company, user = owner
     connection_id = Browser(live, user).connect(company)
