@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import textwrap
 import threading
@@ -331,4 +332,26 @@ def test_ssrf_guard_refuses_local_and_private_targets(db, agent_service, url):
     result = HttpAdapter().execute(invocation(http_config(target), adapter="http"))
     assert not result.ok and result.http_status is None
     assert "not allowed" in result.error or "http(s)" in result.error
+    assert agent_service.requests == []
+
+
+def test_a_name_that_rebinds_to_a_local_address_after_the_check_is_refused(db, agent_service, monkeypatch):
+    """DNS rebinding: the name answers a public address to the check, then loopback. The connection goes only to
+    addresses checked at connect time, so the local agent service is never reached."""
+    port = int(agent_service.url.split(":")[2].split("/")[0])
+    real_getaddrinfo = socket.getaddrinfo
+    answers = iter(["93.184.216.34", "127.0.0.1", "127.0.0.1"])
+
+    def rebinding(host, *args, **kwargs):
+        if host != "rebind.example":
+            return real_getaddrinfo(host, *args, **kwargs)
+        address = next(answers)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)  # the resolver, not our code
+    result = HttpAdapter().execute(
+        invocation(http_config(f"http://rebind.example:{port}/run"), adapter="http")
+    )
+    assert not result.ok and result.http_status is None
+    assert "private or local address" in result.error
     assert agent_service.requests == []

@@ -430,7 +430,8 @@ def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(live, owner
     refreshed = stored_secrets(_grant(db, connection_id))[OAUTH_ACCESS_TOKEN_KEY]
     assert refreshed != before[OAUTH_ACCESS_TOKEN_KEY]
     served = sorted(args["query"] for tool, args in oauth_mcp.calls if tool == "search_docs")
-    assert served == [f"q{n}" for n in range(8)]  # each call reached the provider once, with the refreshed token
+    # Each call reached the provider once, with the refreshed token.
+    assert served == [f"q{n}" for n in range(8)]
 
 
 def test_rotated_refresh_token_is_saved_and_kept_when_none_comes_back(live, owner, db, oidc):

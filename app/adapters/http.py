@@ -21,7 +21,7 @@ import json
 import httpx
 
 from app.adapters import AdapterResult, Invocation, TailBuffer
-from app.services.net_guard import UnsafeUrl, check_outbound_url
+from app.services.net_guard import UnsafeUrl, check_outbound_url, guarded_transport
 
 DEFAULT_READ_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -81,7 +81,9 @@ class HttpAdapter:
         buffer = TailBuffer()
         try:
             with (
-                httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
+                httpx.Client(
+                    transport=guarded_transport(), timeout=timeout, follow_redirects=False, trust_env=False
+                ) as client,
                 client.stream("POST", url, content=body, headers=_headers(config)) as response,
             ):
                 for chunk in response.iter_bytes():

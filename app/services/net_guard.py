@@ -11,6 +11,8 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
+import httpcore
+import httpx
 from flask import current_app
 
 from app.services.errors import ProviderRefused
@@ -36,6 +38,25 @@ def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     )
 
 
+def _allowed_hosts() -> set[str]:
+    return {h.strip().lower() for h in current_app.config.get("OUTBOUND_ALLOWED_HOSTS", []) if h.strip()}
+
+
+def public_addresses(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to, when every one of them is public; else UnsafeUrl."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise UnsafeUrl(f"The host {host} could not be resolved.") from None
+    addresses = []
+    for info in infos:
+        address = info[4][0].split("%", 1)[0]
+        if not _is_public(ipaddress.ip_address(address)):
+            raise UnsafeUrl(f"The host {host} resolves to a private or local address, which is not allowed.")
+        addresses.append(address)
+    return list(dict.fromkeys(addresses))
+
+
 def check_outbound_url(url: str) -> str:
     """Return the URL when it is safe to call, else raise UnsafeUrl with a plain reason."""
     parts = urlsplit(url or "")
@@ -44,17 +65,39 @@ def check_outbound_url(url: str) -> str:
     if parts.username or parts.password:
         raise UnsafeUrl("The URL must not contain credentials.")
     host = parts.hostname.lower()
-    allowed = {h.strip().lower() for h in current_app.config.get("OUTBOUND_ALLOWED_HOSTS", []) if h.strip()}
-    if host in allowed:
-        return url
-    try:
-        infos = socket.getaddrinfo(
-            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
-        )
-    except (socket.gaierror, UnicodeError):
-        raise UnsafeUrl(f"The host {host} could not be resolved.") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
-        if not _is_public(address):
-            raise UnsafeUrl(f"The host {host} resolves to a private or local address, which is not allowed.")
+    if host not in _allowed_hosts():
+        public_addresses(host, parts.port or (443 if parts.scheme == "https" else 80))
     return url
+
+
+class _PinnedBackend(httpcore.SyncBackend):
+    """Connects only to addresses it has just checked, so a name cannot resolve to a public address for the check
+    and to a private one for the connection (DNS rebinding). TLS still verifies the certificate for the URL's
+    host name: httpcore passes that name, not the address, to the TLS handshake."""
+
+    def __init__(self, allowed_hosts: set[str]):
+        self.allowed_hosts = allowed_hosts
+
+    def connect_tcp(self, host: str, port: int, timeout=None, local_address=None, socket_options=None):
+        if host.lower() in self.allowed_hosts:
+            return super().connect_tcp(host, port, timeout, local_address, socket_options)
+        try:
+            addresses = public_addresses(host, port)
+        except UnsafeUrl as exc:
+            raise httpcore.ConnectError(str(exc)) from None
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+            except httpcore.ConnectError as exc:  # try the next checked address, as the resolver would
+                error = exc
+        raise error or httpcore.ConnectError(f"The host {host} could not be reached.")
+
+
+def guarded_transport() -> httpx.HTTPTransport:
+    """An httpx transport for URLs users or agents supplied: every connection goes to a checked public address
+    (or to an operator-allowed host)."""
+    transport = httpx.HTTPTransport(trust_env=False)
+    # httpx has no public hook for the network backend; its pool (httpcore, pinned in pyproject) reads this.
+    transport._pool._network_backend = _PinnedBackend(_allowed_hosts())
+    return transport
