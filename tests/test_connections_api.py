@@ -1,6 +1,7 @@
 """Board JSON API for tool connections, against real MCP provider peers on loopback."""
 
 import json
+import socket
 
 import pytest
 from sqlalchemy import select
@@ -238,6 +239,36 @@ def test_custom_connection_saves_instructions_without_a_template(
         "enabled": True,
         "text": "Use the release handbook before changing a deployment.",
     }
+
+
+def test_a_custom_server_name_that_rebinds_to_loopback_never_reaches_it(
+    client, db, acme, providers, notes_server, monkeypatch
+):
+    """DNS rebinding against the setup flow: the name answers a public address to the URL check, then loopback.
+    The MCP client connects only to addresses checked at connect time, so the loopback server sees nothing."""
+    company, owner, *_ = acme
+    token = sign_in(client, owner)
+    port = int(notes_server.url.split(":")[2].split("/")[0])
+    real_getaddrinfo = socket.getaddrinfo
+    answers = iter(["93.184.216.34"])
+
+    def rebinding(host, *args, **kwargs):
+        name = host.decode() if isinstance(host, bytes) else host  # anyio asks with IDNA-encoded bytes
+        if name != "rebind.example":
+            return real_getaddrinfo(host, *args, **kwargs)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers, "127.0.0.1"), port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)  # the resolver, not our code
+    body = {
+        "appSlug": "custom",
+        "methodKey": "custom-api-key",
+        "identity": "organization",
+        "credentials": {"authorization": NOTES_KEY},
+        "methodConfig": {"serverUrl": f"http://rebind.example:{port}/mcp"},
+    }
+    refused = api(client, token, "POST", f"/api/companies/{company.id}/tools/apps/connect", body)
+    assert refused.status_code == 422, refused.json
+    assert notes_server.requests == []
 
 
 def test_mutations_need_configure_permission_and_the_same_company(client, db, make, acme, providers):

@@ -34,7 +34,7 @@ from app.services.access import CONFIGURE_FORBIDDEN, can_configure, can_manage_c
 from app.services.activity import record_activity
 from app.services.errors import Forbidden, ProviderRefused, ServiceError, Unprocessable, ValidationFailed
 from app.services.instructions import InstructionsSetting
-from app.services.net_guard import check_outbound_url
+from app.services.net_guard import check_outbound_url, outbound_allowed_hosts
 from app.services.secrets_box import decrypt, encrypt
 
 UNSET = object()
@@ -257,13 +257,28 @@ def grant_for_identity(connection: ToolConnection, identity: str, actor: Members
     return grant
 
 
+def _member_server_url(connection: ToolConnection) -> str | None:
+    """The server URL a member typed (custom servers), when it is the one used: an operator override wins."""
+    overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
+    if overrides.get(connection.app_slug):
+        return None
+    return connection.method_config.get("serverUrl") or None
+
+
+def provider_guard(connection: ToolConnection) -> frozenset[str] | None:
+    """For a member-typed server URL, the outbound guard's allowed hosts: its MCP client then connects only to
+    addresses checked at connect time. None for operator-configured URLs, which are trusted."""
+    return outbound_allowed_hosts() if _member_server_url(connection) else None
+
+
 def server_url_for(connection: ToolConnection, app_definition, method) -> str:
     """The provider MCP endpoint: an operator override, the connection's own URL (custom servers), or the default."""
     overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
     url = overrides.get(connection.app_slug)
-    if not url and connection.method_config.get("serverUrl"):
+    member_url = _member_server_url(connection)
+    if not url and member_url:
         # A URL typed by a member reaches our network only through the outbound guard.
-        url = check_outbound_url(connection.method_config["serverUrl"])
+        url = check_outbound_url(member_url)
     if not url and method.defaults is not None:
         url = method.defaults.serverUrl
     if not url:
@@ -415,7 +430,10 @@ def verify_and_list_tools(connection, app_definition, method, secrets: dict[str,
         url = provider_mcp.url_with_query(url, query)
     try:
         return provider_mcp.list_tools(
-            url, headers=headers, timeout=current_app.config["OUTBOUND_TIMEOUT_SECONDS"]
+            url,
+            headers=headers,
+            timeout=current_app.config["OUTBOUND_TIMEOUT_SECONDS"],
+            guard=provider_guard(connection),
         )
     except provider_mcp.ProviderError as err:
         raise ProviderRefused(err.message) from None

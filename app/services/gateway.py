@@ -531,8 +531,9 @@ def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
     return prepared
 
 
-def _provider_target(prepared: PreparedCall) -> tuple[str, dict, list[str]]:
-    """URL and headers to reach the provider as the selected grant (OAuth refreshed first), and values to scrub."""
+def _provider_target(prepared: PreparedCall) -> tuple[str, dict, list[str], frozenset[str] | None]:
+    """URL and headers to reach the provider as the selected grant (OAuth refreshed first), values to scrub, and
+    the outbound guard for a member-typed URL."""
     from app.catalog.loader import get_app
     from app.services import oauth
 
@@ -553,7 +554,7 @@ def _provider_target(prepared: PreparedCall) -> tuple[str, dict, list[str]]:
     if access_token:
         headers = {**headers, "Authorization": f"Bearer {access_token}"}
     scrub = [v for v in [*secrets.values(), access_token or ""] if isinstance(v, str) and len(v) >= 6]
-    return url, headers, scrub
+    return url, headers, scrub, connection_service.provider_guard(connection)
 
 
 def _scrub(value, secrets: list[str]):
@@ -574,9 +575,14 @@ def execute_call(prepared: PreparedCall) -> dict:
     """Call the provider with the stored credentials and a timeout; map failures to isError results."""
     timeout = float(current_app.config.get("GATEWAY_CALL_TIMEOUT", DEFAULT_CALL_TIMEOUT))
     try:
-        url, headers, secrets = _provider_target(prepared)
+        url, headers, secrets, guard = _provider_target(prepared)
         raw = provider_mcp.call_tool(
-            url, headers=headers, tool_name=prepared.tool_name, arguments=prepared.arguments, timeout=timeout
+            url,
+            headers=headers,
+            tool_name=prepared.tool_name,
+            arguments=prepared.arguments,
+            timeout=timeout,
+            guard=guard,
         )
     except provider_mcp.ProviderError as err:
         result = _refusal(PROVIDER_ERROR, f"The call to {prepared.connection_name} failed: {err.message}")

@@ -11,8 +11,11 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
+import anyio
 import httpcore
+import httpcore2
 import httpx
+import httpx2
 from flask import current_app
 
 from app.services.errors import ProviderRefused
@@ -70,34 +73,72 @@ def check_outbound_url(url: str) -> str:
     return url
 
 
-class _PinnedBackend(httpcore.SyncBackend):
-    """Connects only to addresses it has just checked, so a name cannot resolve to a public address for the check
-    and to a private one for the connection (DNS rebinding). TLS still verifies the certificate for the URL's
-    host name: httpcore passes that name, not the address, to the TLS handshake."""
+def _checked_addresses(host: str, port: int, allowed_hosts: frozenset[str], connect_error: type) -> list[str]:
+    """What a pinned backend may connect to: the operator-allowed host as named, else its checked addresses."""
+    if host.lower() in allowed_hosts:
+        return [host]
+    try:
+        return public_addresses(host, port)
+    except UnsafeUrl as exc:
+        raise connect_error(str(exc)) from None
 
-    def __init__(self, allowed_hosts: set[str]):
+
+# Pinned backends connect only to addresses they have just checked, so a name cannot resolve to a public address for
+# the check and to a private one for the connection (DNS rebinding). TLS still verifies the certificate for the URL's
+# host name: the pool passes that name, not the address, to the TLS handshake. An unreachable address falls through
+# to the next one, as the resolver would.
+
+
+class _PinnedBackend(httpcore.SyncBackend):
+    def __init__(self, allowed_hosts: frozenset[str]):
         self.allowed_hosts = allowed_hosts
 
     def connect_tcp(self, host: str, port: int, timeout=None, local_address=None, socket_options=None):
-        if host.lower() in self.allowed_hosts:
-            return super().connect_tcp(host, port, timeout, local_address, socket_options)
-        try:
-            addresses = public_addresses(host, port)
-        except UnsafeUrl as exc:
-            raise httpcore.ConnectError(str(exc)) from None
         error: Exception | None = None
-        for address in addresses:
+        for address in _checked_addresses(host, port, self.allowed_hosts, httpcore.ConnectError):
             try:
                 return super().connect_tcp(address, port, timeout, local_address, socket_options)
-            except httpcore.ConnectError as exc:  # try the next checked address, as the resolver would
+            except httpcore.ConnectError as exc:
                 error = exc
         raise error or httpcore.ConnectError(f"The host {host} could not be reached.")
 
 
+class _PinnedAsyncBackend(httpcore2.AnyIOBackend):
+    def __init__(self, allowed_hosts: frozenset[str]):
+        self.allowed_hosts = allowed_hosts
+
+    async def connect_tcp(self, host: str, port: int, timeout=None, local_address=None, socket_options=None):
+        addresses = await anyio.to_thread.run_sync(
+            _checked_addresses, host, port, self.allowed_hosts, httpcore2.ConnectError
+        )
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                return await super().connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except httpcore2.ConnectError as exc:
+                error = exc
+        raise error or httpcore2.ConnectError(f"The host {host} could not be reached.")
+
+
+def outbound_allowed_hosts() -> frozenset[str]:
+    """The operator's allow-list, read in the app context (pinned transports may run outside it)."""
+    return frozenset(_allowed_hosts())
+
+
+# httpx has no public hook for the network backend; the pools (httpcore and httpcore2, pinned in pyproject) read it.
+
+
 def guarded_transport() -> httpx.HTTPTransport:
-    """An httpx transport for URLs users or agents supplied: every connection goes to a checked public address
-    (or to an operator-allowed host)."""
+    """A transport for URLs users or agents supplied (sync httpx): connections go only to checked addresses."""
     transport = httpx.HTTPTransport(trust_env=False)
-    # httpx has no public hook for the network backend; its pool (httpcore, pinned in pyproject) reads this.
-    transport._pool._network_backend = _PinnedBackend(_allowed_hosts())
+    transport._pool._network_backend = _PinnedBackend(outbound_allowed_hosts())
+    return transport
+
+
+def guarded_async_transport(allowed_hosts: frozenset[str]) -> httpx2.AsyncHTTPTransport:
+    """The same for the MCP client (httpx2, asyncio)."""
+    transport = httpx2.AsyncHTTPTransport(trust_env=False)
+    transport._pool._network_backend = _PinnedAsyncBackend(allowed_hosts)
     return transport

@@ -36,6 +36,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from app.services.net_guard import guarded_async_transport
+
 logger = logging.getLogger(__name__)
 
 CLIENT_INFO = mcp_types.Implementation(name="switchboard", version="0.1.0")
@@ -197,10 +199,18 @@ def url_with_query(url: str, params: Mapping[str, str]) -> str:
 
 
 def list_tools(
-    server_url: str, *, headers: dict[str, str] | None = None, timeout: float = 10.0
+    server_url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float = 10.0,
+    guard: frozenset[str] | None = None,
 ) -> list[ProviderTool]:
-    """Connect, initialize and list every tool (following pagination cursors). Raises ProviderError."""
-    return anyio.run(_run_list_tools, server_url, headers, timeout)
+    """Connect, initialize and list every tool (following pagination cursors). Raises ProviderError.
+
+    `guard` (the outbound guard's allowed hosts) pins connections to addresses checked at connect time; pass it
+    for URLs a member typed.
+    """
+    return anyio.run(_run_list_tools, server_url, headers, timeout, guard)
 
 
 def call_tool(
@@ -210,13 +220,14 @@ def call_tool(
     tool_name: str,
     arguments: dict,
     timeout: float = 30.0,
+    guard: frozenset[str] | None = None,
 ) -> dict:
-    """Connect, initialize and call one tool once. Raises ProviderError.
+    """Connect, initialize and call one tool once. Raises ProviderError (`guard` as for `list_tools`).
 
     Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool}`; a tool that ran and
     reported failure comes back with `isError: true`, not as an exception.
     """
-    return anyio.run(_run_call_tool, server_url, headers, tool_name, arguments, timeout)
+    return anyio.run(_run_call_tool, server_url, headers, tool_name, arguments, timeout, guard)
 
 
 async def list_tools_async(
@@ -248,7 +259,13 @@ class _Exchange:
     here with an httpx response hook instead of being dug out of the exception afterwards.
     """
 
-    def __init__(self, server_url: str, headers: Mapping[str, str] | None, timeout: float):
+    def __init__(
+        self,
+        server_url: str,
+        headers: Mapping[str, str] | None,
+        timeout: float,
+        guard: frozenset[str] | None = None,
+    ):
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         parts = urlsplit(server_url)
@@ -258,6 +275,7 @@ class _Exchange:
         self.host = parts.hostname
         self.headers = dict(headers or {})
         self.timeout = timeout
+        self.guard = guard
         self.error_status: int | None = None
         self.secrets = _secret_values(self.headers, parts.query)
 
@@ -274,7 +292,10 @@ class _Exchange:
             pool=self.timeout,
         )
         return httpx2.AsyncClient(
-            headers=self.headers, timeout=timeout, event_hooks={"response": [self._on_response]}
+            headers=self.headers,
+            timeout=timeout,
+            event_hooks={"response": [self._on_response]},
+            transport=guarded_async_transport(self.guard) if self.guard is not None else None,
         )
 
     def session(self, read: Any, write: Any) -> ClientSession:
@@ -295,9 +316,9 @@ class _Exchange:
 
 
 async def _run_list_tools(
-    server_url: str, headers: Mapping[str, str] | None, timeout: float
+    server_url: str, headers: Mapping[str, str] | None, timeout: float, guard: frozenset[str] | None = None
 ) -> list[ProviderTool]:
-    exchange = _Exchange(server_url, headers, timeout)
+    exchange = _Exchange(server_url, headers, timeout, guard)
     try:
         with anyio.fail_after(timeout):
             async with (
@@ -331,9 +352,14 @@ async def _all_tools(session: ClientSession) -> list[ProviderTool]:
 
 
 async def _run_call_tool(
-    server_url: str, headers: Mapping[str, str] | None, tool_name: str, arguments: dict, timeout: float
+    server_url: str,
+    headers: Mapping[str, str] | None,
+    tool_name: str,
+    arguments: dict,
+    timeout: float,
+    guard: frozenset[str] | None = None,
 ) -> dict:
-    exchange = _Exchange(server_url, headers, timeout)
+    exchange = _Exchange(server_url, headers, timeout, guard)
     try:
         with anyio.fail_after(timeout):
             async with (
