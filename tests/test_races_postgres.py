@@ -565,7 +565,8 @@ def test_worker_killed_between_enqueue_and_ack_wakes_once(app, db, make, team, t
 def test_concurrent_access_writes_each_raise_the_revision_once(app, db, make, team):
     """Eight writers holding a task lock and the company row (issue numbering) all commit, and each raises the
     revision exactly once: the raise is their last statement, on its own row, so none is lost or refused."""
-    from app.models import AccessRevision
+    from app.models import AccessRevision, ToolConnection
+    from app.services.connections import add_agent_install
     from app.services.tenancy import allocate_issue_identifier
 
     company, owner, agent = team
@@ -589,14 +590,7 @@ def test_concurrent_access_writes_each_raise_the_revision_once(app, db, make, te
             # The house lock order (task first), then the company row for numbering, both held until commit.
             _db.session.execute(select(Issue.id).where(Issue.id == issue.id).with_for_update())
             allocate_issue_identifier(company.id)
-            _db.session.add(
-                ConnectionInstall(
-                    company_id=company.id,
-                    connection_id=connection.id,
-                    target_type="agent",
-                    target_id=helper_id,
-                )
-            )
+            add_agent_install(_db.session.get(ToolConnection, connection.id), helper_id, owner.id)
             _db.session.flush()
             return "written"
 
