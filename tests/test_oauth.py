@@ -204,6 +204,9 @@ def test_sign_in_connects_with_pkce_discovery_and_registration(live, owner, db, 
     assert len(query["code_challenge"][0]) >= 43
     assert "code_verifier" not in query and "code_verifier" not in authorization_url
     assert query["redirect_uri"] == [f"{live}/oauth/callback"]
+    # RFC 8707: the token is asked for the MCP server itself (the peer accepts only tokens whose `aud` names it,
+    # and the issuer binds a token only when each token request names the resource too).
+    assert query["resource"] == [oauth_mcp.url]
     assert len(query["state"][0]) >= 22  # at least 128 bits, URL-safe
     state_row = db.session.scalars(select(OAuthState)).one()
     assert state_row.state_hash != query["state"][0] and query["state"][0] not in json.dumps(
@@ -220,7 +223,10 @@ def test_sign_in_connects_with_pkce_discovery_and_registration(live, owner, db, 
     assert connection.provider_account_label == "alice@example.test"
     grant = _grant(db, connection_id)
     assert grant.status == "active" and "openid" in grant.scopes
-    assert grant.provider_tenant["accountLabel"] == "alice@example.test"
+    assert (
+        grant.provider_tenant["accountLabel"] == "alice@example.test"
+    )  # from the ID token: userinfo refuses
+    assert grant.provider_tenant["resource"] == oauth_mcp.url  # bound tokens; refreshes name it again
     assert grant.provider_tenant["expiresAt"] > time.time()
     secrets = stored_secrets(grant)
     assert set(secrets) == {OAUTH_ACCESS_TOKEN_KEY, OAUTH_REFRESH_TOKEN_KEY}
@@ -503,6 +509,31 @@ def test_outage_keeps_credentials_but_invalid_grant_needs_reauthorization(live, 
     browser.connect(company, connection_id)
     assert _grant(db, connection_id).status == "active"
     assert _connection(db, connection_id).health_status == "healthy"
+
+
+def test_resource_indicators_are_canonical_server_uris():
+    assert oauth_service.resource_indicator("HTTPS://MCP.Example.com/mcp/") == "https://mcp.example.com/mcp"
+    assert oauth_service.resource_indicator("http://127.0.0.1:8123/mcp?x=1#f") == "http://127.0.0.1:8123/mcp"
+    assert oauth_service.resource_indicator("https://mcp.example.com/") == "https://mcp.example.com"
+
+
+def test_id_token_labels_are_taken_only_from_tokens_for_us_from_the_issuer():
+    import jwt
+
+    now = int(time.time())
+    claims = {"iss": "https://id.example", "aud": "client-1", "exp": now + 60, "email": "a@example.test"}
+
+    def label(**changes):
+        token = jwt.encode(
+            {**claims, **changes}, "a-signing-key-the-label-check-does-not-need", algorithm="HS256"
+        )
+        return oauth_service._id_token_label(token, "https://id.example/", "client-1")
+
+    assert label() == "a@example.test"
+    assert label(aud="someone-else") is None
+    assert label(iss="https://evil.example") is None
+    assert label(exp=now - 120) is None
+    assert oauth_service._id_token_label("not-a-jwt", "https://id.example", "client-1") is None
 
 
 def test_expiry_from_expires_at_or_unknown():

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
+import jwt
 import requests
 from authlib.common.errors import AuthlibBaseError
 from authlib.integrations.requests_client import OAuth2Session
@@ -501,6 +502,14 @@ def normalize_origin(value: str | None) -> str | None:
     return f"{parts.scheme}://{parts.netloc.lower()}"
 
 
+def resource_indicator(server_url: str) -> str:
+    """The MCP server's canonical URI, sent as the RFC 8707 `resource` of every authorization and token request so
+    the token is bound to that server (MCP authorization): lowercase scheme and host, no query or fragment, and
+    no trailing slash."""
+    parts = urlsplit(server_url)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), "", ""))
+
+
 def _requested_scopes(client: ClientConfig, method) -> list[str]:
     scopes = list(client.scopes or (method.defaults.scopes if method.defaults else []) or [])
     supported = client.server.scopes_supported or []
@@ -547,6 +556,7 @@ def start_authorization(
     raw_state = secrets.token_urlsafe(32)  # 256 bits
     verifier = secrets.token_urlsafe(64) if client.server.supports_pkce_s256 else None
     scopes = _requested_scopes(client, method)
+    resource = resource_indicator(connection_service.server_url_for(connection, app_definition, method))
     draft_audience = connection.config.get("draftAudience") if connection.status == "draft" else None
     db.session.add(
         OAuthState(
@@ -566,6 +576,7 @@ def start_authorization(
                 "tokenEndpoint": client.server.token_endpoint,
                 "userinfoEndpoint": client.server.userinfo_endpoint,
                 "scopes": scopes,
+                "resource": resource,
             },
             interaction_id=interaction_id,
             opener_origin=normalize_origin(opener_origin) if interaction_id else None,
@@ -581,7 +592,11 @@ def start_authorization(
         code_challenge_method="S256" if verifier else None,
     )
     url, _ = session.create_authorization_url(
-        client.server.authorization_endpoint, state=raw_state, code_verifier=verifier, **extra
+        client.server.authorization_endpoint,
+        state=raw_state,
+        code_verifier=verifier,
+        resource=resource,
+        **extra,
     )
     record_activity(
         company_id=connection.company_id,
@@ -646,6 +661,45 @@ def _expires_at(token: dict) -> int | None:
     return None
 
 
+LABEL_CLAIMS = ("email", "preferred_username", "login", "name", "workspace_name")
+
+
+def _id_token_label(id_token: str | None, issuer: str | None, client_id: str) -> str | None:
+    """The account label from the ID token of the code exchange, when it is for us from this issuer and current.
+
+    The token came straight from the token endpoint over the connection we opened, which OpenID Connect Core
+    (3.1.3.7, item 6) accepts in place of checking its signature. Only a display label is taken from it. Needed
+    because a token bound to the MCP server (RFC 8707) is refused at userinfo.
+    """
+    if not isinstance(id_token, str) or not issuer:
+        return None
+    try:
+        claims = jwt.decode(
+            id_token,
+            # PyJWT skips every claim check once the signature check is off, unless each is asked for.
+            options={
+                "verify_signature": False,
+                "verify_aud": True,
+                "verify_iss": True,
+                "verify_exp": True,
+                "require": ["iss", "aud", "exp"],
+            },
+            audience=client_id,
+            issuer=list(dict.fromkeys([issuer, issuer.rstrip("/")])),
+        )
+    except jwt.PyJWTError:
+        return None
+    return _label_from(claims)
+
+
+def _label_from(info: dict) -> str | None:
+    for key in LABEL_CLAIMS:
+        value = info.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:300]
+    return None
+
+
 def _account_label(userinfo_endpoint: str | None, access_token: str) -> str | None:
     if not userinfo_endpoint:
         return None
@@ -661,11 +715,7 @@ def _account_label(userinfo_endpoint: str | None, access_token: str) -> str | No
         return None
     if not isinstance(info, dict):
         return None
-    for key in ("email", "preferred_username", "login", "name", "workspace_name"):
-        value = info.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()[:300]
-    return None
+    return _label_from(info)
 
 
 def _exchange_code(state: OAuthState, client: ClientConfig, code: str, provider_name: str) -> dict:
@@ -674,6 +724,8 @@ def _exchange_code(state: OAuthState, client: ClientConfig, code: str, provider_
     params = {"code": code, "grant_type": "authorization_code", "timeout": _timeout()}
     if verifier:
         params["code_verifier"] = verifier
+    if (state.provider or {}).get("resource"):
+        params["resource"] = state.provider["resource"]
     try:
         token = session.fetch_token(client.server.token_endpoint, **params)
     except requests.RequestException:
@@ -730,7 +782,9 @@ def complete_authorization(
         tools = connection_service.verify_and_list_tools(connection, app_definition, method, secrets_to_store)
     except ProviderRefused:
         raise OAuthFlowError("tools_failed", provider=provider_name, status=502) from None
-    label = _account_label(provider.get("userinfoEndpoint"), access_token)
+    label = _id_token_label(token.get("id_token"), state.issuer, client.client_id) or _account_label(
+        provider.get("userinfoEndpoint"), access_token
+    )
     before_instructions = connection.agent_instructions
     if connection.status == "draft" and state.audience is not None:
         connection.config = {**connection.config, "draftAudience": state.audience}
@@ -746,6 +800,7 @@ def complete_authorization(
         "tokenEndpoint": client.server.token_endpoint,
         "expiresAt": _expires_at(token),
         "accountLabel": label,
+        "resource": provider.get("resource"),
     }
     grant.revoked_at = None
     if label:
@@ -878,7 +933,9 @@ def _refresh_single_flight(grant_id: uuid.UUID) -> str:
         except ReauthorizationRequired:
             _mark_needs_reauthorization(session, grant, connection, "client_missing")
             raise
-        outcome, token = _post_refresh(client, decrypt(refresh_row.ciphertext))
+        outcome, token = _post_refresh(
+            client, decrypt(refresh_row.ciphertext), (grant.provider_tenant or {}).get("resource")
+        )
         if outcome == "rejected":
             _mark_needs_reauthorization(session, grant, connection, "refresh_rejected")
             raise ReauthorizationRequired()
@@ -922,14 +979,15 @@ def _save_secret(session: Session, grant: ConnectionGrant, stored: dict, key: st
         row.ciphertext = encrypt(value)
 
 
-def _post_refresh(client: ClientConfig, refresh_token: str) -> tuple[str, dict]:
+def _post_refresh(client: ClientConfig, refresh_token: str, resource: str | None = None) -> tuple[str, dict]:
     """("ok", token) | ("rejected", {}) for invalid_grant or 400/401 | ("unavailable", {}) for network and 5xx."""
     statuses: list[int] = []
     session = _oauth_session(client)
     session.hooks["response"].append(lambda response, *args, **kwargs: statuses.append(response.status_code))
+    extra = {"resource": resource} if resource else {}
     try:
         token = session.refresh_token(
-            client.server.token_endpoint, refresh_token=refresh_token, timeout=_timeout()
+            client.server.token_endpoint, refresh_token=refresh_token, timeout=_timeout(), **extra
         )
     except requests.HTTPError:
         status = statuses[-1] if statuses else 0

@@ -1,6 +1,7 @@
 """An OAuth-protected MCP provider: the official SDK behind a gate that accepts only bearer tokens from a real issuer.
 
-The gate validates every bearer token with the issuer's introspection endpoint (RFC 7662, short timeout), answers a
+The gate validates every bearer token with the issuer's introspection endpoint (RFC 7662, short timeout) and accepts
+only tokens bound to this server's URL (RFC 8707 `aud`, as MCP authorization requires), answers a
 missing or inactive token with 401 and `WWW-Authenticate: Bearer resource_metadata="..."`, and publishes RFC 9728
 protected-resource metadata naming the issuer as its authorization server. It records each request's method, path
 and outcome, and a SHA-256 fingerprint of every accepted token (never the token itself), so tests can tell which
@@ -94,9 +95,13 @@ class OAuthMcpServer(RunningMcpServer):
                     data={"token": token},
                     auth=self.introspection_client,
                 )
-            return response.status_code == 200 and response.json().get("active") is True
+            info = response.json() if response.status_code == 200 else {}
         except (httpx.HTTPError, json.JSONDecodeError):
             return False
+        # RFC 8707 / MCP authorization: only tokens issued for this server (its URL in `aud`) are accepted.
+        audience = info.get("aud")
+        audiences = audience if isinstance(audience, list) else [audience]
+        return info.get("active") is True and self.url in audiences
 
     def _accept(self, token: str) -> None:
         with self._lock:

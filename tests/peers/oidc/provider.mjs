@@ -2,7 +2,7 @@
 //
 //   node provider.mjs <port>            (or OIDC_PORT=<port>; OIDC_ACCESS_TOKEN_TTL=<seconds>, default 3600)
 //
-// Dynamic client registration (RFC 7591), PKCE S256, refresh tokens for every client allowed the refresh_token grant,
+// Dynamic client registration (RFC 7591), PKCE S256, resource indicators (RFC 8707), refresh tokens for every client allowed the refresh_token grant,
 // token introspection for the MCP peer (static client `mcp-resource`), and devInteractions for login and consent
 // (any login and password are accepted; the login page's abort link answers `error=access_denied`).
 //
@@ -12,7 +12,7 @@
 //   GET /__test/config?tokenOutage=503&rotate=false&tokenDelayMs=200
 //       tokenOutage: answer every /token request with that status (0 = off); rotate: rotate refresh tokens;
 //       tokenDelayMs: hold every /token request this long first (widens race windows in concurrency tests).
-import Provider from 'oidc-provider';
+import Provider, { errors } from 'oidc-provider';
 
 const port = Number(process.argv[2] || process.env.OIDC_PORT || 9090);
 const issuer = `http://127.0.0.1:${port}`;
@@ -51,6 +51,23 @@ const config = {
   scopes: ['openid', 'offline_access', 'email', 'profile'],
   cookies: { keys: ['switchboard-test-peer-cookie-key'] },
   features: {
+    // RFC 8707: a token requested for a resource (an MCP server URL on loopback) is bound to it (`aud`); MCP
+    // clients must ask for one. Tokens asked without a resource stay plain (and usable at userinfo).
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => undefined,
+      useGrantedResource: () => false, // a token request must name the resource itself
+      getResourceServerInfo(ctx, resourceIndicator) {
+        const url = new URL(resourceIndicator);
+        if (url.hostname !== '127.0.0.1' && url.hostname !== 'localhost') throw new errors.InvalidTarget();
+        return {
+          scope: 'openid offline_access email profile',
+          audience: resourceIndicator,
+          accessTokenFormat: 'opaque',
+          accessTokenTTL: accessTokenTtl,
+        };
+      },
+    },
     devInteractions: { enabled: true },
     registration: { enabled: true },
     introspection: { enabled: true },
