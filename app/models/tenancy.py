@@ -35,9 +35,11 @@ class Company(IdMixin, TimestampMixin, db.Model):
 
 class AccessRevision(db.Model):
     """A counter per company, raised in the same transaction as any change to what its agents can reach or find
-    (connections, grants, installs, tools, policies, delegations, memberships, the catalog); runtime search keeps
-    per-process answers keyed on it (`app.services.access_revision`). Its own table, so the commit-time raise
-    never contends with locks on the company row (the issue counter)."""
+    (connections, grants, installs, tools, policies, delegations, memberships, the catalog).
+
+    Runtime search and gateway listings keep per-process answers keyed on it (`app.services.access_revision`). It
+    has its own table, so the commit-time raise never contends with locks on the company row (the issue counter).
+    """
 
     __tablename__ = "access_revisions"
 

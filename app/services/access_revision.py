@@ -1,7 +1,7 @@
 """The company access revision: raised in the same transaction as any change to what its agents can find or reach.
 
-Runtime search answers from a per-process snapshot of a run's audience (`runtime_tools`), valid while the company's
-revision is unchanged, so every write that could change a search answer must raise it. Rather than trusting each
+Runtime search (`runtime_tools`) and gateway listings (`gateway`) answer from per-process caches per audience, valid
+while the company's revision is unchanged, so every write that could change such an answer must raise it. Rather than trusting each
 writer to remember, session events watch the models the snapshot reads: any flushed insert, update or delete of a
 connection, grant, install, tool, policy, delegation or membership marks its company, and a change to the cached
 catalog marks every company. ORM bulk statements on those models mark the companies named in their parameters, or
@@ -80,15 +80,14 @@ def _changes_an_answer(instance) -> bool:
 
 @event.listens_for(Session, "after_flush")
 def _collect_flushed(session: Session, flush_context) -> None:
-    for instance in itertools.chain(session.new, session.dirty, session.deleted):
+    # Still the pre-flush state here (and each of these properties builds a new set: read them once).
+    new, dirty, deleted = session.new, session.dirty, session.deleted
+    updated = [instance for instance in dirty if instance not in deleted]
+    for instance in itertools.chain(new, deleted, updated):
         if isinstance(instance, CatalogApp):
             _mark(session, EVERY_COMPANY)
         elif isinstance(instance, TRACKED):
-            if (
-                instance in session.dirty
-                and instance not in session.deleted
-                and not _changes_an_answer(instance)
-            ):
+            if instance not in new and instance not in deleted and not _changes_an_answer(instance):
                 continue
             # Read without loading: a deleted row's attributes may be expired, and nothing may be queried here.
             _mark(session, instance.__dict__.get("company_id") or EVERY_COMPANY)
