@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import create_engine, event, text
+from werkzeug.serving import make_server
 
 from tests import factories
 
@@ -152,6 +154,28 @@ def client(app, db):
 
 
 CSRF_RE = re.compile(r'"X-CSRFToken": "([^"]+)"')
+
+
+@contextmanager
+def serving(app):
+    """The app on 127.0.0.1:<free port> in a daemon thread, threaded like a real server; yields its base URL."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="live-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def providers(app, notes_server, honcho_server):
+    """Catalog apps pointed at the real MCP peers on loopback: github at the notes server, honcho at Honcho's."""
+    saved = app.config.get("PROVIDER_SERVER_URLS")
+    app.config["PROVIDER_SERVER_URLS"] = {"github": notes_server.url, "honcho": honcho_server.url}
+    yield
+    app.config["PROVIDER_SERVER_URLS"] = saved
 
 
 @contextmanager

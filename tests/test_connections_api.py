@@ -18,14 +18,6 @@ CONFIGURE_FORBIDDEN = (
 
 
 @pytest.fixture
-def providers(app, notes_server, honcho_server):
-    saved = app.config.get("PROVIDER_SERVER_URLS")
-    app.config["PROVIDER_SERVER_URLS"] = {"github": notes_server.url, "honcho": honcho_server.url}
-    yield
-    app.config["PROVIDER_SERVER_URLS"] = saved
-
-
-@pytest.fixture
 def acme(make):
     company = make.company("Acme")
     owner = make.member(company, "owner")

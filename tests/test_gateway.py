@@ -19,14 +19,13 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy import select
-from werkzeug.serving import make_server
 
 from app.adapters.process import runtime_tools_env
 from app.models import ActivityLog, ConnectionGrant, ConnectionInstall, ThreadInteraction, ToolConnection
 from app.services import gateway
 from app.services.access import effective_access
 from app.services.run_context import runtime_tools_descriptor
-from tests.conftest import count_statements, sign_in
+from tests.conftest import count_statements, serving, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 from tests.test_run_tokens import TOKEN_INVALID, bearer, start_run
 
@@ -38,21 +37,9 @@ SECRET_ARG = "sup3r-s3cret-argument-value"
 
 
 @pytest.fixture
-def providers(app, notes_server, honcho_server):
-    saved = app.config.get("PROVIDER_SERVER_URLS")
-    app.config["PROVIDER_SERVER_URLS"] = {"github": notes_server.url, "honcho": honcho_server.url}
-    yield
-    app.config["PROVIDER_SERVER_URLS"] = saved
-
-
-@pytest.fixture
 def live_server(app, db):
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}{URL}"
-    server.shutdown()
-    thread.join(timeout=5)
+    with serving(app) as base:
+        yield f"{base}{URL}"
 
 
 def api(client, csrf, method, url, body=None):

@@ -18,7 +18,6 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import pytest
 import requests
 from sqlalchemy import func, select, update
-from werkzeug.serving import make_server
 
 from app.models import (
     ActivityLog,
@@ -37,6 +36,7 @@ from app.services.connections import (
     _store_secret,
     stored_secrets,
 )
+from tests.conftest import serving
 from tests.factories import DEFAULT_PASSWORD
 
 APP_SLUG = "linear"  # its `mcp-oauth` method declares dynamic client registration
@@ -53,18 +53,15 @@ ABORT_RE = re.compile(r'href="([^"]*/abort)"')
 @pytest.fixture
 def live(app, db, oauth_mcp, oidc):
     """Our app served on a free loopback port; PUBLIC_BASE_URL and the linear MCP URL point at the live peers."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    base = f"http://127.0.0.1:{server.server_port}"
     saved = {key: app.config.get(key) for key in ("PUBLIC_BASE_URL", "PROVIDER_SERVER_URLS", "OAUTH_CLIENTS")}
-    app.config.update(PUBLIC_BASE_URL=base, PROVIDER_SERVER_URLS={APP_SLUG: oauth_mcp.url}, OAUTH_CLIENTS={})
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield base
-    finally:
-        server.shutdown()
-        thread.join(timeout=5)
-        app.config.update(saved)
+    with serving(app) as base:
+        app.config.update(
+            PUBLIC_BASE_URL=base, PROVIDER_SERVER_URLS={APP_SLUG: oauth_mcp.url}, OAUTH_CLIENTS={}
+        )
+        try:
+            yield base
+        finally:
+            app.config.update(saved)
 
 
 class Browser:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from app.models.run_logs import RUN_LOG_LIMIT, AgentTaskSession, RunLog
 from app.services.runs import WakeAlreadyExists, claim_next_run, request_wakeup
 from app.worker_cli import worker_command
 from app.workers.run_executor import execute_next_run, execute_pending_runs
+from tests.conftest import serving
 from tests.test_run_instructions import add_connection
 
 EXAMPLE_AGENT = str(Path(__file__).resolve().parents[1] / "examples" / "agents" / "process_agent.py")
@@ -209,17 +209,13 @@ def test_worker_command_once(app, db, team):
 
 @pytest.fixture
 def live_base_url(app, db):
-    from werkzeug.serving import make_server
-
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     saved = app.config["PUBLIC_BASE_URL"]
-    app.config["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{server.server_port}"
-    yield app.config["PUBLIC_BASE_URL"]
-    app.config["PUBLIC_BASE_URL"] = saved
-    server.shutdown()
-    thread.join()
+    with serving(app) as base:
+        app.config["PUBLIC_BASE_URL"] = base
+        try:
+            yield base
+        finally:
+            app.config["PUBLIC_BASE_URL"] = saved
 
 
 def test_example_process_agent_requests_a_connection_and_continues_after_the_decline(db, make, live_base_url):

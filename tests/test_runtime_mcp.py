@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import pytest
 from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy import select
-from werkzeug.serving import make_server
 
 from app.models import ThreadInteraction
 from app.services.runtime_tools import GUIDANCE, TOOL_DEFINITIONS
 from tests import test_run_tokens
+from tests.conftest import serving
 from tests.test_run_tokens import TOKEN_INVALID, bearer
 
 world = test_run_tokens.world  # the shared fixture
@@ -26,12 +25,8 @@ URL = "/mcp/runtime-tools"
 
 @pytest.fixture
 def live_server(app, db):
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}{URL}"
-    server.shutdown()
-    thread.join(timeout=5)
+    with serving(app) as base:
+        yield f"{base}{URL}"
 
 
 def rpc(client, token, method, params=None, id_=1, **headers):

@@ -14,7 +14,6 @@ running run and its token valid.
 from __future__ import annotations
 
 import re
-import threading
 from types import SimpleNamespace
 
 import pytest
@@ -28,12 +27,11 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from werkzeug.serving import make_server
 
 from app.services.accounts import create_api_key
 from app.services.run_tokens import mint_run_token, open_run
 from app.web import openapi
-from tests.conftest import sign_in
+from tests.conftest import serving, sign_in
 from tests.factories import DEFAULT_PASSWORD
 
 DOC_PATH = "/api/openapi.json"
@@ -135,12 +133,9 @@ def live(app, db, make):
     )
     assert card.status_code == 200 and card.json["state"] == "needs_user_action", card.json
 
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(app) as base:
         yield SimpleNamespace(
-            base_url=f"http://127.0.0.1:{server.server_port}",
+            base_url=base,
             owner=owner,
             api_key=api_key,
             run_token=run_token,
@@ -153,10 +148,6 @@ def live(app, db, make):
                 "interaction_id": card.json["interactionId"],
             },
         )
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
-        server.server_close()
 
 
 @pytest.fixture

@@ -24,9 +24,16 @@ from app.extensions import db, htmx
 from app.models import Issue, ThreadInteraction
 from app.services import intents
 from app.services.connections import UNSET, update_connection
-from app.services.errors import Forbidden, NotFound, ProviderRefused, ServiceError, ValidationFailed
+from app.services.errors import Forbidden, NotFound, ServiceError
 from app.web.apps.setup import resumable_draft
-from app.web.apps.setup_flow import build_setup_flow, finish_step, read_submission, start_or_resume_draft
+from app.web.apps.setup_flow import (
+    SETUP_REFUSALS,
+    build_setup_flow,
+    finish_step,
+    read_submission,
+    refusal_view,
+    start_or_resume_draft,
+)
 from app.web.context import membership_for, parse_uuid, require_write
 from app.workers.continuations import deliver as deliver_continuation
 
@@ -343,12 +350,10 @@ def setup_submit(interaction_id):
         if step.needs_sign_in:
             return _begin_oauth(interaction, membership, draft, step.method_config, step.audience)
         finish_step(membership, app_definition, step, submission)
-    except ValidationFailed as err:
-        return failed(422, errors=err.field_messages())
-    except ProviderRefused as err:
-        return failed(422, refusal=err.message)
-    except Forbidden as err:
-        return failed(422 if _fragment() else 403, form_errors=[err.message])
+    except SETUP_REFUSALS as err:
+        status, shown = refusal_view(err)
+        # Inside the card's dialog a refusal re-renders the form (htmx swaps only 2xx/422), never a 403 page.
+        return failed(422 if status == 403 and _fragment() else status, **shown)
     db.session.commit()
     try:
         resolved = intents.complete_intent(interaction.id, current_user.id, draft.id)

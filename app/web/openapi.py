@@ -382,6 +382,19 @@ def _board_write(endpoint, method, path, summary, tag, body, success, answers=No
     )
 
 
+def _runtime_post(endpoint, path, summary, body, answer: Answer) -> Operation:
+    return Operation(
+        endpoint=f"runtime.{endpoint}",
+        method="post",
+        path=path,
+        summary=summary,
+        tag="runtime",
+        security=RUNTIME,
+        body=body,
+        responses={200: answer, **RUNTIME_ANSWERS},
+    )
+
+
 def mcp_operations(path: str, endpoints: tuple[str, str], tag: str, what: str) -> list[Operation]:
     """The two operations of a stateless MCP-over-HTTP endpoint (shared transport rules, see app/web/jsonrpc.py).
 
@@ -556,25 +569,19 @@ OPERATIONS: list[Operation] = [
         {200: Answer("The resolved card", (InteractionResponse,))},
     ),
     # runtime tools (agents)
-    Operation(
-        endpoint="runtime.rest_search",
-        method="post",
-        path="/runtime-tools/connections/search",
-        summary="connections_search: connectable services and this run's access state for each",
-        tag="runtime",
-        security=RUNTIME,
-        body=SearchBody,
-        responses={200: Answer("Ranked services (at most 20)", (SearchResponse,)), **RUNTIME_ANSWERS},
+    _runtime_post(
+        "rest_search",
+        "/runtime-tools/connections/search",
+        "connections_search: connectable services and this run's access state for each",
+        SearchBody,
+        Answer("Ranked services (at most 20)", (SearchResponse,)),
     ),
-    Operation(
-        endpoint="runtime.rest_request",
-        method="post",
-        path="/runtime-tools/connections/request",
-        summary="connection_request: ask the responsible person for access (one card per service)",
-        tag="runtime",
-        security=RUNTIME,
-        body=RequestBody,
-        responses={200: Answer("Ready now, or a card was sent", (RequestResponse,)), **RUNTIME_ANSWERS},
+    _runtime_post(
+        "rest_request",
+        "/runtime-tools/connections/request",
+        "connection_request: ask the responsible person for access (one card per service)",
+        RequestBody,
+        Answer("Ready now, or a card was sent", (RequestResponse,)),
     ),
     *mcp_operations(
         "/mcp/runtime-tools",

@@ -7,11 +7,11 @@ Chromium is the system one (`/usr/bin/chromium`, installed by CI); no browser is
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import pytest
-from werkzeug.serving import make_server
+
+from tests.conftest import serving
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -28,14 +28,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 @pytest.fixture(scope="session")
 def live_server(app):
     """The app on 127.0.0.1:<free port> in a daemon thread; yields its base URL."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="live-server", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join(timeout=5)
+    with serving(app) as base:
+        yield base
 
 
 @pytest.fixture

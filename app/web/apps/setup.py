@@ -16,9 +16,16 @@ from app.models import Membership, ToolConnection
 from app.services import oauth as oauth_service
 from app.services.access import CONFIGURE_FORBIDDEN, can_configure
 from app.services.connections import UNSET, finish_connection, update_connection
-from app.services.errors import Forbidden, ProviderRefused, ValidationFailed
+from app.services.errors import Forbidden
 from app.web.apps import bp
-from app.web.apps.setup_flow import build_setup_flow, finish_step, read_submission, start_or_resume_draft
+from app.web.apps.setup_flow import (
+    SETUP_REFUSALS,
+    build_setup_flow,
+    finish_step,
+    read_submission,
+    refusal_view,
+    start_or_resume_draft,
+)
 from app.web.context import current_membership, load_scoped, require_write
 
 
@@ -97,12 +104,9 @@ def connect_submit(slug):
         if step.needs_sign_in:
             return _sign_in(membership, draft, app_definition, step.method_config, step.audience)
         finish_step(membership, app_definition, step, submission)
-    except ValidationFailed as err:
-        return failed(422, errors=err.field_messages())
-    except ProviderRefused as err:
-        return failed(422, refusal=err.message)
-    except Forbidden as err:
-        return failed(403, form_errors=[err.message])
+    except SETUP_REFUSALS as err:
+        status, shown = refusal_view(err)
+        return failed(status, **shown)
     db.session.commit()
     return redirect(url_for("apps.permissions", connection_id=draft.id), code=303)
 
@@ -150,11 +154,8 @@ def reconnect(connection_id):
         if method.auth == "oauth":
             return _sign_in(membership, connection, app_definition, UNSET, UNSET)
         finish_connection(membership, connection, app_definition, credentials=submission.credentials)
-    except ValidationFailed as err:
-        return failed(422, errors=err.field_messages())
-    except ProviderRefused as err:
-        return failed(422, refusal=err.message)
-    except Forbidden as err:
-        return failed(403, form_errors=[err.message])
+    except SETUP_REFUSALS as err:
+        status, shown = refusal_view(err)
+        return failed(status, **shown)
     db.session.commit()
     return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)

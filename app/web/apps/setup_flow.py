@@ -26,6 +26,7 @@ from app.services.connections import (
     public_fields,
     start_connection,
 )
+from app.services.errors import Forbidden, ProviderRefused, ServiceError, ValidationFailed
 
 ORGANIZATION_EXPLANATION = (
     "Only people who can manage connections can connect an app for the whole organization."
@@ -266,6 +267,19 @@ def start_or_resume_draft(
         db.session.commit()
         return SetupStep(draft, method.auth == "oauth")
     return SetupStep(draft, method.auth == "oauth", submission.method_config, submission.audience)
+
+
+# What a setup submission can be refused with; the host renders the flow again (draft kept) with `refusal_view`.
+SETUP_REFUSALS = (ValidationFailed, ProviderRefused, Forbidden)
+
+
+def refusal_view(err: ServiceError) -> tuple[int, dict]:
+    """The status and the flow arguments that show a refusal: field errors, the provider's answer, or a form error."""
+    if isinstance(err, ValidationFailed):
+        return 422, {"errors": err.field_messages()}
+    if isinstance(err, ProviderRefused):
+        return 422, {"refusal": err.message}
+    return 403, {"form_errors": [err.message]}
 
 
 def finish_step(membership: Membership, app_definition, step: SetupStep, submission: Submission) -> None:
