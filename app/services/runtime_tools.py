@@ -296,7 +296,7 @@ class _IndexedService:
     name_key: str  # casefolded name: the order among equal scores
     words: str  # the service's own lowercase words (slug, name, description, method guidance)
     catalog_version: tuple[str, str] | None = None  # (slug, content_hash) of a catalog app
-    connection: Row | None = None  # a configured custom connection (its own service)
+    identity: intents.ServiceIdentity | None = None  # a configured custom connection's, built with the index
 
     def score(self, needle: str, tokens: list[str], tool_words: str) -> int:
         """Exact slug or name: 1000; else the query tokens found in its words or (the first few) its tools'."""
@@ -408,6 +408,7 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
     matching: dict[str, list[Row]] = defaultdict(list)
     tool_words: dict[str, list[str]] = defaultdict(list)
     configured = []
+    custom_app = get_app(CUSTOM_APP_SLUG) if any(c.app_slug == CUSTOM_APP_SLUG for c in connections) else None
     for connection in connections:
         slug = intents.service_slug_of(connection)
         if connection.app_slug == CUSTOM_APP_SLUG:
@@ -418,7 +419,7 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
                     slug=slug,
                     name_key=connection.name.casefold(),
                     words=f"{slug} {connection.name}".lower(),
-                    connection=connection,
+                    identity=intents.configured_service(connection, custom_app),
                 )
             )
         matching[slug].append(connection)
@@ -448,13 +449,13 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
 
 
 def _identities(entries: list[_IndexedService]) -> dict[str, intents.ServiceIdentity]:
-    """Service identities for index entries: catalog definitions (parsed once per process) or custom connections."""
+    """Service identities for index entries: catalog definitions (parsed once per process, so no query once
+    warm) or the identity a configured connection's entry carries."""
     definitions = get_app_versions([e.catalog_version for e in entries if e.catalog_version])
-    custom_app = get_app(CUSTOM_APP_SLUG) if any(e.connection for e in entries) else None
     found = {}
     for entry in entries:
-        if entry.connection is not None:
-            found[entry.slug] = intents.configured_service(entry.connection, custom_app)
+        if entry.identity is not None:
+            found[entry.slug] = entry.identity
         elif entry.slug in definitions:  # else the row changed since it was indexed and no longer validates
             found[entry.slug] = intents.catalog_service(definitions[entry.slug])
     return found
