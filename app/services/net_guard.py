@@ -41,8 +41,11 @@ def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     )
 
 
-def _allowed_hosts() -> set[str]:
-    return {h.strip().lower() for h in current_app.config.get("OUTBOUND_ALLOWED_HOSTS", []) if h.strip()}
+def outbound_allowed_hosts() -> frozenset[str]:
+    """The operator's allow-list, read in the app context (pinned transports may run outside it)."""
+    return frozenset(
+        h.strip().lower() for h in current_app.config.get("OUTBOUND_ALLOWED_HOSTS", []) if h.strip()
+    )
 
 
 def public_addresses(host: str, port: int) -> list[str]:
@@ -67,9 +70,8 @@ def check_outbound_url(url: str) -> str:
         raise UnsafeUrl("The URL must be an http(s) URL with a host name.")
     if parts.username or parts.password:
         raise UnsafeUrl("The URL must not contain credentials.")
-    host = parts.hostname.lower()
-    if host not in _allowed_hosts():
-        public_addresses(host, parts.port or (443 if parts.scheme == "https" else 80))
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    _checked_addresses(parts.hostname.lower(), port, outbound_allowed_hosts(), UnsafeUrl)
     return url
 
 
@@ -120,11 +122,6 @@ class _PinnedAsyncBackend(httpcore2.AnyIOBackend):
             except httpcore2.ConnectError as exc:
                 error = exc
         raise error or httpcore2.ConnectError(f"The host {host} could not be reached.")
-
-
-def outbound_allowed_hosts() -> frozenset[str]:
-    """The operator's allow-list, read in the app context (pinned transports may run outside it)."""
-    return frozenset(_allowed_hosts())
 
 
 # httpx has no public hook for the network backend; the pools (httpcore and httpcore2, pinned in pyproject) read it.
