@@ -252,12 +252,12 @@ def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool
     return tools
 
 
-def tool_map(run: HeartbeatRun, *, include_blocked: bool = False) -> dict[str, GatewayTool]:
-    """Every tool the run's agent may use now, by visible name (a constant number of queries)."""
+def tool_map(run: HeartbeatRun) -> dict[str, GatewayTool]:
+    """Every tool the run's agent may use now (blocked ones left out), by visible name (constant queries)."""
     accesses = _usable(effective_access(run.company_id, run.agent_id, run.responsible_user_id))
     if not accesses:
         return {}
-    return _tools_of(accesses, _slugs([a.connection for a in accesses]), include_blocked)
+    return _tools_of(accesses, _slugs([a.connection for a in accesses]), include_blocked=False)
 
 
 def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
