@@ -68,7 +68,8 @@ def assert_fragment(response):
 STATES = [
     ("requested", dict(phase="requested"), ["Connect", "Not now"], []),
     ("authorizing", dict(phase="authorizing"), ["Continue setup"], ["Not now", RETRY_NOTE]),
-    ("needs_retry", dict(phase="needs_retry"), ["Try again", RETRY_NOTE], ["Not now"]),
+    # Issue 12, item 7: after a failed attempt the person can still decline (Not now beside Try again).
+    ("needs_retry", dict(phase="needs_retry"), ["Try again", RETRY_NOTE, "Not now"], ["Setup saved"]),
     (
         "accepted",
         dict(status="accepted", result={"version": 1, "outcome": "connected", "connectionId": "x"}),

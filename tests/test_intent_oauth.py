@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from sqlalchemy import select
@@ -114,3 +115,45 @@ def test_a_sign_in_started_by_someone_else_cannot_resolve_the_card(live, db, car
     assert "OAuth callback user does not match the connection request" in response.text
     assert interaction(db, interaction_id).status == "pending"
     assert db.session.get(ToolConnection, uuid.UUID(connection_id)).status == "draft"
+
+
+def json_start(browser: Browser, connection_id: str, interaction_id: str, origin: str) -> str:
+    response = browser.keep(
+        browser.http.post(
+            f"{browser.base}/api/tools/oauth/{connection_id}/start",
+            json={"interactionId": interaction_id},
+            headers={"X-CSRFToken": browser.csrf, "Origin": origin},
+            timeout=10,
+        )
+    )
+    assert response.status_code == 200, response.text
+    assert set(response.json()) == {"authorizationUrl"}
+    return response.json()["authorizationUrl"]
+
+
+def test_json_start_from_a_task_card_posts_the_outcome_to_the_opener(live, db, card):  # noqa: F811
+    company, member, _, _, issue, interaction_id = card
+    browser = Browser(live, member)
+    # A denial on the provider's side reports needs_retry and keeps the draft for the next attempt; an unusable
+    # opener origin falls back to our own.
+    denied_draft = browser.create_draft(company)
+    url = json_start(browser, denied_draft, interaction_id, "javascript:alert(1)")
+    assert parse_qs(urlsplit(url).query)["code_challenge_method"] == ["S256"]
+    denied = browser.callback(browser.authorize(url, deny=True))
+    assert opener_message(denied)["outcome"] == "needs_retry"
+    assert f'var targetOrigin = "{live}";' in denied.text
+    assert db.session.get(ToolConnection, uuid.UUID(denied_draft)).status == "draft"
+
+    opener = "http://127.0.0.1:4999"
+    connection_id = browser.create_draft(company)
+    page = browser.callback(browser.authorize(json_start(browser, connection_id, interaction_id, opener)))
+    assert opener_message(page) == {
+        "type": "paperclip.connection-intent.oauth",
+        "interactionId": interaction_id,
+        "outcome": "connected",
+    }
+    assert f'var targetOrigin = "{opener}";' in page.text
+    assert f"/tasks/{issue.id}" in page.text  # without an opener the page goes back to the task
+    db.session.expire_all()
+    assert db.session.get(ToolConnection, uuid.UUID(connection_id)).status == "active"
+    assert interaction(db, interaction_id).status == "accepted"

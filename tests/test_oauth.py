@@ -25,7 +25,6 @@ from app.models import (
     GrantSecret,
     OAuthClientRegistration,
     OAuthState,
-    ThreadInteraction,
     ToolConnection,
     ToolPolicy,
 )
@@ -610,50 +609,3 @@ def test_tokens_never_appear_in_pages_api_activity_or_logs(live, owner, db, oidc
     for secret in secrets:
         needle = secret.encode()
         assert not any(needle in hay for hay in haystacks)
-
-
-def test_json_start_from_a_task_card_posts_the_outcome_to_the_opener(live, owner, make, db, oidc):
-    company, user = owner
-    issue = make.issue(company, responsible=user)
-    interaction = ThreadInteraction(
-        company_id=company.id, issue_id=issue.id, kind="connection_intent", addressee_user_id=user.id
-    )
-    db.session.add(interaction)
-    db.session.commit()
-    browser = Browser(live, user)
-    connection_id = browser.create_draft(company)
-    opener = "http://127.0.0.1:4999"
-    response = browser.keep(
-        browser.http.post(
-            f"{live}/api/tools/oauth/{connection_id}/start",
-            json={"interactionId": str(interaction.id)},
-            headers={"X-CSRFToken": browser.csrf, "Origin": opener},
-            timeout=10,
-        )
-    )
-    assert response.status_code == 200, response.text
-    authorization_url = response.json()["authorizationUrl"]
-    assert set(response.json()) == {"authorizationUrl"}
-    assert parse_qs(urlsplit(authorization_url).query)["code_challenge_method"] == ["S256"]
-
-    page = browser.callback(browser.authorize(authorization_url))
-    assert page.status_code == 200
-    assert '"type": "paperclip.connection-intent.oauth"' in page.text
-    assert f'"interactionId": "{interaction.id}"' in page.text
-    assert '"outcome": "connected"' in page.text
-    assert f'var targetOrigin = "{opener}";' in page.text
-    assert f"/tasks/{issue.id}" in page.text  # without an opener the page goes back to the task
-    assert _connection(db, connection_id).status == "active"
-
-    # A denial on the provider's side reports needs_retry and keeps the draft for the next attempt.
-    second_id = browser.create_draft(company)
-    start = browser.http.post(
-        f"{live}/api/tools/oauth/{second_id}/start",
-        json={"interactionId": str(interaction.id)},
-        headers={"X-CSRFToken": browser.csrf, "Origin": "javascript:alert(1)"},
-        timeout=10,
-    ).json()["authorizationUrl"]
-    denied = browser.callback(browser.authorize(start, deny=True))
-    assert '"outcome": "needs_retry"' in denied.text
-    assert f'var targetOrigin = "{live}";' in denied.text  # an unusable opener origin falls back to our own
-    assert _connection(db, second_id).status == "draft"

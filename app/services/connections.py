@@ -29,7 +29,7 @@ from app.models import (
 )
 from app.models.base import utcnow
 from app.models.connections import CUSTOM_APP_SLUG, TOOL_ACTIONS
-from app.services import provider_mcp
+from app.services import card_binding, provider_mcp
 from app.services.access import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
 from app.services.errors import Forbidden, ProviderRefused, ServiceError, Unprocessable, ValidationFailed
@@ -387,7 +387,8 @@ def activate_connection(
     connection.status = "active"
     if audience is not UNSET:
         set_audience(actor, connection, audience)
-    elif first_activation:
+    elif first_activation and not card_binding.pending_cards_bound_to(connection):
+        # A card's draft has no audience of its own: the card's completion applies the one saved on the card.
         set_audience(
             actor,
             connection,

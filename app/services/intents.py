@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import exists, or_, select, update
+from sqlalchemy import delete, exists, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.catalog.loader import get_app, logo_url
@@ -21,18 +21,21 @@ from app.extensions import db
 from app.models import (
     Agent,
     ConnectionGrant,
+    ConnectionInstall,
     ConnectionIntentDelivery,
     GrantDelegation,
     Issue,
     Membership,
+    OAuthState,
     ThreadInteraction,
     ToolConnection,
 )
 from app.models.base import utcnow
 from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
+from app.services import card_binding
 from app.services.access import can_manage_connections, effective_access
 from app.services.activity import record_activity
-from app.services.connections import add_agent_install
+from app.services.connections import Audience, add_agent_install
 from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
 
 KIND = "connection_intent"
@@ -46,6 +49,12 @@ CLOSED_ISSUE = "Cannot create an interaction on a closed issue"
 CONNECTION_PREFIX = "connection:"
 ISSUE_CLOSED = "issue_closed"
 ASSIGNMENT_CHANGED = "assignment_changed"
+RESPONSIBLE_CHANGED = "The responsible person changed"
+CARD_CLOSED = "This request was closed before sign-in finished"
+AUDIENCE_KEY = card_binding.AUDIENCE_KEY
+BROADEN_FORBIDDEN = (
+    "Sharing this connection beyond the requesting agent requires connection-management authority"
+)
 
 
 @dataclass(frozen=True)
@@ -265,6 +274,7 @@ def create_connection_intent(
         row.status = "expired"
         row.result = {"version": 1, "outcome": "superseded", "supersededByInteractionId": str(interaction.id)}
         row.resolved_at = now
+    retire_oauth_states([row.id for row in same_service])
     locked.updated_at = now
     db.session.flush()
     return interaction, True
@@ -298,8 +308,110 @@ def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
             row.result = {"version": 1, "outcome": "issue_closed", "reason": None}
         else:
             row.result = {"version": 1, "outcome": "expired", "reason": "The task assignment changed"}
+    retire_oauth_states([row.id for row in rows])
     db.session.flush()
     return len(rows)
+
+
+def supersede_intents_for_responsible_change(issue: Issue) -> int:
+    """The task's responsible person changed: pending cards addressed to anyone else are superseded (the next
+    request of the agent opens a new card for the new person). Returns how many cards were superseded."""
+    rows = list(
+        db.session.scalars(
+            select(ThreadInteraction)
+            .where(
+                ThreadInteraction.issue_id == issue.id,
+                ThreadInteraction.kind == KIND,
+                ThreadInteraction.status == "pending",
+            )
+            .with_for_update()
+        )
+    )
+    rows = [r for r in rows if r.addressee_user_id != issue.responsible_user_id]
+    now = utcnow()
+    for row in rows:
+        row.status = "expired"
+        row.resolved_at = now
+        row.result = {
+            "version": 1,
+            "outcome": "superseded",
+            "supersededByInteractionId": None,
+            "reason": RESPONSIBLE_CHANGED,
+        }
+    retire_oauth_states([row.id for row in rows])
+    db.session.flush()
+    return len(rows)
+
+
+def retire_oauth_states(interaction_ids: list[uuid.UUID]) -> None:
+    """Sign-ins in flight for cards that no longer wait: their state rows go, so a late callback connects nothing
+    (reference, `tool_oauth_states`: expiring or superseding an intent deletes its OAuth state rows)."""
+    if interaction_ids:
+        db.session.execute(
+            delete(OAuthState)
+            .where(OAuthState.interaction_id.in_(interaction_ids))
+            .execution_options(synchronize_session=False)
+        )
+
+
+# --- the audience the addressed person chose -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CardAudience:
+    """The audience saved on a card, bound to the draft connection whose setup will finish the card."""
+
+    connection_id: uuid.UUID
+    audience: Audience
+
+    def to_json(self) -> dict:
+        return {"connectionId": str(self.connection_id), **self.audience.to_json()}
+
+
+def card_audience(interaction: ThreadInteraction) -> CardAudience | None:
+    """The saved audience of a card (`payload.audience`), or None when none was saved (requester only)."""
+    connection_id = card_binding.bound_draft_id(interaction)
+    if connection_id is None:
+        return None
+    saved = interaction.payload[AUDIENCE_KEY]
+    agent_ids = tuple(a for a in (_uuid_or_none(v) for v in saved.get("agentIds") or []) if a is not None)
+    return CardAudience(connection_id, Audience(bool(saved.get("allAgents")), agent_ids))
+
+
+def is_broader_than_requester(audience: Audience, requester_id: uuid.UUID) -> bool:
+    return audience.all_agents or any(agent_id != requester_id for agent_id in audience.agent_ids)
+
+
+def require_sharing_authority(membership: Membership, audience: Audience, requester_id: uuid.UUID) -> None:
+    """An audience wider than the requesting agent needs tools:manage_connections, for personal connections as
+    for organization ones (checked when the audience is saved and again when the card completes)."""
+    if is_broader_than_requester(audience, requester_id) and not can_manage_connections(membership):
+        raise Forbidden(BROADEN_FORBIDDEN)
+
+
+def _apply_card_audience(
+    connection: ToolConnection, saved: CardAudience, agent_id: uuid.UUID, user_id: uuid.UUID
+) -> None:
+    """Install the connection for the saved audience, additively (existing installs are kept)."""
+    if saved.audience.all_agents:
+        company_wide = db.session.scalar(
+            select(ConnectionInstall.id).where(
+                ConnectionInstall.connection_id == connection.id, ConnectionInstall.target_type == "company"
+            )
+        )
+        if company_wide is None:
+            db.session.add(
+                ConnectionInstall(
+                    company_id=connection.company_id,
+                    connection_id=connection.id,
+                    target_type="company",
+                    target_id=connection.company_id,
+                    created_by_user_id=user_id,
+                )
+            )
+    for other in saved.audience.agent_ids:
+        if other != agent_id:
+            add_agent_install(connection, other, user_id)
 
 
 # --- the addressed person's side -----------------------------------------------------------------------------
@@ -348,7 +460,7 @@ def lock_intent(interaction_id: uuid.UUID) -> ThreadInteraction:
     return row
 
 
-def _require_writer(interaction: ThreadInteraction, user_id: uuid.UUID, *, lock: bool = False) -> Membership:
+def require_writer(interaction: ThreadInteraction, user_id: uuid.UUID, *, lock: bool = False) -> Membership:
     query = select(Membership).where(
         Membership.company_id == interaction.company_id, Membership.user_id == user_id
     )
@@ -360,12 +472,12 @@ def _require_writer(interaction: ThreadInteraction, user_id: uuid.UUID, *, lock:
     return membership
 
 
-def _require_addressee(interaction: ThreadInteraction, user_id: uuid.UUID) -> None:
+def require_addressee(interaction: ThreadInteraction, user_id: uuid.UUID) -> None:
     if interaction.addressee_user_id != user_id:
         raise Forbidden(NOT_ADDRESSEE)
 
 
-def _active_task(interaction: ThreadInteraction) -> Issue:
+def active_task(interaction: ThreadInteraction) -> Issue:
     issue = db.session.scalar(
         select(Issue)
         .where(Issue.id == interaction.issue_id)
@@ -385,11 +497,11 @@ def set_phase(interaction_id: uuid.UUID, user_id: uuid.UUID, phase: str) -> Thre
     if phase not in PHASES:
         raise Unprocessable(PHASE_INVALID)
     interaction = lock_intent(interaction_id)
-    _require_addressee(interaction, user_id)
-    _require_writer(interaction, user_id)
+    require_addressee(interaction, user_id)
+    require_writer(interaction, user_id)
     if interaction.status != "pending":
         raise Conflict(ALREADY_RESOLVED)
-    _active_task(interaction)
+    active_task(interaction)
     interaction.payload = {**interaction.payload, "phase": phase}
     db.session.flush()
     return interaction
@@ -436,6 +548,11 @@ def setup_options(interaction: ThreadInteraction) -> dict:
     }
 
 
+def requester_of(interaction: ThreadInteraction) -> uuid.UUID | None:
+    """The agent that asked for the card."""
+    return _uuid_or_none((interaction.payload or {}).get("requestingAgentId"))
+
+
 def _uuid_or_none(value) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value)) if value else None
@@ -454,6 +571,7 @@ def _resolve(interaction: ThreadInteraction, user_id: uuid.UUID, status: str, re
     )
     if outcome.rowcount != 1:
         raise Conflict(ALREADY_RESOLVED)
+    retire_oauth_states([interaction.id])
     db.session.add(
         ConnectionIntentDelivery(
             interaction_id=interaction.id, company_id=interaction.company_id, next_attempt_at=now
@@ -468,7 +586,7 @@ def complete_intent(
 ) -> ThreadInteraction:
     """Connect the chosen connection to the requesting agent and resolve the card as connected, atomically."""
     interaction = lock_intent(interaction_id)
-    _require_addressee(interaction, user_id)
+    require_addressee(interaction, user_id)
     if interaction.status != "pending":
         result = interaction.result or {}
         if (
@@ -478,8 +596,8 @@ def complete_intent(
         ):
             return interaction
         raise Conflict(ALREADY_RESOLVED)
-    _active_task(interaction)
-    membership = _require_writer(interaction, user_id, lock=True)
+    active_task(interaction)
+    membership = require_writer(interaction, user_id, lock=True)
     payload = interaction.payload or {}
     agent_id = uuid.UUID(payload["requestingAgentId"])
     connection = db.session.scalar(
@@ -504,6 +622,12 @@ def complete_intent(
         raise Conflict("This connection has no usable identity grant")
     if personal is None and dedicated is None and not can_manage_connections(membership):
         raise Forbidden("Sharing a company connection requires connection-management authority")
+    saved = card_audience(interaction)
+    if saved is not None and saved.connection_id != connection.id:
+        saved = None  # the audience was chosen for another draft; reusing a connection stays requester-only
+    if saved is not None:
+        check_audience_agents(connection.company_id, saved.audience)
+        require_sharing_authority(membership, saved.audience, agent_id)
     if personal is not None and dedicated is None:
         delegated = db.session.scalar(
             select(GrantDelegation).where(
@@ -530,6 +654,8 @@ def complete_intent(
                 details={"grantId": str(personal.id), "interactionId": str(interaction.id)},
             )
     add_agent_install(connection, agent_id, user_id)
+    if saved is not None:
+        _apply_card_audience(connection, saved, agent_id, user_id)
     db.session.flush()
     access = effective_access(
         connection.company_id, agent_id, user_id, connection_ids=[connection.id], with_tools=False
@@ -566,13 +692,26 @@ def complete_intent(
     return interaction
 
 
+def check_audience_agents(company_id: uuid.UUID, audience: Audience) -> None:
+    """Agents named in a saved audience that left the company meanwhile refuse the completion."""
+    if not audience.agent_ids:
+        return
+    found = set(
+        db.session.scalars(
+            select(Agent.id).where(Agent.company_id == company_id, Agent.id.in_(audience.agent_ids))
+        )
+    )
+    if set(audience.agent_ids) - found:
+        raise Conflict("An agent chosen for this connection is no longer part of the company")
+
+
 def decline_intent(interaction_id: uuid.UUID, user_id: uuid.UUID, reason: str | None) -> ThreadInteraction:
     """Resolve the card as declined (the card's "Not now"); the continuation is told to pursue alternatives."""
     interaction = lock_intent(interaction_id)
-    _require_addressee(interaction, user_id)
+    require_addressee(interaction, user_id)
     if interaction.status != "pending":
         raise Conflict(ALREADY_RESOLVED)
-    _require_writer(interaction, user_id, lock=True)
+    require_writer(interaction, user_id, lock=True)
     reason = (reason or "").strip() or None
     _resolve(interaction, user_id, "rejected", {"version": 1, "outcome": "declined", "reason": reason})
     record_activity(

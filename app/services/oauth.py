@@ -58,7 +58,15 @@ from app.models.base import as_utc, utcnow
 from app.services import connections as connection_service
 from app.services.access import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
-from app.services.errors import Forbidden, ProviderRefused, ServiceError, Unprocessable, ValidationFailed
+from app.services.errors import (
+    Conflict,
+    Forbidden,
+    ProviderRefused,
+    ServiceError,
+    Unprocessable,
+    ValidationFailed,
+)
+from app.services.intents import CARD_CLOSED
 from app.services.net_guard import UnsafeUrl, check_outbound_url
 from app.services.secrets_box import decrypt, encrypt
 
@@ -550,6 +558,8 @@ def start_authorization(
             raise ValidationFailed(
                 [{"loc": ["interactionId"], "msg": "Unknown interaction", "type": "value_error"}]
             )
+        if interaction.status != "pending":
+            raise Conflict(CARD_CLOSED)
     client = resolve_client(connection, app_definition, method)
     now = utcnow()
     db.session.execute(delete(OAuthState).where(OAuthState.expires_at < now))
@@ -737,7 +747,18 @@ def _exchange_code(state: OAuthState, client: ClientConfig, code: str, provider_
     return dict(token)
 
 
-def complete_authorization(
+@dataclass
+class SignedIn:
+    """What a provider sign-in returned, before anything is stored: the tokens, the tools they list, the account."""
+
+    client: ClientConfig
+    token: dict
+    secrets: dict[str, str]
+    tools: list
+    label: str | None
+
+
+def exchange_authorization(
     actor: Membership,
     state: OAuthState,
     connection: ToolConnection,
@@ -746,10 +767,10 @@ def complete_authorization(
     code: str | None,
     error: str | None,
     iss: str | None,
-) -> ToolConnection:
-    """Finish a consumed state: exchange the code, store tokens encrypted, index tools, activate (or reconnect).
+) -> SignedIn:
+    """The outbound half of a callback: exchange the code and list the tools with the new token. Writes nothing.
 
-    Raises OAuthFlowError with a plain reason; the draft (or the working connection) is left as it was.
+    Raises OAuthFlowError with a plain reason.
     """
     provider_name = app_definition.name
     _require_configure(actor, connection, state.identity)
@@ -785,6 +806,17 @@ def complete_authorization(
     label = _id_token_label(token.get("id_token"), state.issuer, client.client_id) or _account_label(
         provider.get("userinfoEndpoint"), access_token
     )
+    return SignedIn(client=client, token=token, secrets=secrets_to_store, tools=tools, label=label)
+
+
+def store_authorization(
+    actor: Membership, state: OAuthState, connection: ToolConnection, signed_in: SignedIn
+) -> ToolConnection:
+    """The database half: store the tokens encrypted, index the tools, activate (or reconnect). Callers that
+    finish a card run it inside the card's locked transaction, so a closed card never gets tokens."""
+    _require_configure(actor, connection, state.identity)
+    provider = state.provider or {}
+    client, token = signed_in.client, signed_in.token
     before_instructions = connection.agent_instructions
     if connection.status == "draft" and state.audience is not None:
         connection.config = {**connection.config, "draftAudience": state.audience}
@@ -799,17 +831,17 @@ def complete_authorization(
         "authMethod": client.auth_method,
         "tokenEndpoint": client.server.token_endpoint,
         "expiresAt": _expires_at(token),
-        "accountLabel": label,
+        "accountLabel": signed_in.label,
         "resource": provider.get("resource"),
     }
     grant.revoked_at = None
-    if label:
-        connection.provider_account_label = label
+    if signed_in.label:
+        connection.provider_account_label = signed_in.label
     first_activation = connection_service.activate_connection(
-        actor, connection, grant, secrets_to_store, tools
+        actor, connection, grant, signed_in.secrets, signed_in.tools
     )
     connection_service.record_setup_finished(
-        actor, connection, grant, tools, before_instructions, first_activation
+        actor, connection, grant, signed_in.tools, before_instructions, first_activation
     )
     record_activity(
         company_id=connection.company_id,

@@ -22,9 +22,10 @@ from flask_login import current_user, login_required
 from app.catalog.loader import get_app, get_method, logo_url
 from app.extensions import db, htmx
 from app.models import Issue, ThreadInteraction
-from app.services import intents
-from app.services.connections import UNSET, update_connection
-from app.services.errors import Forbidden, NotFound, ServiceError
+from app.services import intent_setup, intents
+from app.services.access import can_manage_connections
+from app.services.connections import UNSET, Audience, update_connection
+from app.services.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.web.apps.setup import resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
@@ -41,7 +42,9 @@ bp = Blueprint("intent_cards", __name__)
 
 INTRO = "Connect your identity or reuse an eligible connection. Access is added only for this agent."
 RETRY_NOTE = "Authorization did not finish, so nothing was connected. You can try again."
+SAVE_AND_EXIT = "save"
 PRIMARY_LABELS = {"requested": "Connect", "authorizing": "Continue setup", "needs_retry": "Try again"}
+CONTINUE_LABEL = "Continue setup"
 
 
 @bp.before_request
@@ -74,6 +77,13 @@ class CardView:
     dark_logo: str | None
     primary_label: str | None
     outcome_text: str | None
+    # The addressee saved a setup for this card (Save & exit): the card offers to continue it.
+    setup_saved: bool = False
+
+    @property
+    def can_decline(self) -> bool:
+        """Not now is offered while the card asks (requested) and after a failed attempt (needs_retry)."""
+        return self.state in ("requested", "needs_retry")
 
 
 def card_view(item: ThreadInteraction, viewer=None) -> CardView:
@@ -105,6 +115,7 @@ def card_view(item: ThreadInteraction, viewer=None) -> CardView:
     logo = payload.get("serviceLogoUrl") or (logo_url(definition) if definition else None)
     dark = payload.get("serviceDarkLogoUrl") or (logo_url(definition, dark=True) if definition else None)
     addressee = item.addressee_user
+    saved = intents.card_audience(item) is not None
     agent_name = payload.get("requestingAgentName") or (
         item.requesting_agent.name if item.requesting_agent else "An agent"
     )
@@ -118,8 +129,9 @@ def card_view(item: ThreadInteraction, viewer=None) -> CardView:
         addressee_name=addressee.name if addressee is not None else "the responsible person",
         logo=logo,
         dark_logo=dark if dark != logo else None,
-        primary_label=PRIMARY_LABELS.get(state),
+        primary_label=CONTINUE_LABEL if saved and state == "requested" else PRIMARY_LABELS.get(state),
         outcome_text=outcomes.get(state),
+        setup_saved=saved,
     )
 
 
@@ -181,7 +193,16 @@ def _catalog_app(interaction: ThreadInteraction):
 
 
 def _dialog_flow(interaction, membership, app_definition, **kwargs):
+    """The setup flow in the card's dialog. Continue setup restores the saved draft (its method and identity) and
+    the audience saved on the card; a person without sharing authority starts from the requesting agent alone."""
     requester = _requester_id(interaction)
+    saved = intents.card_audience(interaction)
+    if "draft" not in kwargs and "submission" not in kwargs:
+        kwargs["draft"] = intent_setup.saved_draft(interaction, membership)
+    if saved is not None and kwargs.get("draft") is not None and saved.connection_id == kwargs["draft"].id:
+        kwargs.setdefault("audience", saved.audience)
+    elif requester is not None and not can_manage_connections(membership):
+        kwargs.setdefault("audience", Audience(False, (requester,)))
     flow = build_setup_flow(
         membership,
         app_definition,
@@ -191,6 +212,7 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
         hx_target="#setup-flow" if _fragment() else None,
         **kwargs,
     )
+    flow.save_exit = True
     if requester is not None:
         # The requesting agent is always in the audience of a connection made from its card: locked in the form
         # (a hidden input carries it), and a submit without it is refused server-side all the same.
@@ -311,9 +333,10 @@ def phase(interaction_id):
 def setup_submit(interaction_id):
     """The dialog host of the shared setup flow: the same services as `/apps/<slug>/connect`, then completion.
 
-    The requesting agent must stay in the chosen audience. An API-key connection is verified, activated and used
-    to complete the card in the same request; an OAuth method saves the draft (with its audience, granting nothing),
-    moves the card to `authorizing` and offers the provider sign-in, whose callback completes the card.
+    The chosen audience is saved on the card (bound to the draft; granting nothing) and the requesting agent must
+    stay in it. **Save & exit** stops there. An API-key method is verified and finishes the card in one transaction
+    with that audience; an OAuth method moves the card to `authorizing` and offers the provider sign-in, whose
+    callback finishes the card. A refused completion keeps nothing and moves the card to `needs_retry`.
     """
     interaction, membership = _addressed(interaction_id)
     require_write(membership)
@@ -325,7 +348,7 @@ def setup_submit(interaction_id):
     draft = resumable_draft(request.form.get("draft_id"), membership, app_definition)
     method = get_method(app_definition, draft.method_key if draft else request.form.get("method_key"))
     submission = read_submission(request.form, method)
-    requester = _requester_id(interaction)
+    saving = request.form.get("intent") == SAVE_AND_EXIT
 
     def failed(status: int, **kwargs):
         db.session.rollback()
@@ -341,36 +364,45 @@ def setup_submit(interaction_id):
         )
         return _flow_response(interaction, membership, flow, status)
 
-    if not submission.audience.all_agents and requester not in submission.audience.agent_ids:
+    requester = _requester_id(interaction)
+    if not saving and not submission.audience.all_agents and requester not in submission.audience.agent_ids:
         name = card_view(interaction).agent_name
         return failed(422, errors={"agentIds": f"Keep {name} selected: it asked for this connection."})
     try:
-        step = start_or_resume_draft(membership, app_definition, method, submission, draft)
+        step = start_or_resume_draft(
+            membership, app_definition, method, submission, draft, draft_audience=intent_setup.NO_AUDIENCE
+        )
         draft = step.connection
+        intent_setup.save_card_audience(
+            interaction.id, membership, draft, submission.audience, require_requester=not saving
+        )
+        if step.method_config is not UNSET:
+            update_connection(membership, draft, app_definition, method_config=step.method_config)
+        if saving:
+            db.session.commit()
+            return _card_response(interaction)
         if step.needs_sign_in:
-            return _begin_oauth(interaction, membership, draft, step.method_config, step.audience)
-        finish_step(membership, app_definition, step, submission)
+            return _begin_oauth(interaction, membership, draft)
+        resolved = finish_step(membership, app_definition, step, submission)
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         # Inside the card's dialog a refusal re-renders the form (htmx swaps only 2xx/422), never a 403 page.
         return failed(422 if status == 403 and _fragment() else status, **shown)
-    db.session.commit()
-    try:
-        resolved = intents.complete_intent(interaction.id, current_user.id, draft.id)
-    except ServiceError as err:
-        # The connection is live and kept; the card stays pending with the reason in the dialog.
+    except intent_setup.CardCompletionFailed as err:
         db.session.rollback()
+        intent_setup.mark_needs_retry(interaction.id, current_user.id)
+        db.session.commit()
         return _dialog_response(interaction, membership, 422, error=err.message)
+    except Conflict:
+        # The card stopped waiting meanwhile (task closed or reassigned): show what it became.
+        db.session.rollback()
+        return _card_response(interaction)
     db.session.commit()
     return _resolved(resolved)
 
 
-def _begin_oauth(interaction, membership, draft, method_config, audience):
-    """Save the audience on the draft (grants nothing), mark the card `authorizing`, and offer the sign-in."""
-    if method_config is not UNSET or audience is not UNSET:
-        update_connection(
-            membership, draft, get_app(draft.app_slug), method_config=method_config, audience=audience
-        )
+def _begin_oauth(interaction, membership, draft):
+    """The audience is saved on the card already: mark the card `authorizing` and offer the sign-in."""
     intents.set_phase(interaction.id, current_user.id, "authorizing")
     db.session.commit()
     return _dialog_response(interaction, membership, oauth_draft=draft)

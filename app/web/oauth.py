@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from app.catalog.loader import get_app
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection
-from app.services import intents
+from app.services import intent_setup, intents
 from app.services import oauth as oauth_service
 from app.services.errors import Forbidden, NotFound, ServiceError
 from app.services.tenancy import get_membership
@@ -28,7 +28,6 @@ bp = Blueprint("oauth", __name__)
 csrf_exempt_endpoint("oauth.callback")
 
 INTENT_USER_MISMATCH = "OAuth callback user does not match the connection request"
-INTENT_OUTCOMES = {"accepted": "connected", "rejected": "declined"}
 
 
 class StartBody(BaseModel):
@@ -52,7 +51,9 @@ def _connection_and_app(connection_id):
 def start(connection_id):
     """The setup flow's "Sign in with <provider>" button (also Reconnect): 303 to the provider."""
     connection, membership, app_definition = _connection_and_app(connection_id)
-    interaction_id = _optional_uuid(request.form.get("interaction_id"))
+    interaction_id = _optional_uuid(request.form.get("interaction_id")) or intent_setup.bound_card_id(
+        connection, current_user.id
+    )
     url = oauth_service.start_authorization(
         membership,
         connection,
@@ -70,12 +71,13 @@ def start_json(connection_id):
     """JSON start for the task card: `{interactionId?}` -> `{authorizationUrl}` (opened in a popup)."""
     connection, membership, app_definition = _connection_and_app(connection_id)
     body = parse_body(StartBody)
+    interaction_id = body.interactionId or intent_setup.bound_card_id(connection, current_user.id)
     url = oauth_service.start_authorization(
         membership,
         connection,
         app_definition,
-        interaction_id=body.interactionId,
-        opener_origin=request.headers.get("Origin") if body.interactionId else None,
+        interaction_id=interaction_id,
+        opener_origin=request.headers.get("Origin") if interaction_id else None,
     )
     db.session.commit()
     return jsonify({"authorizationUrl": url})
@@ -97,16 +99,21 @@ def callback():
         return _invalid_state()
     # The state is spent before anything else happens: a second callback with it finds nothing.
     db.session.commit()
+    # Kept as read now: resolving the card deletes its sign-in states, this one included.
+    db.session.refresh(state)
+    db.session.expunge(state)
     if not _callback_user_is_addressee(state):
         # A card's sign-in finishes only for the person the card asks (nothing is exchanged for anyone else).
         return _failure_page(INTENT_USER_MISMATCH, None, None, 403)
+    if state.interaction_id and not intent_setup.card_is_open(state.interaction_id):
+        return _card_closed_page(state)  # nothing is exchanged for a card that stopped waiting
     connection = db.session.get(ToolConnection, state.connection_id)
     membership = get_membership(state.company_id, current_user.id)
     app_definition = get_app(connection.app_slug) if connection is not None else None
     if connection is None or app_definition is None or membership is None or not membership.is_active_member:
         return _invalid_state()
     try:
-        oauth_service.complete_authorization(
+        signed_in = oauth_service.exchange_authorization(
             membership,
             state,
             connection,
@@ -121,19 +128,39 @@ def callback():
         oauth_service.record_failure(current_user.id, state, reason)
         db.session.commit()
         if state.interaction_id:
-            finish_intent_oauth(state, None)
-            return _opener_page(state, "needs_retry")
+            intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
+            db.session.commit()
+            return _opener_page(state, intent_setup.card_outcome(state.interaction_id))
         return _failure_page(err.message, connection, app_definition, err.status)
     except ServiceError:
         db.session.rollback()
         oauth_service.record_failure(current_user.id, state, "provider_error")
         db.session.commit()
         raise
+    if not state.interaction_id:
+        oauth_service.store_authorization(membership, state, connection, signed_in)
+        db.session.commit()
+        return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
+    return _finish_card(membership, state, connection, signed_in)
+
+
+def _finish_card(membership, state, connection, signed_in):
+    """A card's sign-in: tokens, activation, audience and resolution commit together, or nothing does."""
+    try:
+        intent_setup.finish_card_oauth(membership, state, connection, signed_in)
+    except intent_setup.CardClosed:
+        db.session.rollback()
+        return _card_closed_page(state)
+    except (intent_setup.CardCompletionFailed, Forbidden) as err:
+        db.session.rollback()
+        oauth_service.record_failure(current_user.id, state, "completion_refused")
+        db.session.commit()
+        intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
+        db.session.commit()
+        return _opener_page(state, intent_setup.card_outcome(state.interaction_id), error=err.message)
     db.session.commit()
-    if state.interaction_id:
-        finish_intent_oauth(state, connection)
-        return _opener_page(state, "connected")
-    return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
+    deliver_continuation(state.interaction_id)
+    return _opener_page(state, intent_setup.card_outcome(state.interaction_id))
 
 
 def _callback_user_is_addressee(state) -> bool:
@@ -143,36 +170,16 @@ def _callback_user_is_addressee(state) -> bool:
     return interaction is None or interaction.addressee_user_id == current_user.id
 
 
-def finish_intent_oauth(state, connection: ToolConnection | None) -> str:
-    """Resolve the card a sign-in was started from (reference 8, `finishConnectionIntentOAuth`); returns what the
-    card became (`connected`, `declined`, `expired` or `needs_retry`). The opener is told the sign-in's own outcome,
-    which is only a hint: the card re-reads the server.
-
-    Still pending: a connected sign-in completes the card with the new connection (the same `complete_intent` as
-    the card and the API); a failed one, or a completion the rules refuse, moves it to `needs_retry`. A card that
-    is no longer pending is left unchanged. After a resolution commits, the continuation is delivered.
-    """
+def _card_closed_page(state):
     interaction = db.session.get(ThreadInteraction, state.interaction_id)
-    if interaction is None or interaction.kind != intents.KIND:
-        return "needs_retry"
-    if interaction.status == "pending" and connection is not None:
-        try:
-            intents.complete_intent(interaction.id, current_user.id, connection.id)
-            db.session.commit()
-        except ServiceError:
-            db.session.rollback()
-        else:
-            deliver_continuation(interaction.id)
-    db.session.expire_all()
-    interaction = db.session.get(ThreadInteraction, state.interaction_id)
-    if interaction.status == "pending":
-        try:
-            intents.set_phase(interaction.id, current_user.id, "needs_retry")
-            db.session.commit()
-        except ServiceError:
-            db.session.rollback()  # e.g. the task changed hands meanwhile: its expiry shows on the card
-        return "needs_retry"
-    return INTENT_OUTCOMES.get(interaction.status, "expired")
+    return (
+        render_template(
+            "oauth/card_closed.html",
+            message=intents.CARD_CLOSED,
+            task_url=url_for("board.task", issue_id=interaction.issue_id) if interaction else None,
+        ),
+        409,
+    )
 
 
 def _optional_uuid(value) -> uuid.UUID | None:
@@ -195,7 +202,7 @@ def _failure_page(message: str, connection, app_definition, status: int):
     )
 
 
-def _opener_page(state, outcome: str):
+def _opener_page(state, outcome: str, error: str | None = None):
     interaction = db.session.get(ThreadInteraction, state.interaction_id)
     fallback = (
         url_for("board.task", issue_id=interaction.issue_id) if interaction else url_for("apps.catalog")
@@ -211,4 +218,5 @@ def _opener_page(state, outcome: str):
         or oauth_service.normalize_origin(current_app.config["PUBLIC_BASE_URL"])
         or "/",
         fallback_url=fallback,
+        error=error,
     )

@@ -10,13 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.catalog.loader import get_app
 from app.extensions import db
-from app.models import ToolConnection
+from app.models import ThreadInteraction, ToolConnection
+from app.services import intent_setup, intents
 from app.services.access import tools_with_policies
 from app.services.connections import (
     UNSET,
     Audience,
     audience_of,
-    finish_connection,
     list_connections,
     start_connection,
     update_connection,
@@ -25,6 +25,7 @@ from app.services.errors import NotFound, ProviderRefused
 from app.web.api import bp
 from app.web.api.validation import StrictBody, parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid
+from app.workers.continuations import deliver as deliver_continuation
 
 ShortText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000)]
 
@@ -63,8 +64,11 @@ class ConnectBody(StrictBody):
     identity: Literal["organization", "user"] = "user"
     credentials: dict[str, ShortText] = Field(default_factory=dict, max_length=20)
     methodConfig: dict[str, ShortText | bool | None] = Field(default_factory=dict, max_length=50)
-    audience: AudienceBody = Field(default_factory=AudienceBody)
+    audience: AudienceBody | None = None
     agentInstructions: InstructionsBody | None = None
+    # A pending card to resolve when this draft is finished: the audience is saved on the card (default: the
+    # requesting agent only), never on the draft.
+    interactionId: uuid.UUID | None = None
 
 
 class FinishBody(StrictBody):
@@ -138,6 +142,7 @@ def connect_app(company_id):
     membership = membership_for(parse_uuid(company_id))
     body = parse_body(ConnectBody)
     app_definition = _app_or_404(body.appSlug)
+    card = _card_for_draft(body.interactionId, membership)
     connection = start_connection(
         membership,
         app_definition,
@@ -145,18 +150,51 @@ def connect_app(company_id):
         identity=body.identity,
         name=body.name,
         method_config=body.methodConfig,
-        audience=body.audience.to_audience(),
+        audience=intent_setup.NO_AUDIENCE if card else (body.audience or AudienceBody()).to_audience(),
         agent_instructions=_instructions_arg(body),
     )
+    if card is not None:
+        requester = intents.requester_of(card)
+        audience = body.audience.to_audience() if body.audience else Audience(False, (requester,))
+        intent_setup.save_card_audience(card.id, membership, connection, audience)
     db.session.commit()
     if body.credentials:
         try:
-            finish_connection(membership, connection, app_definition, credentials=body.credentials)
+            resolved = intent_setup.finish_setup(
+                membership, connection, app_definition, credentials=body.credentials
+            )
         except ProviderRefused as err:
             db.session.rollback()
             return jsonify({"error": err.message, "connectionId": str(connection.id)}), 422
+        except intent_setup.CardCompletionFailed as err:
+            return _card_refused(err, connection, membership)
         db.session.commit()
+        if resolved is not None:
+            deliver_continuation(resolved.id)
     return jsonify(connection_json(connection)), 201
+
+
+def _card_for_draft(interaction_id: uuid.UUID | None, membership) -> ThreadInteraction | None:
+    """The pending card a new draft is for: the caller's own, in this company (404 otherwise)."""
+    if interaction_id is None:
+        return None
+    card = db.session.get(ThreadInteraction, interaction_id)
+    if (
+        card is None
+        or card.kind != intents.KIND
+        or card.company_id != membership.company_id
+        or card.addressee_user_id != membership.user_id
+    ):
+        raise NotFound("Connection intent not found")
+    return card
+
+
+def _card_refused(err: intent_setup.CardCompletionFailed, connection: ToolConnection, membership):
+    """The card refused this connection: nothing of the finish is kept, the card asks to try again."""
+    db.session.rollback()
+    intent_setup.mark_needs_retry(err.interaction_id, membership.user_id)
+    db.session.commit()
+    return jsonify({"error": err.message, "connectionId": str(connection.id)}), 409
 
 
 @bp.post("/companies/<company_id>/tools/apps/<connection_id>/finish")
@@ -165,16 +203,21 @@ def finish_app(company_id, connection_id):
     if connection.company_id != parse_uuid(company_id):
         abort(404)
     body = parse_body(FinishBody)
-    finish_connection(
-        membership,
-        connection,
-        _app_or_404(connection.app_slug),
-        credentials=body.credentials,
-        method_config=body.methodConfig if "methodConfig" in body.model_fields_set else UNSET,
-        audience=body.audience.to_audience() if body.audience is not None else UNSET,
-        agent_instructions=_instructions_arg(body),
-    )
+    try:
+        resolved = intent_setup.finish_setup(
+            membership,
+            connection,
+            _app_or_404(connection.app_slug),
+            credentials=body.credentials,
+            method_config=body.methodConfig if "methodConfig" in body.model_fields_set else UNSET,
+            audience=body.audience.to_audience() if body.audience is not None else UNSET,
+            agent_instructions=_instructions_arg(body),
+        )
+    except intent_setup.CardCompletionFailed as err:
+        return _card_refused(err, connection, membership)
     db.session.commit()
+    if resolved is not None:
+        deliver_continuation(resolved.id)
     return jsonify(connection_json(connection))
 
 

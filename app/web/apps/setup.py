@@ -9,13 +9,15 @@ from __future__ import annotations
 import uuid
 
 from flask import abort, redirect, render_template, request, url_for
+from flask_login import current_user
 
 from app.catalog.loader import get_app, get_method
 from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
+from app.services import intent_setup
 from app.services import oauth as oauth_service
 from app.services.access import CONFIGURE_FORBIDDEN, can_configure
-from app.services.connections import UNSET, finish_connection, update_connection
+from app.services.connections import UNSET
 from app.services.errors import Forbidden
 from app.web.apps import bp
 from app.web.apps.setup_flow import (
@@ -27,6 +29,7 @@ from app.web.apps.setup_flow import (
     start_or_resume_draft,
 )
 from app.web.context import current_membership, load_scoped, require_write
+from app.workers.continuations import deliver as deliver_continuation
 
 
 def app_or_404(slug: str):
@@ -103,21 +106,40 @@ def connect_submit(slug):
         draft = step.connection
         if step.needs_sign_in:
             return _sign_in(membership, draft, app_definition, step.method_config, step.audience)
-        finish_step(membership, app_definition, step, submission)
+        card = finish_step(membership, app_definition, step, submission)
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         return failed(status, **shown)
+    except intent_setup.CardCompletionFailed as err:
+        return _card_refused(err, failed)
     db.session.commit()
-    return redirect(url_for("apps.permissions", connection_id=draft.id), code=303)
+    return _finished(draft, card)
+
+
+def _card_refused(err: intent_setup.CardCompletionFailed, failed):
+    """The draft finishes a card whose completion was refused: nothing is kept, the card asks to try again."""
+    db.session.rollback()
+    intent_setup.mark_needs_retry(err.interaction_id, current_user.id)
+    db.session.commit()
+    return failed(409, form_errors=[err.message])
+
+
+def _finished(connection: ToolConnection, card):
+    """After the commit: a card this setup resolved wakes its agent; the person lands on the permissions page."""
+    if card is not None:
+        deliver_continuation(card.id)
+    return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
 
 
 def _sign_in(membership, connection, app_definition, method_config, audience):
-    """OAuth methods: save the draft's public values and audience (this grants nothing), then 303 to the provider."""
-    if method_config is not UNSET or audience is not UNSET:
-        update_connection(
-            membership, connection, app_definition, method_config=method_config, audience=audience
-        )
-    url = oauth_service.start_authorization(membership, connection, app_definition)
+    """OAuth methods: save the draft's public values and audience (this grants nothing; a card's draft keeps its
+    audience on the card), then 303 to the provider. A card's draft signs in for its card."""
+    card = intent_setup.save_setup_choices(
+        membership, connection, app_definition, method_config=method_config, audience=audience
+    )
+    url = oauth_service.start_authorization(
+        membership, connection, app_definition, interaction_id=card.id if card is not None else None
+    )
     db.session.commit()
     return redirect(url, code=303)
 
@@ -153,9 +175,13 @@ def reconnect(connection_id):
     try:
         if method.auth == "oauth":
             return _sign_in(membership, connection, app_definition, UNSET, UNSET)
-        finish_connection(membership, connection, app_definition, credentials=submission.credentials)
+        card = intent_setup.finish_setup(
+            membership, connection, app_definition, credentials=submission.credentials
+        )
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         return failed(status, **shown)
+    except intent_setup.CardCompletionFailed as err:
+        return _card_refused(err, failed)
     db.session.commit()
-    return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
+    return _finished(connection, card)

@@ -22,11 +22,11 @@ from app.services.connections import (
     UNSET,
     Audience,
     audience_of,
-    finish_connection,
     public_fields,
     start_connection,
 )
 from app.services.errors import Forbidden, ProviderRefused, ServiceError, ValidationFailed
+from app.services.intent_setup import finish_setup
 
 ORGANIZATION_EXPLANATION = (
     "Only people who can manage connections can connect an app for the whole organization."
@@ -86,6 +86,8 @@ class SetupFlow:
     hx_target: str | None = None
     # Agents a host requires in the audience (the task card's requesting agent): shown checked and not removable.
     locked_agent_ids: frozenset[str] = frozenset()
+    # A host that can keep an unfinished setup (the task card) offers Save & exit.
+    save_exit: bool = False
 
     @property
     def is_oauth(self) -> bool:
@@ -157,6 +159,7 @@ def build_setup_flow(
     form_errors: list[str] | None = None,
     refusal: str | None = None,
     hx_target: str | None = None,
+    audience: Audience | None = None,
 ) -> SetupFlow:
     """Everything the setup partial needs, from the app definition, the person, and any kept draft or submission."""
     fixed = draft or connection
@@ -168,12 +171,13 @@ def build_setup_flow(
         identity = submission.identity
     else:
         identity = next((c.key for c in choices if c.allowed), "user")
+    # A host that keeps the audience elsewhere (a card keeps its own) passes it; a submission always wins.
     if submission is not None:
         audience, values, name = submission.audience, submission.method_config, submission.name
     elif fixed is not None:
-        audience, values, name = audience_of(fixed), fixed.method_config, fixed.name
+        audience, values, name = audience or audience_of(fixed), fixed.method_config, fixed.name
     else:
-        audience, values, name = Audience(all_agents=True), {}, ""
+        audience, values, name = audience or Audience(all_agents=True), {}, ""
     return SetupFlow(
         app=app_definition,
         mode=mode,
@@ -246,7 +250,13 @@ class SetupStep:
 
 
 def start_or_resume_draft(
-    membership: Membership, app_definition, method, submission: Submission, draft: ToolConnection | None
+    membership: Membership,
+    app_definition,
+    method,
+    submission: Submission,
+    draft: ToolConnection | None,
+    *,
+    draft_audience: Audience | None = None,
 ) -> SetupStep:
     """The first half of a submit, shared by both hosts (the Apps page and the task-card dialog).
 
@@ -262,7 +272,8 @@ def start_or_resume_draft(
             identity=submission.identity,
             name=submission.name or None,
             method_config=submission.method_config,
-            audience=submission.audience,
+            # A card's draft gets no audience of its own: the card keeps the one chosen.
+            audience=draft_audience or submission.audience,
         )
         db.session.commit()
         return SetupStep(draft, method.auth == "oauth")
@@ -282,9 +293,10 @@ def refusal_view(err: ServiceError) -> tuple[int, dict]:
     return 403, {"form_errors": [err.message]}
 
 
-def finish_step(membership: Membership, app_definition, step: SetupStep, submission: Submission) -> None:
-    """The second half for API-key methods: verify the credentials, store them, index tools, activate."""
-    finish_connection(
+def finish_step(membership: Membership, app_definition, step: SetupStep, submission: Submission):
+    """The second half for API-key methods: verify the credentials, store them, index tools, activate. A card's
+    draft resolves its card in the same transaction (returned; the host delivers its continuation after commit)."""
+    return finish_setup(
         membership,
         step.connection,
         app_definition,
