@@ -564,6 +564,10 @@ def start_authorization(
     now = utcnow()
     db.session.execute(delete(OAuthState).where(OAuthState.expires_at < now))
     raw_state = secrets.token_urlsafe(32)  # 256 bits
+    if interaction_id is not None:
+        # The card's id travels in clear beside the secret part, so a callback that arrives after the card
+        # closed (its state deleted) can still say so instead of "invalid state".
+        raw_state = f"{interaction_id.hex}{CARD_STATE_SEPARATOR}{raw_state}"
     verifier = secrets.token_urlsafe(64) if client.server.supports_pkce_s256 else None
     scopes = _requested_scopes(client, method)
     resource = resource_indicator(connection_service.server_url_for(connection, app_definition, method))
@@ -621,6 +625,19 @@ def start_authorization(
 
 
 # -- callback -----------------------------------------------------------------------------------------------------
+
+
+CARD_STATE_SEPARATOR = "."
+
+
+def card_of_state(raw_state: str | None) -> uuid.UUID | None:
+    """The card id a card's sign-in state names (never trusted for anything but choosing an error page)."""
+    if not raw_state or len(raw_state) > 200 or CARD_STATE_SEPARATOR not in raw_state:
+        return None
+    try:
+        return uuid.UUID(hex=raw_state.split(CARD_STATE_SEPARATOR, 1)[0])
+    except ValueError:
+        return None
 
 
 def peek_state(raw_state: str | None) -> OAuthState | None:

@@ -181,14 +181,22 @@ def load_run_context(claims: dict) -> RunContext:
             .outerjoin(
                 Membership,
                 (Membership.company_id == HeartbeatRun.company_id)
-                & (Membership.user_id == HeartbeatRun.responsible_user_id),
+                # Whom the run acts for now: its task's responsible person (see `current_responsible`).
+                & (
+                    Membership.user_id
+                    == case(
+                        (Issue.id.is_not(None), Issue.responsible_user_id),
+                        else_=HeartbeatRun.responsible_user_id,
+                    )
+                ),
             )
             .outerjoin(AccessRevision, AccessRevision.company_id == HeartbeatRun.company_id)
             .where(HeartbeatRun.id == run_id)
         ).first()
     run, issue, agent, membership, revision = row if row is not None else (None, None, None, None, 0)
     _check_live_run(run, claims)
-    if run.responsible_user_id is None:
+    responsible_user_id = issue.responsible_user_id if issue is not None else run.responsible_user_id
+    if responsible_user_id is None:
         raise Forbidden("This task needs a responsible user to connect a service")
     if issue is None:
         # Runs opened before runs carried their task keep it in the context snapshot.
@@ -214,7 +222,7 @@ def load_run_context(claims: dict) -> RunContext:
         run=run,
         agent=agent,
         issue=issue,
-        responsible_user_id=run.responsible_user_id,
+        responsible_user_id=responsible_user_id,
         membership=membership,
         access_revision=revision,
     )

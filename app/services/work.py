@@ -12,7 +12,7 @@ from app.models import Agent, Comment, Issue, Membership, ThreadInteraction
 from app.models.work import ISSUE_STATUSES
 from app.services.activity import record_activity
 from app.services.errors import Unprocessable
-from app.services.intents import expire_intents_for_issue
+from app.services.intents import expire_intents_for_issue, supersede_intents_for_responsible_change
 from app.services.runs import request_wakeup
 from app.services.tenancy import allocate_issue_identifier, get_membership
 
@@ -130,6 +130,9 @@ def update_issue(
     if {"status", "assigneeAgentId"} & changes.keys():
         # Closing or reassigning a task makes its pending connection cards moot.
         expire_intents_for_issue(issue)
+    if "responsibleUserId" in changes:
+        # Cards asked the previous person; the agent's next request asks the new one.
+        supersede_intents_for_responsible_change(issue)
     if "assigneeAgentId" in changes:
         wake_assignee(issue, source="assignment", reason="The task was assigned to you.")
     if changes:

@@ -39,6 +39,10 @@ class IssueAssigneeForm(FlaskForm):
     assignee = SelectField("Assignee", choices=[], validate_choice=True)
 
 
+class IssueResponsibleForm(FlaskForm):
+    responsible = SelectField("Responsible", choices=[], validate_choice=True)
+
+
 class NewIssueForm(FlaskForm):
     title = StringField("Title", validators=[DataRequired(), Length(max=300)])
     description = TextAreaField("Description", validators=[Optional(), Length(max=20000)])

@@ -378,8 +378,9 @@ def setup_submit(interaction_id):
         )
         if step.method_config is not UNSET:
             update_connection(membership, draft, app_definition, method_config=step.method_config)
+        # The saved setup outlives a refused key or a refused completion: Continue setup and Try again restore it.
+        db.session.commit()
         if saving:
-            db.session.commit()
             return _card_response(interaction)
         if step.needs_sign_in:
             return _begin_oauth(interaction, membership, draft)

@@ -89,7 +89,7 @@ def callback():
     raw_state = request.args.get("state", "")
     state = oauth_service.peek_state(raw_state)
     if state is None:
-        return _invalid_state()
+        return _unknown_state(raw_state)
     if state.user_id != current_user.id:
         return _failure_page(oauth_service.WRONG_USER, None, None, 403)
     try:
@@ -171,7 +171,10 @@ def _callback_user_is_addressee(state) -> bool:
 
 
 def _card_closed_page(state):
-    interaction = db.session.get(ThreadInteraction, state.interaction_id)
+    return _card_closed_page_for(db.session.get(ThreadInteraction, state.interaction_id))
+
+
+def _card_closed_page_for(interaction: ThreadInteraction | None):
     return (
         render_template(
             "oauth/card_closed.html",
@@ -189,6 +192,20 @@ def _optional_uuid(value) -> uuid.UUID | None:
         return uuid.UUID(str(value))
     except ValueError:
         raise NotFound("Unknown interaction") from None
+
+
+def _unknown_state(raw_state: str):
+    """A state that is gone: when it named a card of this person that stopped waiting, say that plainly."""
+    card_id = oauth_service.card_of_state(raw_state)
+    interaction = db.session.get(ThreadInteraction, card_id) if card_id is not None else None
+    if (
+        interaction is not None
+        and interaction.addressee_user_id == current_user.id
+        and get_membership(interaction.company_id, current_user.id) is not None
+        and not intent_setup.card_is_open(interaction.id)
+    ):
+        return _card_closed_page_for(interaction)
+    return _invalid_state()
 
 
 def _invalid_state():

@@ -9,16 +9,28 @@ from app.models.work import ISSUE_STATUSES
 from app.services.agents import list_agents
 from app.services.errors import Unprocessable
 from app.services.runs import recent_runs
+from app.services.tenancy import company_members
 from app.services.work import add_comment, create_issue, list_issues, thread_items, update_issue
 from app.web.board import bp
 from app.web.context import current_membership, load_scoped, parse_uuid, require_write
-from app.web.forms import CommentForm, IssueAssigneeForm, IssueStatusForm, NewIssueForm
+from app.web.forms import CommentForm, IssueAssigneeForm, IssueResponsibleForm, IssueStatusForm, NewIssueForm
 
 
 def _assignee_form(issue: Issue, agents) -> IssueAssigneeForm:
     form = IssueAssigneeForm(assignee=str(issue.assignee_agent_id or ""))
     form.assignee.choices = [SelectChoice("", "Unassigned")] + [
         SelectChoice(str(a.id), a.name) for a in agents
+    ]
+    return form
+
+
+def _responsible_form(issue: Issue) -> IssueResponsibleForm:
+    """People who can answer the task's cards: active members with write access."""
+    form = IssueResponsibleForm(responsible=str(issue.responsible_user_id or ""))
+    form.responsible.choices = [SelectChoice("", "Nobody")] + [
+        SelectChoice(str(m.user_id), m.user.name)
+        for m in company_members(issue.company_id)
+        if m.has_write_access
     ]
     return form
 
@@ -31,6 +43,7 @@ def _task_context(issue: Issue, membership, **extra):
         "comment_form": extra.pop("comment_form", None) or CommentForm(formdata=None),
         "status_form": IssueStatusForm(formdata=None, status=issue.status),
         "assignee_form": _assignee_form(issue, agents),
+        "responsible_form": _responsible_form(issue),
         "can_write": membership.has_write_access,
         **extra,
     }
@@ -131,6 +144,24 @@ def change_assignee(issue_id):
         raise Unprocessable("Choose an agent of this company")
     update_issue(
         membership, issue, assignee_agent_id=parse_uuid(form.assignee.data) if form.assignee.data else None
+    )
+    db.session.commit()
+    return _task_fields_response(issue, membership)
+
+
+@bp.post("/tasks/<issue_id>/responsible")
+def change_responsible(issue_id):
+    """Hand the task to another person: cards that asked the previous one are superseded."""
+    issue, membership = load_scoped(Issue, issue_id)
+    require_write(membership)
+    form = _responsible_form(issue)
+    form.process(request.form)
+    if not form.validate():
+        raise Unprocessable("Choose an active member with write access")
+    update_issue(
+        membership,
+        issue,
+        responsible_user_id=parse_uuid(form.responsible.data) if form.responsible.data else None,
     )
     db.session.commit()
     return _task_fields_response(issue, membership)
