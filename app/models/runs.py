@@ -32,6 +32,10 @@ class HeartbeatRun(IdMixin, TimestampMixin, db.Model):
     responsible_user_id: Mapped[uuid.UUID | None] = mapped_column(
         Uuid, ForeignKey("users.id", ondelete="SET NULL")
     )
+    # Set when the task changed responsible person during the run: whom its token was minted for.
+    handed_over_from_user_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="SET NULL")
+    )
     status: Mapped[str] = mapped_column(String(20), nullable=False, default="queued")
     invocation_source: Mapped[str] = mapped_column(String(40), nullable=False, default="manual")
     context_snapshot: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)

@@ -22,8 +22,6 @@ from app.models import (
     ConnectionInstall,
     ConnectionTool,
     GrantDelegation,
-    HeartbeatRun,
-    Issue,
     Membership,
     ToolConnection,
     ToolPolicy,
@@ -137,15 +135,6 @@ def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID):
     return select(ToolConnection).where(
         ToolConnection.company_id == company_id, ToolConnection.id.in_(installed)
     )
-
-
-def current_responsible(run: HeartbeatRun, issue: Issue | None = None) -> uuid.UUID | None:
-    """Whom a run acts for now: its task's responsible person at the time of the call, so a run started before
-    the task changed hands follows the new person. A run without a task keeps the person it started with."""
-    if run.issue_id is None:
-        return run.responsible_user_id
-    issue = issue if issue is not None and issue.id == run.issue_id else db.session.get(Issue, run.issue_id)
-    return issue.responsible_user_id if issue is not None else run.responsible_user_id
 
 
 def responsible_identity(

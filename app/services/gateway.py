@@ -52,7 +52,7 @@ from app.models import ConnectionGrant, HeartbeatRun, ThreadInteraction, ToolCon
 from app.models.base import utcnow
 from app.services import connections as connection_service
 from app.services import provider_mcp
-from app.services.access import ConnectionAccess, ToolAccess, current_responsible, effective_access
+from app.services.access import ConnectionAccess, ToolAccess, effective_access
 from app.services.access_revision import RevisionCache
 from app.services.activity import SECRET_KEY_HINTS, record_activity
 from app.services.errors import ServiceError
@@ -254,7 +254,7 @@ def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool
 
 def tool_map(run: HeartbeatRun) -> dict[str, GatewayTool]:
     """Every tool the run's agent may use now (blocked ones left out), by visible name (constant queries)."""
-    accesses = _usable(effective_access(run.company_id, run.agent_id, current_responsible(run)))
+    accesses = _usable(effective_access(run.company_id, run.agent_id, run.responsible_user_id))
     if not accesses:
         return {}
     return _tools_of(accesses, _slugs([a.connection for a in accesses]), include_blocked=False)
@@ -268,7 +268,7 @@ def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
     from tool counts alone.
     """
     usable = _usable(
-        effective_access(run.company_id, run.agent_id, current_responsible(run), with_tools=False)
+        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
     )
     slugs = _slugs([a.connection for a in usable])
     prefix = name.split(NAME_SEPARATOR, 1)[0]
@@ -276,7 +276,7 @@ def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
     if not ids:
         return None
     accesses = _usable(
-        effective_access(run.company_id, run.agent_id, current_responsible(run), connection_ids=ids)
+        effective_access(run.company_id, run.agent_id, run.responsible_user_id, connection_ids=ids)
     )
     return _tools_of(accesses, slugs, include_blocked=True).get(name)
 
@@ -294,7 +294,7 @@ def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> list[dict]
     serialize the definitions and never modify them.
     """
     return _listings.get_or_build(
-        (run.company_id, run.agent_id, current_responsible(run)),
+        (run.company_id, run.agent_id, run.responsible_user_id),
         access_revision,
         lambda: [tool.definition() for tool in tool_map(run).values()],
     )

@@ -27,7 +27,7 @@ from app.catalog.loader import get_apps
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, ThreadInteraction
 from app.models.base import as_utc, utcnow
-from app.services.access import current_responsible, effective_access
+from app.services.access import effective_access
 from app.services.errors import Forbidden
 from app.services.instructions import InstructionSource, compose_snapshot, instruction_context
 
@@ -82,7 +82,7 @@ def instruction_sources_for_run(run: HeartbeatRun) -> list[InstructionSource]:
     eligible = [
         access
         for access in effective_access(
-            run.company_id, run.agent_id, current_responsible(run), with_tools=False
+            run.company_id, run.agent_id, run.responsible_user_id, with_tools=False
         )
         if access.grant is not None
         and access.grant.status == "active"

@@ -136,8 +136,11 @@ def _check_live_run(run: HeartbeatRun | None, claims: dict) -> HeartbeatRun:
         run is None
         or str(run.company_id) != claims.get("company_id")
         or str(run.agent_id) != claims.get("sub")
-        or (str(run.responsible_user_id) if run.responsible_user_id else "")
-        != claims.get("responsible_user_id")
+        or claims.get("responsible_user_id")
+        not in {
+            str(person) if person else ""
+            for person in (run.responsible_user_id, run.handed_over_from_user_id)
+        }
     ):
         raise RunRejected("Runtime tool token does not match its heartbeat run")
     if run.status != "running":
@@ -181,22 +184,14 @@ def load_run_context(claims: dict) -> RunContext:
             .outerjoin(
                 Membership,
                 (Membership.company_id == HeartbeatRun.company_id)
-                # Whom the run acts for now: its task's responsible person (see `current_responsible`).
-                & (
-                    Membership.user_id
-                    == case(
-                        (Issue.id.is_not(None), Issue.responsible_user_id),
-                        else_=HeartbeatRun.responsible_user_id,
-                    )
-                ),
+                & (Membership.user_id == HeartbeatRun.responsible_user_id),
             )
             .outerjoin(AccessRevision, AccessRevision.company_id == HeartbeatRun.company_id)
             .where(HeartbeatRun.id == run_id)
         ).first()
     run, issue, agent, membership, revision = row if row is not None else (None, None, None, None, 0)
     _check_live_run(run, claims)
-    responsible_user_id = issue.responsible_user_id if issue is not None else run.responsible_user_id
-    if responsible_user_id is None:
+    if run.responsible_user_id is None:
         raise Forbidden("This task needs a responsible user to connect a service")
     if issue is None:
         # Runs opened before runs carried their task keep it in the context snapshot.
@@ -222,7 +217,7 @@ def load_run_context(claims: dict) -> RunContext:
         run=run,
         agent=agent,
         issue=issue,
-        responsible_user_id=responsible_user_id,
+        responsible_user_id=run.responsible_user_id,
         membership=membership,
         access_revision=revision,
     )

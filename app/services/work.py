@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from app.adapters import EXECUTABLE_ADAPTERS
 from app.extensions import db
-from app.models import Agent, Comment, Issue, Membership, ThreadInteraction
+from app.models import Agent, Comment, HeartbeatRun, Issue, Membership, ThreadInteraction, WakeupRequest
 from app.models.work import ISSUE_STATUSES
 from app.services.activity import record_activity
 from app.services.errors import Unprocessable
@@ -133,6 +133,7 @@ def update_issue(
     if "responsibleUserId" in changes:
         # Cards asked the previous person; the agent's next request asks the new one.
         supersede_intents_for_responsible_change(issue)
+        hand_over_live_runs(issue)
     if "assigneeAgentId" in changes:
         wake_assignee(issue, source="assignment", reason="The task was assigned to you.")
     if changes:
@@ -146,6 +147,26 @@ def update_issue(
             details={"changes": changes},
         )
     return issue
+
+
+def hand_over_live_runs(issue: Issue) -> None:
+    """Runs of the task that are queued or running act for its new responsible person from their next call; their
+    tokens, minted for the previous person, keep working (the run remembers whom they were minted for)."""
+    runs = db.session.scalars(
+        select(HeartbeatRun)
+        .where(HeartbeatRun.issue_id == issue.id, HeartbeatRun.status.in_(("queued", "running")))
+        .with_for_update()
+    )
+    for run in runs:
+        if run.responsible_user_id != issue.responsible_user_id:
+            if run.handed_over_from_user_id is None:
+                run.handed_over_from_user_id = run.responsible_user_id
+            run.responsible_user_id = issue.responsible_user_id
+    new_person = str(issue.responsible_user_id) if issue.responsible_user_id else None
+    for wake in db.session.scalars(
+        select(WakeupRequest).where(WakeupRequest.issue_id == issue.id, WakeupRequest.status == "queued")
+    ):
+        wake.payload = {**(wake.payload or {}), "responsibleUserId": new_person}
 
 
 def wake_assignee(issue: Issue, *, source: str, reason: str, context: dict | None = None) -> None:
