@@ -424,3 +424,56 @@ def test_a_new_responsible_person_supersedes_old_cards_and_running_runs_follow(
     assert response.status_code == 200, response.json
     new = fresh(db, ThreadInteraction, response.json["interactionId"])
     assert new.status == "pending" and new.addressee_user_id == card.owner.id and new.id != old.id
+
+
+# --- 9. legacy cards -------------------------------------------------------------------------------------------
+
+
+def legacy_card(db, card) -> ThreadInteraction:
+    """A `request_confirmation` carrying `connectionAuthorization`, as connection requests were stored before."""
+    row = ThreadInteraction(
+        company_id=card.company.id,
+        issue_id=card.issue.id,
+        kind="request_confirmation",
+        status="pending",
+        title="Connect Honcho",
+        payload={
+            "connectionAuthorization": {
+                "serviceSlug": "honcho",
+                "serviceName": "Honcho",
+                "requestingAgentId": str(card.agent.id),
+                "requestingAgentName": "Builder",
+            }
+        },
+        addressee_user_id=card.member.id,
+        requesting_agent_id=card.agent.id,
+    )
+    db.session.add(row)
+    db.session.commit()
+    return row
+
+
+def test_a_legacy_card_is_readable_in_the_thread_and_declinable(app, db, card, providers):
+    legacy = legacy_card(db, card)
+    me = Htmx(app, card.member)
+    page = me.client.get(f"/tasks/{card.issue.id}").get_data(as_text=True)
+    assert f'id="intent-card-{legacy.id}"' in page and "Builder needs Honcho" in page
+    declined = me.post(f"/intents/{legacy.id}/decline")
+    assert declined.status_code == 200 and "Connection declined" in assert_fragment(declined)
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.status == "rejected" and row.kind == "connection_intent"
+    assert row.payload["serviceSlug"] == "honcho" and row.payload["legacy"]["kind"] == "request_confirmation"
+    wakes = db.session.scalars(select(WakeupRequest)).all()
+    assert f"connection-intent:{legacy.id}:declined" in [w.idempotency_key for w in wakes]
+
+
+def test_a_legacy_card_connects_through_the_dialog(app, db, card, providers):
+    legacy = legacy_card(db, card)
+    me = Htmx(app, card.member)
+    dialog = assert_fragment(me.get(f"/intents/{legacy.id}/dialog"))
+    assert "Connect Honcho for Builder" in dialog
+    response = me.post(f"/intents/{legacy.id}/setup", setup_form(card))
+    assert response.status_code == 200, response.get_data(as_text=True)
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.status == "accepted" and row.result["outcome"] == "connected"
+    assert installs_of(db, row.result["connectionId"]) == {("agent", str(card.agent.id))}

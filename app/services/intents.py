@@ -57,6 +57,50 @@ BROADEN_FORBIDDEN = (
 )
 
 
+LEGACY_KIND = "request_confirmation"
+LEGACY_KEY = "connectionAuthorization"
+
+
+def is_connection_card(row: ThreadInteraction) -> bool:
+    """A connection card: a `connection_intent`, or a legacy `request_confirmation` carrying
+    `payload.connectionAuthorization` (still readable and resolvable; new requests never create one)."""
+    return row.kind == KIND or (
+        row.kind == LEGACY_KIND and isinstance((row.payload or {}).get(LEGACY_KEY), dict)
+    )
+
+
+def intent_payload(row: ThreadInteraction) -> dict:
+    """The card's payload in the `connection_intent` shape, whichever kind the row is."""
+    if row.kind != LEGACY_KIND or not is_connection_card(row):
+        return row.payload or {}
+    legacy = row.payload[LEGACY_KEY]
+    slug = str(legacy.get("serviceSlug") or legacy.get("service") or "")
+    agent_id = legacy.get("requestingAgentId") or (
+        str(row.requesting_agent_id) if row.requesting_agent_id else None
+    )
+    return {
+        "version": 1,
+        "serviceSlug": slug,
+        "serviceName": legacy.get("serviceName") or slug,
+        "serviceLogoUrl": legacy.get("serviceLogoUrl"),
+        "requestingAgentId": agent_id,
+        "requestingAgentName": legacy.get("requestingAgentName"),
+        "phase": legacy.get("phase") if legacy.get("phase") in PHASES else "requested",
+        "legacy": {"kind": LEGACY_KIND, LEGACY_KEY: legacy},
+    }
+
+
+def adopt_legacy_card(row: ThreadInteraction) -> None:
+    """Before a legacy card is acted on, it becomes a `connection_intent` (its original payload kept under
+    `legacy`), so every rule and the continuation treat it like any card."""
+    if row.kind == LEGACY_KIND and is_connection_card(row):
+        row.payload = intent_payload(row)
+        row.kind = KIND
+        if row.requesting_agent_id is None:
+            row.requesting_agent_id = _uuid_or_none(row.payload.get("requestingAgentId"))
+        db.session.flush()
+
+
 @dataclass(frozen=True)
 class ServiceIdentity:
     """A connectable service as agents name it: a catalog slug or `connection:<uuid>` for a custom connection."""
@@ -455,8 +499,9 @@ def lock_intent(interaction_id: uuid.UUID) -> ThreadInteraction:
         .with_for_update()
         .execution_options(populate_existing=True)
     )
-    if row is None or row.kind != KIND:
+    if row is None or not is_connection_card(row):
         raise NotFound("Connection intent not found")
+    adopt_legacy_card(row)
     return row
 
 
@@ -509,7 +554,7 @@ def set_phase(interaction_id: uuid.UUID, user_id: uuid.UUID, phase: str) -> Thre
 
 def setup_options(interaction: ThreadInteraction) -> dict:
     """What the addressed person needs to answer the card: selection metadata only, never configuration."""
-    payload = interaction.payload or {}
+    payload = intent_payload(interaction)
     slug = payload.get("serviceSlug", "")
     agent_id = _uuid_or_none(payload.get("requestingAgentId"))
     service = resolve_service(interaction.company_id, slug, interaction.addressee_user_id, agent_id)
@@ -550,7 +595,7 @@ def setup_options(interaction: ThreadInteraction) -> dict:
 
 def requester_of(interaction: ThreadInteraction) -> uuid.UUID | None:
     """The agent that asked for the card."""
-    return _uuid_or_none((interaction.payload or {}).get("requestingAgentId"))
+    return _uuid_or_none(intent_payload(interaction).get("requestingAgentId"))
 
 
 def _uuid_or_none(value) -> uuid.UUID | None:

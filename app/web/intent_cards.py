@@ -88,7 +88,7 @@ class CardView:
 
 def card_view(item: ThreadInteraction, viewer=None) -> CardView:
     """The card's state and labels (reference 12.1). A pending card of a closed task shows as expired."""
-    payload = item.payload or {}
+    payload = intents.intent_payload(item)
     viewer = viewer if viewer is not None else current_user
     service_name = payload.get("serviceName") or payload.get("serviceSlug") or "the service"
     outcome = (item.result or {}).get("outcome")
@@ -146,7 +146,7 @@ def _connection_card(item: ThreadInteraction) -> CardView:
 def _load(interaction_id) -> tuple[ThreadInteraction, object]:
     """Load -> company membership (404) ; the caller decides whether only the addressee may go on."""
     interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
-    if interaction is None or interaction.kind != intents.KIND:
+    if interaction is None or not intents.is_connection_card(interaction):
         raise NotFound("Connection intent not found")
     return interaction, membership_for(interaction.company_id)
 
@@ -177,7 +177,7 @@ def _card_response(interaction: ThreadInteraction, status: int = 200):
 
 
 def _requester_id(interaction: ThreadInteraction) -> uuid.UUID | None:
-    value = (interaction.payload or {}).get("requestingAgentId")
+    value = intents.intent_payload(interaction).get("requestingAgentId")
     try:
         return uuid.UUID(str(value)) if value else None
     except ValueError:
@@ -186,7 +186,7 @@ def _requester_id(interaction: ThreadInteraction) -> uuid.UUID | None:
 
 def _catalog_app(interaction: ThreadInteraction):
     """The app whose setup flow the dialog hosts; configured custom services have no setup (only reuse)."""
-    slug = (interaction.payload or {}).get("serviceSlug", "")
+    slug = intents.intent_payload(interaction).get("serviceSlug", "")
     if intents.parse_connection_service(slug) is not None:
         return None
     return get_app(slug)

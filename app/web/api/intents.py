@@ -37,7 +37,7 @@ class DeclineBody(StrictBody):
 def _addressed_intent(interaction_id) -> ThreadInteraction:
     """Load -> company check (404) -> addressee check (403)."""
     interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
-    if interaction is None or interaction.kind != intents.KIND:
+    if interaction is None or not intents.is_connection_card(interaction):
         raise NotFound("Connection intent not found")
     membership_for(interaction.company_id)
     if interaction.addressee_user_id != current_user.id:
