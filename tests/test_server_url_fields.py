@@ -7,7 +7,12 @@ Cognee is set up through the Apps setup form against a Cognee-like MCP peer on l
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy import select
 
 from app.catalog.loader import get_app, template_default
@@ -82,10 +87,26 @@ def test_cognee_connects_at_its_base_url_and_lists_its_tools(
     assert cognee_server.calls == [("search", {"query": "roadmap"})]
 
 
+def provider_instructions(url: str) -> str | None:
+    """What the peer says in its initialize result, read with the official SDK client."""
+
+    async def main():
+        http = create_mcp_http_client(headers={"X-Api-Key": COGNEE_KEY})
+        async with (
+            http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            return (await session.initialize()).instructions
+
+    return asyncio.run(asyncio.wait_for(main(), timeout=30))
+
+
 def test_provider_initialize_instructions_are_never_adopted(
     app, client, db, acme, cognee_server, monkeypatch
 ):
     company, owner, agent, issue = acme
+    assert provider_instructions(cognee_server.url) == COGNEE_PROVIDER_INSTRUCTIONS  # the peer does send them
     monkeypatch.setitem(app.config, "OUTBOUND_ALLOWED_HOSTS", ["127.0.0.1"])
     token = sign_in(client, owner)
     response = post(client, token, "/apps/cognee/connect", cognee_form(cognee_server.url), htmx=False)
