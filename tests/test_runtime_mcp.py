@@ -180,6 +180,27 @@ def test_token_is_checked_before_the_body(client, world):
     assert response.status_code == 401 and response.json == TOKEN_INVALID
 
 
+def test_a_request_that_sends_a_card_answers_the_contract_text(client, db, world):
+    answer = rpc(
+        client, world.token, "tools/call", {"name": "connection_request", "arguments": {"service": "notion"}}
+    )
+    assert answer.status_code == 200
+    (card,) = db.session.scalars(select(ThreadInteraction)).all()
+    value = {
+        "version": 1,
+        "service": "notion",
+        "state": "needs_user_action",
+        "connectionId": None,
+        "interactionId": str(card.id),
+        "instruction": "A connection card was sent to the responsible user. End this run and wait for continuation.",
+    }
+    assert answer.json == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"content": [{"type": "text", "text": json.dumps(value)}], "structuredContent": value},
+    }
+
+
 def test_tool_failures_are_readable_but_run_failures_keep_http_status(client, db, world):
     bad_args = rpc(client, world.token, "tools/call", {"name": "connection_request", "arguments": {"svc": 1}})
     assert bad_args.status_code == 200 and bad_args.json["result"]["isError"] is True

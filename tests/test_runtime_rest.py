@@ -306,10 +306,16 @@ def test_request_creates_one_card_and_reuses_it(client, db, world):
     first = request_service(client, world.token, " github ")
     assert first.status_code == 200
     data = first.json
-    assert data["state"] == "needs_user_action" and data["connectionId"] is None
-    assert data["service"] == "github"
-    assert data["instruction"].startswith("A connection card was sent to the responsible user.")
     (card,) = _cards(db)
+    # The whole answer, word for word as the contract shows it.
+    assert data == {
+        "version": 1,
+        "service": "github",
+        "state": "needs_user_action",
+        "connectionId": None,
+        "interactionId": str(card.id),
+        "instruction": "A connection card was sent to the responsible user. End this run and wait for continuation.",
+    }
     assert str(card.id) == data["interactionId"]
     assert card.kind == "connection_intent" and card.status == "pending"
     assert card.title == "Connect GitHub" and card.summary == "Builder needs this connection to continue."
@@ -328,7 +334,7 @@ def test_request_creates_one_card_and_reuses_it(client, db, world):
     assert card.payload["serviceLogoUrl"].startswith("/static/img/apps/")
 
     again = request_service(client, world.token, "github")
-    assert again.json["interactionId"] == data["interactionId"]
+    assert again.json == data
     # A later run of the same agent on the same task for the same person reuses the pending card.
     _run2, token2 = start_run(db, world.agent, world.issue)
     assert request_service(client, token2, "github").json["interactionId"] == data["interactionId"]

@@ -48,6 +48,8 @@ SERVICE_MAX_LENGTH = 120
 DECLINED_IN_CONTINUATION = (
     "The user declined this connection. Pursue alternatives; do not request it again in this continuation."
 )
+# The instruction of a request that sent a card, as the contract (connection-intents-api.md) words it.
+CARD_SENT = "A connection card was sent to the responsible user. End this run and wait for continuation."
 ADMIN_DENIAL = (
     "This agent has no permitted actions for this service. Ask an administrator to review tool permissions; "
     "reconnecting will not remove a denial."
@@ -586,10 +588,7 @@ def request_connection(ctx: RunContext, slug: str) -> dict:
         "state": "needs_user_action",
         "connectionId": None,
         "interactionId": str(interaction.id),
-        "instruction": (
-            "A connection card was sent to the responsible user. Finish independent work, then end this run "
-            "and wait for continuation. Do not repeat this request."
-        ),
+        "instruction": CARD_SENT,
     }
 
 
