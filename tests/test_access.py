@@ -1,4 +1,4 @@
-"""Effective access: identity order, delegation, installs, policies, membership, and company boundaries."""
+"""Effective access: identity order, personal identities, installs, policies, membership, and company boundaries."""
 
 import pytest
 
@@ -81,32 +81,37 @@ def only(accesses):
     return accesses[0]
 
 
-def test_identity_order_agent_then_responsible_then_delegated_then_organization(db, world):
+def test_identity_order_agent_then_responsible_then_organization(db, world):
     company, owner, member, agent = world
     connection = live_connection(db, company)
     org = grant(db, connection, "organization", default=True)
     assert only(effective_access(company.id, agent.id, owner.id)).grant.id == org.id
     member_grant = grant(db, connection, "user", user=member)
     assert only(effective_access(company.id, agent.id, owner.id)).grant.id == org.id
+    # A delegation does not lend the member's identity to the owner's runs.
     db.session.add(GrantDelegation(company_id=company.id, grant_id=member_grant.id, agent_id=agent.id))
     db.session.commit()
-    assert only(effective_access(company.id, agent.id, owner.id)).grant.id == member_grant.id
+    assert only(effective_access(company.id, agent.id, owner.id)).grant.id == org.id
+    assert only(effective_access(company.id, agent.id, member.id)).grant.id == member_grant.id
     owner_grant = grant(db, connection, "user", user=owner)
     assert only(effective_access(company.id, agent.id, owner.id)).grant.id == owner_grant.id
     agent_grant = grant(db, connection, "agent", agent=agent)
     assert only(effective_access(company.id, agent.id, owner.id)).grant.id == agent_grant.id
 
 
-def test_delegation_stops_when_the_owner_loses_write_access(db, make, world):
+def test_a_personal_grant_serves_only_its_owners_runs_even_when_delegated(db, make, world):
     company, owner, member, agent = world
     connection = live_connection(db, company)
     member_grant = grant(db, connection, "user", user=member)
     db.session.add(GrantDelegation(company_id=company.id, grant_id=member_grant.id, agent_id=agent.id))
     db.session.commit()
-    assert only(effective_access(company.id, agent.id, owner.id)).grant.id == member_grant.id
+    refused = only(effective_access(company.id, agent.id, owner.id))
+    assert refused.grant is None and not refused.is_ready
+    assert only(effective_access(company.id, agent.id, None)).grant is None
+    assert only(effective_access(company.id, agent.id, member.id)).is_ready
     make.membership(company, member).role = "viewer"
     db.session.commit()
-    access = only(effective_access(company.id, agent.id, owner.id))
+    access = only(effective_access(company.id, agent.id, member.id))
     assert access.grant is None and not access.is_ready
 
 

@@ -108,9 +108,12 @@ def test_custom_and_cognee_shapes():
     for method in custom.methods:
         (server_url,) = method.tenantFields
         assert server_url.key == "serverUrl" and server_url.type == "url" and server_url.required
+        assert method.server_url_field is server_url
     cognee = apps["cognee"].methods[0]
     base_url, api_key = cognee.credentialFields
     assert base_url.key == "COGNEE_BASE_URL" and base_url.required and not base_url.secret
+    # The base URL is the MCP server address (the definition marks it; no code names the app).
+    assert base_url.type == "url" and cognee.server_url_field is base_url
     assert api_key.key == "COGNEE_API_KEY" and api_key.secret
     assert cognee.keyPlacement.name == "X-Api-Key"
     # The base URL is a credential field, so it never enters the instruction context.
@@ -236,9 +239,64 @@ def _bad_grant_kind(d: Path) -> None:
     _write(d, "zep", data)
 
 
+def _two_server_urls(d: Path) -> None:
+    data = _read(d, "cognee")
+    data["methods"][0]["credentialFields"][1] = {
+        **data["methods"][0]["credentialFields"][0],
+        "key": "COGNEE_SECOND_URL",
+    }
+    _write(d, "cognee", data)
+
+
+def _server_url_not_a_url_field(d: Path) -> None:
+    data = _read(d, "cognee")
+    data["methods"][0]["credentialFields"][0]["type"] = "text"
+    _write(d, "cognee", data)
+
+
+def _secret_server_url(d: Path) -> None:
+    data = _read(d, "custom")
+    data["methods"][0]["tenantFields"][0]["secret"] = True
+    _write(d, "custom", data)
+
+
+def _oauth_server_url_credential(d: Path) -> None:
+    data = _read(d, "linear")
+    method = data["methods"][0]
+    assert method["auth"] == "oauth"
+    method["credentialFields"] = [
+        {
+            "key": "baseUrl",
+            "label": "Base URL",
+            "type": "url",
+            "serverUrl": True,
+            "placeholder": "https://example.com",
+        }
+    ]
+    _write(d, "linear", data)
+
+
 @pytest.mark.parametrize(
     ("break_it", "expected"),
     [
+        (
+            _two_server_urls,
+            "cognee.json: methods[0].credentialFields[1].serverUrl: only one field of a method can be the server URL",
+        ),
+        (
+            _server_url_not_a_url_field,
+            "cognee.json: methods[0].credentialFields[0].serverUrl: the server URL field must be a non-secret url "
+            "field",
+        ),
+        (
+            _secret_server_url,
+            "custom.json: methods[0].tenantFields[0].serverUrl: the server URL field must be a non-secret url field",
+        ),
+        (
+            _oauth_server_url_credential,
+            "linear.json: methods[0].credentialFields[0].serverUrl: an OAuth method's server URL must be a tenant "
+            "field",
+        ),
         (_unknown_key, "github.json: methods[0].colour: unknown key"),
         (_long_template, "github.json: agentInstructions.text: at most 2000 characters"),
         (

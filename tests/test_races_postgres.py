@@ -32,9 +32,9 @@ from app.models import (
     WakeupRequest,
 )
 from app.models.base import utcnow
-from app.services import intents
+from app.services import intents, runtime_tools
 from app.services.errors import ServiceError
-from app.services.run_tokens import open_run
+from app.services.run_tokens import mint_run_token, open_run, verify_run_token
 from app.services.tenancy import change_member
 from app.services.work import update_issue
 from app.workers import continuations
@@ -251,6 +251,46 @@ def test_complete_decline_and_close_resolve_each_card_once(app, db, make, team, 
             outcome = continuations.OUTCOMES[status]
             assert [w.idempotency_key for w in wakes] == [wake_key(interaction_id, outcome)]
     assert set(results) <= ({RETIRED} if with_close else {WOKEN})
+
+
+# --- decline vs a repeat request from the same run ---------------------------------------------------------
+
+
+def repeat_request(claims: dict, slug: str):
+    """What the runtime request door does for a call of the run's token (validation, then the request)."""
+    return lambda: runtime_tools.request_connection(runtime_tools.load_run_context(claims), slug)
+
+
+def test_decline_racing_a_repeat_request_never_leaves_a_new_pending_card(app, db, make, team):
+    company, owner, agent = team
+    for _ in range(ITERATIONS):
+        issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
+        run = open_run(agent, issue, owner.id)
+        db.session.commit()
+        claims = verify_run_token(mint_run_token(run).token)
+        first = runtime_tools.request_connection(runtime_tools.load_run_context(claims), "notion")
+        db.session.commit()
+        card_id = first["interactionId"]
+        outcomes = race(
+            app,
+            decline(uuid.UUID(card_id), owner.id),
+            repeat_request(claims, "notion"),
+            repeat_request(claims, "notion"),
+        )
+        assert outcomes[0] == ("ok", "rejected"), outcomes
+        for kind, value in outcomes[1:]:
+            # Before the decline committed the request reused the pending card; after it, the refusal.
+            assert (kind == "ok" and value["interactionId"] == card_id) or (
+                kind == "refused" and value == runtime_tools.DECLINED_IN_CONTINUATION
+            ), outcomes
+        db.session.expire_all()
+        cards = db.session.scalars(
+            select(ThreadInteraction).where(ThreadInteraction.issue_id == issue.id)
+        ).all()
+        assert [(str(c.id), c.status) for c in cards] == [(card_id, "rejected")]
+        # And once the decline is committed, the same run is refused.
+        again = race(app, repeat_request(claims, "notion"))
+        assert again == [("refused", runtime_tools.DECLINED_IN_CONTINUATION)]
 
 
 # --- membership revocation vs complete -----------------------------------------------------------------------

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from app.models import ThreadInteraction
 from app.services.runtime_tools import GUIDANCE, TOOL_DEFINITIONS
 from tests import test_run_tokens
-from tests.conftest import serving
+from tests.conftest import serving, sign_in
 from tests.test_run_tokens import TOKEN_INVALID, bearer
 
 world = test_run_tokens.world  # the shared fixture
@@ -178,6 +178,58 @@ def test_malformed_bodies(client, world):
 def test_token_is_checked_before_the_body(client, world):
     response = client.post(URL, data="{not json", headers={"Content-Type": "application/json"})
     assert response.status_code == 401 and response.json == TOKEN_INVALID
+
+
+def test_a_request_that_sends_a_card_answers_the_contract_text(client, db, world):
+    answer = rpc(
+        client, world.token, "tools/call", {"name": "connection_request", "arguments": {"service": "notion"}}
+    )
+    assert answer.status_code == 200
+    (card,) = db.session.scalars(select(ThreadInteraction)).all()
+    value = {
+        "version": 1,
+        "service": "notion",
+        "state": "needs_user_action",
+        "connectionId": None,
+        "interactionId": str(card.id),
+        "instruction": "A connection card was sent to the responsible user. End this run and wait for continuation.",
+    }
+    assert answer.json == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"content": [{"type": "text", "text": json.dumps(value)}], "structuredContent": value},
+    }
+
+
+def test_after_a_decline_the_same_run_is_refused_over_mcp(app, client, db, world):
+    def request():
+        return rpc(
+            client,
+            world.token,
+            "tools/call",
+            {"name": "connection_request", "arguments": {"service": "notion"}},
+        )
+
+    card_id = request().json["result"]["structuredContent"]["interactionId"]
+    board = app.test_client()
+    token = sign_in(board, world.owner)
+    declined = board.post(
+        f"/api/connection-intents/{card_id}/decline", json={}, headers={"X-CSRFToken": token}
+    )
+    assert declined.status_code == 200
+    refused = request()
+    assert refused.status_code == 200
+    assert refused.json["result"] == {
+        "content": [
+            {
+                "type": "text",
+                "text": "The user declined this connection. Pursue alternatives; do not request it again in this "
+                "continuation.",
+            }
+        ],
+        "isError": True,
+    }
+    assert [c.status for c in db.session.scalars(select(ThreadInteraction))] == ["rejected"]
 
 
 def test_tool_failures_are_readable_but_run_failures_keep_http_status(client, db, world):

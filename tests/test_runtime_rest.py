@@ -306,10 +306,16 @@ def test_request_creates_one_card_and_reuses_it(client, db, world):
     first = request_service(client, world.token, " github ")
     assert first.status_code == 200
     data = first.json
-    assert data["state"] == "needs_user_action" and data["connectionId"] is None
-    assert data["service"] == "github"
-    assert data["instruction"].startswith("A connection card was sent to the responsible user.")
     (card,) = _cards(db)
+    # The whole answer, word for word as the contract shows it.
+    assert data == {
+        "version": 1,
+        "service": "github",
+        "state": "needs_user_action",
+        "connectionId": None,
+        "interactionId": str(card.id),
+        "instruction": "A connection card was sent to the responsible user. End this run and wait for continuation.",
+    }
     assert str(card.id) == data["interactionId"]
     assert card.kind == "connection_intent" and card.status == "pending"
     assert card.title == "Connect GitHub" and card.summary == "Builder needs this connection to continue."
@@ -328,7 +334,7 @@ def test_request_creates_one_card_and_reuses_it(client, db, world):
     assert card.payload["serviceLogoUrl"].startswith("/static/img/apps/")
 
     again = request_service(client, world.token, "github")
-    assert again.json["interactionId"] == data["interactionId"]
+    assert again.json == data
     # A later run of the same agent on the same task for the same person reuses the pending card.
     _run2, token2 = start_run(db, world.agent, world.issue)
     assert request_service(client, token2, "github").json["interactionId"] == data["interactionId"]
@@ -389,6 +395,58 @@ def test_declined_continuation_cannot_request_the_same_service(app, client, db, 
         "continuation."
     }
     assert request_service(client, token, "notion").status_code == 200
+
+
+DECLINED = {
+    "error": "The user declined this connection. Pursue alternatives; do not request it again in this continuation."
+}
+
+
+def decline_card(app, user, card_id):
+    declined = board_api(
+        app.test_client(), user, "POST", f"/api/connection-intents/{card_id}/decline", {"reason": "no"}
+    )
+    assert declined.status_code == 200, declined.json
+
+
+def continuation_of(db, world, card_id, outcome):
+    """The run a resolved card wakes (as the continuation worker opens it: the card's id in its context)."""
+    run = HeartbeatRun(
+        company_id=world.company.id,
+        agent_id=world.agent.id,
+        issue_id=world.issue.id,
+        responsible_user_id=world.owner.id,
+        status="running",
+        context_snapshot={
+            "issueId": str(world.issue.id),
+            "interactionId": card_id,
+            "interactionStatus": "rejected" if outcome == "declined" else "accepted",
+            "outcome": outcome,
+        },
+    )
+    db.session.add(run)
+    db.session.commit()
+    return mint_run_token(run).token
+
+
+def test_the_run_whose_card_was_declined_and_its_continuation_cannot_request_it_again(app, client, db, world):
+    github = request_service(client, world.token, "github").json["interactionId"]
+    notion = request_service(client, world.token, "notion").json["interactionId"]
+    decline_card(app, world.owner, github)
+    again = request_service(client, world.token, "github")
+    assert again.status_code == 409 and again.json == DECLINED
+    assert [c.status for c in _cards(db)] == ["rejected", "pending"]  # no second GitHub card
+    # The continuation woken by the other card continues the same run: GitHub stays declined there too.
+    decline_card(app, world.owner, notion)
+    token = continuation_of(db, world, notion, "declined")
+    refused = request_service(client, token, "github")
+    assert refused.status_code == 409 and refused.json == DECLINED
+    assert request_service(client, token, "notion").json == DECLINED
+    assert request_service(client, token, "linear").json["state"] == "needs_user_action"
+    assert [c.payload["serviceSlug"] for c in _cards(db)] == ["github", "notion", "linear"]
+    # A later run that continues nothing may ask again (the refusal holds for the continuation only).
+    _run, fresh = start_run(db, world.agent, world.issue)
+    assert request_service(client, fresh, "github").json["state"] == "needs_user_action"
 
 
 @pytest.mark.postgres_only

@@ -110,6 +110,9 @@ class ConfigField(_Strict):
     toolArgument: (
         Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=80)] | None
     ) = None
+    # The value the member enters here is the provider's MCP server address (a custom server's URL, a tenant's base
+    # URL). At most one field of a method says so, and it must be a non-secret URL field (see `Method`).
+    serverUrl: bool = False
 
     @property
     def is_public(self) -> bool:
@@ -130,6 +133,8 @@ class ConfigField(_Strict):
             raise DefinitionError(("defaultValue",), "a checkbox default must be true or false")
         if self.type != "checkbox" and isinstance(self.defaultValue, bool):
             raise DefinitionError(("defaultValue",), "only checkbox defaults may be true or false")
+        if self.serverUrl and (self.type != "url" or self.secret):
+            raise DefinitionError(("serverUrl",), "the server URL field must be a non-secret url field")
         return self
 
 
@@ -172,6 +177,11 @@ class Method(_Strict):
         return [*self.credentialFields, *self.tenantFields, *self.extensionFields]
 
     @property
+    def server_url_field(self) -> ConfigField | None:
+        """The field whose value is the MCP server address, when the definition marks one."""
+        return next((f for f in self.all_fields if f.serverUrl), None)
+
+    @property
     def public_fields(self) -> list[ConfigField]:
         """Tenant and extension fields that are neither secret nor passwords: the instruction context."""
         return [f for f in (*self.tenantFields, *self.extensionFields) if f.is_public]
@@ -183,11 +193,23 @@ class Method(_Strict):
         if self.auth == "api_key" and self.keyPlacement is None:
             raise DefinitionError(("keyPlacement",), "api_key methods need a keyPlacement")
         seen: set[str] = set()
+        server_url: tuple[str, int] | None = None
         for group in ("credentialFields", "tenantFields", "extensionFields"):
             for index, field in enumerate(getattr(self, group)):
                 if field.key in seen:
                     raise DefinitionError((group, index, "key"), f"duplicate field key {field.key!r}")
                 seen.add(field.key)
+                if field.serverUrl:
+                    if server_url is not None:
+                        raise DefinitionError(
+                            (group, index, "serverUrl"), "only one field of a method can be the server URL"
+                        )
+                    if self.auth == "oauth" and group == "credentialFields":
+                        # OAuth asks for no credentials before sign-in, so the address must be configuration.
+                        raise DefinitionError(
+                            (group, index, "serverUrl"), "an OAuth method's server URL must be a tenant field"
+                        )
+                    server_url = (group, index)
         return self
 
 

@@ -4,8 +4,12 @@ Search readiness, connection requests, setup options, intent completion, the ins
 all ask this module. Queries are batched per call (a constant number of statements whatever the catalog size).
 
 Identity order, failing closed on ambiguity: the agent's own grant, then the responsible person's personal grant (only
-while that person is an active member with write access), then a personal grant standing-delegated to the agent (its
-owner still an active writer), then the organization grant (the default one, or the only active one).
+while that person is an active member with write access), then the organization grant (the default one, or the only
+active one).
+
+A personal identity belongs to its person: it serves only runs whose responsible person is the grant's owner. A
+standing delegation of a personal grant to an agent (written when the owner answers a card) records the owner's
+consent; it never lets the agent act as the owner on a run someone else is responsible for.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from app.models import (
     ConnectionGrant,
     ConnectionInstall,
     ConnectionTool,
-    GrantDelegation,
     Membership,
     ToolConnection,
     ToolPolicy,
@@ -92,13 +95,12 @@ def select_grant(
     grants: list[ConnectionGrant],
     agent_id: uuid.UUID | None,
     responsible_user_id: uuid.UUID | None,
-    delegated_grant_ids: set[uuid.UUID] | frozenset = frozenset(),
 ) -> ConnectionGrant | None:
     """Pick the identity for one connection from its grants (see module docstring).
 
-    `delegated_grant_ids` are personal grants standing-delegated to this agent whose owner is still an active member
-    with write access; one of them is used when the responsible person has no grant of their own. Two candidates at
-    the same level are ambiguous and resolve to no identity.
+    `responsible_user_id` is the run's responsible person while they are an active member with write access (else
+    None): the only person whose personal grant may be used. Two candidates at the same level are ambiguous and
+    resolve to no identity.
     """
     active = [g for g in grants if g.status == "active"]
     if agent_id is not None:
@@ -109,11 +111,6 @@ def select_grant(
         for grant in active:
             if grant.kind == "user" and grant.subject_user_id == responsible_user_id:
                 return grant
-    delegated = [g for g in active if g.kind == "user" and g.id in delegated_grant_ids]
-    if len(delegated) == 1:
-        return delegated[0]
-    if len(delegated) > 1:
-        return None
     organization = [g for g in active if g.kind == "organization"]
     defaults = [g for g in organization if g.is_default]
     if len(defaults) == 1:
@@ -181,29 +178,15 @@ def effective_access(
         return []
     ids = [c.id for c in connections]
     grants_by_connection: dict[uuid.UUID, list[ConnectionGrant]] = defaultdict(list)
-    delegated_to_agent: set[uuid.UUID] = set()
-    # The grants and whether each is delegated to this agent, in one statement.
-    for grant, delegated_grant_id in db.session.execute(
-        select(ConnectionGrant, GrantDelegation.grant_id)
-        .outerjoin(
-            GrantDelegation,
-            (GrantDelegation.grant_id == ConnectionGrant.id) & (GrantDelegation.agent_id == agent_id),
-        )
-        .where(ConnectionGrant.connection_id.in_(ids))
-    ):
+    for grant in db.session.scalars(select(ConnectionGrant).where(ConnectionGrant.connection_id.in_(ids))):
         grants_by_connection[grant.connection_id].append(grant)
-        if delegated_grant_id is not None:
-            delegated_to_agent.add(grant.id)
     responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
-    delegated = usable_delegations(
-        company_id, [g for gs in grants_by_connection.values() for g in gs], delegated_to_agent
-    )
     if not with_tools:
         counts = tool_counts(ids)
         return [
             ConnectionAccess(
                 connection=c,
-                grant=select_grant(grants_by_connection[c.id], agent_id, responsible, delegated),
+                grant=select_grant(grants_by_connection[c.id], agent_id, responsible),
                 tool_count=counts.get(c.id, (0, 0))[0],
                 usable_tool_count=counts.get(c.id, (0, 0))[1],
             )
@@ -213,7 +196,7 @@ def effective_access(
     return [
         ConnectionAccess(
             connection=c,
-            grant=select_grant(grants_by_connection[c.id], agent_id, responsible, delegated),
+            grant=select_grant(grants_by_connection[c.id], agent_id, responsible),
             tools=tools_by_connection.get(c.id, []),
         )
         for c in connections
@@ -234,27 +217,6 @@ def tool_counts(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, i
         .group_by(ConnectionTool.connection_id)
     ).all()
     return {connection_id: (int(total), int(usable or 0)) for connection_id, total, usable in rows}
-
-
-def usable_delegations(
-    company_id: uuid.UUID, grants: list[ConnectionGrant], delegated_grant_ids: set[uuid.UUID]
-) -> set[uuid.UUID]:
-    """The active personal grants among those delegated to the agent whose owners still have active write
-    membership (one query, only when there is a delegation)."""
-    personal = {
-        g.id: g for g in grants if g.kind == "user" and g.status == "active" and g.id in delegated_grant_ids
-    }
-    if not personal:
-        return set()
-    owners = {grant.subject_user_id for grant in personal.values()}
-    writers = {
-        m.user_id
-        for m in db.session.scalars(
-            select(Membership).where(Membership.company_id == company_id, Membership.user_id.in_(owners))
-        )
-        if m.has_write_access
-    }
-    return {grant_id for grant_id, grant in personal.items() if grant.subject_user_id in writers}
 
 
 def tools_with_policies(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[ToolAccess]]:

@@ -257,25 +257,35 @@ def grant_for_identity(connection: ToolConnection, identity: str, actor: Members
     return grant
 
 
-def _member_server_url(connection: ToolConnection) -> str | None:
-    """The server URL a member typed (custom servers), when it is the one used: an operator override wins."""
+def _member_server_url(connection: ToolConnection, method, secrets: dict[str, str] | None) -> str | None:
+    """The server address a member typed into the field the definition marks as the server URL (a tenant field is
+    in the connection's `methodConfig`, a credential field in the grant's `secrets`), when it is the one used: an
+    operator override wins."""
     overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
-    if overrides.get(connection.app_slug):
+    field = method.server_url_field if method is not None else None
+    if field is None or overrides.get(connection.app_slug):
         return None
-    return connection.method_config.get("serverUrl") or None
+    if any(field is f for f in method.credentialFields):
+        return (secrets or {}).get(field.key) or None
+    return connection.method_config.get(field.key) or None
 
 
-def provider_guard(connection: ToolConnection) -> frozenset[str] | None:
+def provider_guard(
+    connection: ToolConnection, method, secrets: dict[str, str] | None = None
+) -> frozenset[str] | None:
     """For a member-typed server URL, the outbound guard's allowed hosts: its MCP client then connects only to
     addresses checked at connect time. None for operator-configured URLs, which are trusted."""
-    return outbound_allowed_hosts() if _member_server_url(connection) else None
+    return outbound_allowed_hosts() if _member_server_url(connection, method, secrets) else None
 
 
-def server_url_for(connection: ToolConnection, app_definition, method) -> str:
-    """The provider MCP endpoint: an operator override, the connection's own URL (custom servers), or the default."""
+def server_url_for(
+    connection: ToolConnection, app_definition, method, secrets: dict[str, str] | None = None
+) -> str:
+    """The provider MCP endpoint: an operator override, the member's value of the field the definition marks as the
+    server URL (`secrets` are the grant's credentials, for a credential field), or the method's default."""
     overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
     url = overrides.get(connection.app_slug)
-    member_url = _member_server_url(connection)
+    member_url = _member_server_url(connection, method, secrets)
     if not url and member_url:
         # A URL typed by a member reaches our network only through the outbound guard.
         url = check_outbound_url(member_url)
@@ -311,8 +321,9 @@ def connection_endpoint(
 ) -> tuple[str, dict]:
     """URL (with any query credential) and headers to reach the provider as this grant. Used by the gateway too."""
     method = get_method(app_definition, connection.method_key)
-    headers, query = provider_headers(method, stored_secrets(grant))
-    url = server_url_for(connection, app_definition, method)
+    secrets = stored_secrets(grant)
+    headers, query = provider_headers(method, secrets)
+    url = server_url_for(connection, app_definition, method, secrets)
     if query:
         url = provider_mcp.url_with_query(url, query)
     return url, headers
@@ -426,7 +437,7 @@ def record_setup_finished(
 
 def verify_and_list_tools(connection, app_definition, method, secrets: dict[str, str]):
     headers, query = provider_headers(method, secrets)
-    url = server_url_for(connection, app_definition, method)
+    url = server_url_for(connection, app_definition, method, secrets)
     if query:
         url = provider_mcp.url_with_query(url, query)
     try:
@@ -434,7 +445,7 @@ def verify_and_list_tools(connection, app_definition, method, secrets: dict[str,
             url,
             headers=headers,
             timeout=current_app.config["OUTBOUND_TIMEOUT_SECONDS"],
-            guard=provider_guard(connection),
+            guard=provider_guard(connection, method, secrets),
         )
     except provider_mcp.ProviderError as err:
         raise ProviderRefused(err.message) from None

@@ -554,7 +554,7 @@ def _provider_target(prepared: PreparedCall) -> tuple[str, dict, list[str], froz
     if access_token:
         headers = {**headers, "Authorization": f"Bearer {access_token}"}
     scrub = [v for v in [*secrets.values(), access_token or ""] if isinstance(v, str) and len(v) >= 6]
-    return url, headers, scrub, connection_service.provider_guard(connection)
+    return url, headers, scrub, connection_service.provider_guard(connection, method, secrets)
 
 
 def _scrub(value, secrets: list[str]):

@@ -17,7 +17,7 @@ from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 
 from flask import current_app
-from sqlalchemy import Row, case, select
+from sqlalchemy import Row, case, false, or_, select
 
 from app.catalog.loader import get_app, get_app_versions
 from app.extensions import db
@@ -48,6 +48,8 @@ SERVICE_MAX_LENGTH = 120
 DECLINED_IN_CONTINUATION = (
     "The user declined this connection. Pursue alternatives; do not request it again in this continuation."
 )
+# The instruction of a request that sent a card, as the contract (connection-intents-api.md) words it.
+CARD_SENT = "A connection card was sent to the responsible user. End this run and wait for continuation."
 ADMIN_DENIAL = (
     "This agent has no permitted actions for this service. Ask an administrator to review tool permissions; "
     "reconnecting will not remove a denial."
@@ -500,19 +502,50 @@ def search_connections(ctx: RunContext, query: str) -> dict:
 # --- request -------------------------------------------------------------------------------------------------
 
 
-def _declined_in_this_continuation(ctx: RunContext, slug: str) -> bool:
-    """True when this run was woken by a declined card for the same service."""
+def _continued_run_ids(ctx: RunContext) -> set[uuid.UUID]:
+    """This run, and the run whose card woke it (a continuation carries the card's `interactionId`)."""
+    run_ids = {ctx.run.id}
     interaction_id = _uuid((ctx.run.context_snapshot or {}).get("interactionId"))
-    if interaction_id is None:
-        return False
-    interaction = db.session.get(ThreadInteraction, interaction_id)
-    return (
-        interaction is not None
-        and interaction.company_id == ctx.run.company_id
-        and interaction.kind == intents.KIND
-        and interaction.status == "rejected"
-        and (interaction.payload or {}).get("serviceSlug") == slug
+    if interaction_id is not None:
+        source_run_id = db.session.scalar(
+            select(ThreadInteraction.source_run_id).where(
+                ThreadInteraction.id == interaction_id,
+                ThreadInteraction.company_id == ctx.run.company_id,
+                ThreadInteraction.kind == intents.KIND,
+            )
+        )
+        if source_run_id is not None:
+            run_ids.add(source_run_id)
+    return run_ids
+
+
+def _declined_in_this_continuation(ctx: RunContext, slug: str) -> bool:
+    """True when this service's card was declined for this run, for the run this continuation continues, or is
+    the declined card that woke this run.
+
+    Called with the task row locked (`_lock_task`): a decline locks the task before the card, so a decline racing
+    this request either committed before this read or waits until the request's card is decided.
+    """
+    run_ids = _continued_run_ids(ctx)
+    interaction_id = _uuid((ctx.run.context_snapshot or {}).get("interactionId"))
+    woken_by = ThreadInteraction.id == interaction_id if interaction_id is not None else false()
+    declined = db.session.scalars(
+        select(ThreadInteraction)
+        .where(
+            ThreadInteraction.company_id == ctx.run.company_id,
+            ThreadInteraction.issue_id == ctx.issue.id,
+            ThreadInteraction.kind == intents.KIND,
+            ThreadInteraction.status == "rejected",
+            or_(ThreadInteraction.source_run_id.in_(run_ids), woken_by),
+        )
+        .execution_options(populate_existing=True)
     )
+    return any((row.payload or {}).get("serviceSlug") == slug for row in declined)
+
+
+def _lock_task(ctx: RunContext) -> None:
+    """Lock the run's task row (PostgreSQL; SQLite serializes writers itself), in the order every writer uses."""
+    db.session.scalar(select(Issue.id).where(Issue.id == ctx.issue.id).with_for_update())
 
 
 def request_connection(ctx: RunContext, slug: str) -> dict:
@@ -534,6 +567,7 @@ def request_connection(ctx: RunContext, slug: str) -> dict:
         }
     if state.admin_denied:
         raise Forbidden(ADMIN_DENIAL)
+    _lock_task(ctx)
     if _declined_in_this_continuation(ctx, service.slug):
         raise Conflict(DECLINED_IN_CONTINUATION)
     interaction, created = intents.create_connection_intent(
@@ -557,10 +591,7 @@ def request_connection(ctx: RunContext, slug: str) -> dict:
         "state": "needs_user_action",
         "connectionId": None,
         "interactionId": str(interaction.id),
-        "instruction": (
-            "A connection card was sent to the responsible user. Finish independent work, then end this run "
-            "and wait for continuation. Do not repeat this request."
-        ),
+        "instruction": CARD_SENT,
     }
 
 
