@@ -148,6 +148,16 @@ def _empty_tables(_db) -> None:
                 conn.execute(table.delete())
 
 
+@pytest.fixture(autouse=True)
+def process_wide_limits_reset():
+    """Provider bulkheads and breakers (and sign-in throttles) are process-wide: each test starts with none."""
+    from app.services import provider_limits
+
+    provider_limits.reset()
+    yield
+    provider_limits.reset()
+
+
 @pytest.fixture
 def client(app, db):
     return app.test_client()
