@@ -13,8 +13,8 @@ from mcp_types import INVALID_PARAMS
 from app.services import provider_mcp
 from app.services.provider_mcp import (
     ProviderAuthRejected,
-    ProviderToolError,
     ProviderTimeout,
+    ProviderToolError,
     ProviderUnavailable,
     call_tool,
     headers_for_key,
