@@ -389,8 +389,8 @@ def start_frozen_server(required_key: str | None = NOTES_KEY) -> RunningMcpServe
 
     async def wait_for_release(label: str) -> str:
         server.record_call("wait_for_release", {"label": label})
-        while not release.is_set():
-            await anyio.sleep(0.01)
+        # Wait in a worker thread (no polling: a frozen call costs the peer no CPU); cancellable by the SDK.
+        await anyio.to_thread.run_sync(release.wait, abandon_on_cancel=True)
         return f"released {label}"
 
     def ping() -> str:
