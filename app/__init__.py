@@ -27,6 +27,13 @@ def create_app(config_override: dict | None = None) -> Flask:
     if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
         app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {"connect_args": {"timeout": 30}}
 
+    if app.config.get("TRUSTED_PROXY_COUNT"):
+        # Behind N reverse proxies: take the client address (sign-in throttling, logs) from their
+        # X-Forwarded-For entries. Off by default: the header is never trusted unless configured.
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXY_COUNT"]))
+
     register_extensions(app)
     register_blueprints(app)
     register_cli(app)
@@ -39,7 +46,10 @@ def create_app(config_override: dict | None = None) -> Flask:
 
 def register_extensions(app: Flask) -> None:
     from app import models  # noqa: F401  (register every table on the metadata)
-    from app.services import access_revision  # noqa: F401  (its session events keep revisions current)
+    from app.services import (
+        access_revision,  # noqa: F401  (its session events keep revisions current)
+        login_throttle,
+    )
     from app.web.security import install_request_security
 
     db.init_app(app)
@@ -50,6 +60,7 @@ def register_extensions(app: Flask) -> None:
     csrf.init_app(app)
     htmx.init_app(app)
     install_request_security(app)
+    login_throttle.init_app(app)
     if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
         from app.web.sqlite import enable_sqlite_pragmas
 

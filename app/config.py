@@ -66,7 +66,19 @@ def load_config(instance_path: str) -> dict:
         "LOGIN_MAX_FAILURES": int(env.get("LOGIN_MAX_FAILURES", "5")),
         "LOGIN_FAILURE_WINDOW_SECONDS": int(env.get("LOGIN_FAILURE_WINDOW_SECONDS", "900")),
         "PASSWORD_HASH_METHOD": env.get("PASSWORD_HASH_METHOD", "scrypt"),
+        # Sign-in throttling per (email, client address): where the counters live (`limits` storage URI).
+        "LOGIN_THROTTLE_STORAGE_URI": env.get("SWITCHBOARD_LOGIN_THROTTLE_STORAGE_URI") or "memory://",
+        # Reverse proxies in front of the app whose X-Forwarded-For is trusted for the client address (0: none).
+        "TRUSTED_PROXY_COUNT": int(env.get("SWITCHBOARD_TRUSTED_PROXIES", "0")),
+        # Setup-time exchanges with providers (verifying a key, indexing tools) and OAuth HTTP calls.
         "OUTBOUND_TIMEOUT_SECONDS": float(env.get("OUTBOUND_TIMEOUT_SECONDS", "10")),
+        # Gateway tool calls: how long to wait for a provider (an app definition's callTimeoutSeconds wins), how
+        # many calls one provider may have in flight per server process, and the circuit breaker (open after this
+        # many consecutive timeouts, for this many seconds).
+        "PROVIDER_CALL_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_PROVIDER_CALL_TIMEOUT_SECONDS", "30")),
+        "PROVIDER_MAX_CONCURRENT_CALLS": int(env.get("SWITCHBOARD_PROVIDER_MAX_CONCURRENT_CALLS", "4")),
+        "PROVIDER_BREAKER_TIMEOUTS": int(env.get("SWITCHBOARD_PROVIDER_BREAKER_TIMEOUTS", "3")),
+        "PROVIDER_BREAKER_SECONDS": float(env.get("SWITCHBOARD_PROVIDER_BREAKER_SECONDS", "30")),
         # Operator overrides of provider MCP server URLs, e.g. {"honcho": "https://honcho.internal/mcp"}.
         "PROVIDER_SERVER_URLS": json.loads(env.get("SWITCHBOARD_PROVIDER_SERVER_URLS") or "{}"),
         # Hosts that user- or agent-supplied URLs may reach even when they resolve to private addresses.

@@ -115,6 +115,7 @@ def _after_migrate(application) -> None:
 @pytest.fixture
 def db(app):
     from app.extensions import db as _db
+    from app.services import login_throttle
 
     ctx = app.app_context()
     ctx.push()
@@ -124,6 +125,7 @@ def db(app):
         _db.session.rollback()
         _db.session.remove()
         _empty_tables(_db)
+        login_throttle.reset()  # sign-in counters are per process, like the rows above they are per test
         ctx.pop()
 
 
@@ -146,6 +148,16 @@ def _empty_tables(_db) -> None:
         else:
             for table in tables:
                 conn.execute(table.delete())
+
+
+@pytest.fixture(autouse=True)
+def process_wide_limits_reset():
+    """Provider bulkheads and breakers are process-wide: each test starts with none."""
+    from app.services import provider_limits
+
+    provider_limits.reset()
+    yield
+    provider_limits.reset()
 
 
 @pytest.fixture

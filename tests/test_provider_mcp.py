@@ -13,6 +13,7 @@ from mcp_types import INVALID_PARAMS
 from app.services import provider_mcp
 from app.services.provider_mcp import (
     ProviderAuthRejected,
+    ProviderTimeout,
     ProviderToolError,
     ProviderUnavailable,
     call_tool,
@@ -145,7 +146,8 @@ def test_a_server_that_never_answers_hits_the_timeout():
         with pytest.raises(ProviderUnavailable) as caught:
             list_tools(url, headers=NOTES_AUTH, timeout=0.5)
 
-    assert caught.value.message == "Could not reach the provider's MCP server: no answer within 0.5 seconds."
+    assert caught.value.message == "The provider's MCP server did not answer within 0.5 seconds."
+    assert isinstance(caught.value, ProviderTimeout)
 
 
 def test_a_url_that_is_not_an_mcp_endpoint_raises_unavailable(open_server):

@@ -249,6 +249,8 @@ class AppDefinition(_Strict):
     docsUrl: str | None = None
     methods: list[Method] = Field(min_length=1)
     agentInstructions: AgentInstructionsTemplate | None = None
+    # How long a gateway tool call waits for this provider; unset: SWITCHBOARD_PROVIDER_CALL_TIMEOUT_SECONDS.
+    callTimeoutSeconds: float | None = Field(default=None, gt=0, le=600)
 
     @field_validator("slug")
     @classmethod

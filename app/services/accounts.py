@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
 from datetime import timedelta
 from urllib.parse import urlsplit
 
 from flask import current_app
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.extensions import db
 from app.models import ApiKey, LoginFailure, User
 from app.models.base import as_utc, utcnow
+from app.services import login_throttle
 from app.services.errors import NotFound, TooManyRequests
 
 API_KEY_PREFIX = "sbk_"
@@ -48,24 +50,27 @@ def find_user_by_email(email: str) -> User | None:
 
 
 def authenticate(email: str, password: str, remote_addr: str | None) -> User | None:
-    """Check a password; too many recent failures for the email refuse even a correct password."""
+    """Check a password. Too many recent failures for this email *from this address* refuse even a correct
+    password (`login_throttle`); the same email from another address is not affected."""
     email = normalize_email(email)
-    window = timedelta(seconds=current_app.config["LOGIN_FAILURE_WINDOW_SECONDS"])
-    since = utcnow() - window
-    failures = db.session.scalar(
-        select(func.count())
-        .select_from(LoginFailure)
-        .where(LoginFailure.email == email, LoginFailure.created_at > since)
-    )
-    if failures >= current_app.config["LOGIN_MAX_FAILURES"]:
-        minutes = max(1, int(window.total_seconds() // 60))
-        raise TooManyRequests(f"Too many failed sign-in attempts. Try again in {minutes} minutes.")
+    wait = login_throttle.retry_after(email, remote_addr)
+    if wait is not None:
+        minutes = max(1, math.ceil(wait / 60))
+        error = TooManyRequests(
+            "Too many failed sign-in attempts. Try again in "
+            f"{minutes} minute{'s' if minutes != 1 else ''}, or sign in from another device."
+        )
+        error.retry_after = wait
+        raise error
     user = find_user_by_email(email)
     if user is None:
         check_password_hash(_DUMMY_HASH, password)
     elif check_password_hash(user.password_hash, password):
+        login_throttle.clear(email, remote_addr)
         db.session.execute(delete(LoginFailure).where(LoginFailure.email == email))
         return user
+    login_throttle.record_failure(email, remote_addr)
+    # Kept as the record of failed sign-ins (who tried, from where); throttling itself reads `login_throttle`.
     db.session.add(LoginFailure(email=email, remote_addr=remote_addr))
     return None
 

@@ -28,6 +28,12 @@ Approvals store a digest of the projected arguments and are compared against the
 changing the workspace invalidates an approved call (`approved_tool_target_changed`, the provider is never
 called).
 
+Provider limits. A call that reaches the provider takes a slot in the provider's bulkhead and passes its circuit
+breaker (`provider_limits`): a full bulkhead answers isError `provider_busy` and an open breaker `provider_paused`
+at once, without contacting the provider; a call that outlives its timeout (the app definition's
+`callTimeoutSeconds`, else `PROVIDER_CALL_TIMEOUT_SECONDS`) answers `provider_timeout`. No database connection is
+held while the provider works.
+
 Activity. Every call writes `tool_gateway.call` (tool, connection, run, decision, duration in ms); arguments
 and credentials are never written.
 """
@@ -51,7 +57,7 @@ from app.extensions import db
 from app.models import ConnectionGrant, HeartbeatRun, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
 from app.services import connections as connection_service
-from app.services import provider_mcp
+from app.services import provider_limits, provider_mcp
 from app.services.access import ConnectionAccess, ToolAccess, effective_access
 from app.services.access_revision import RevisionCache
 from app.services.activity import SECRET_KEY_HINTS, record_activity
@@ -75,6 +81,9 @@ APPROVAL_DENIED = "approval_denied"
 TARGET_CHANGED = "approved_tool_target_changed"
 TOOL_BLOCKED = "tool_blocked"
 PROVIDER_ERROR = "provider_error"
+PROVIDER_BUSY = "provider_busy"
+PROVIDER_PAUSED = "provider_paused"
+PROVIDER_TIMEOUT = "provider_timeout"
 
 
 # --- naming ------------------------------------------------------------------------------------------------------
@@ -531,30 +540,75 @@ def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
     return prepared
 
 
-def _provider_target(prepared: PreparedCall) -> tuple[str, dict, list[str], frozenset[str] | None]:
-    """URL and headers to reach the provider as the selected grant (OAuth refreshed first), values to scrub, and
-    the outbound guard for a member-typed URL."""
+@dataclass(frozen=True)
+class ProviderTarget:
+    """Where and how to reach the provider for one prepared call (plain values: no database object)."""
+
+    url: str
+    headers: dict
+    scrub: list[str]
+    guard: frozenset[str] | None
+    timeout: float
+
+
+def call_timeout(app_definition) -> float:
+    """The call timeout: the app definition's `callTimeoutSeconds`, else `PROVIDER_CALL_TIMEOUT_SECONDS`."""
+    own = getattr(app_definition, "callTimeoutSeconds", None)
+    return float(own or current_app.config.get("PROVIDER_CALL_TIMEOUT_SECONDS", DEFAULT_CALL_TIMEOUT))
+
+
+def provider_limits_from_config() -> provider_limits.Limits:
+    config = current_app.config
+    return provider_limits.Limits(
+        max_concurrent=int(config.get("PROVIDER_MAX_CONCURRENT_CALLS", 4)),
+        failure_threshold=int(config.get("PROVIDER_BREAKER_TIMEOUTS", 3)),
+        reset_seconds=float(config.get("PROVIDER_BREAKER_SECONDS", 30)),
+    )
+
+
+def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
+    """URL and headers to reach the provider as the selected grant (OAuth refreshed first), values to scrub, the
+    outbound guard for a member-typed URL, and the call timeout.
+
+    Reads only (an OAuth refresh commits in a unit of work of its own). The caller ends the transaction before
+    `execute_call`, so no database connection is held while the provider works. When the connection can no longer
+    be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
+    """
     from app.catalog.loader import get_app
     from app.services import oauth
 
-    connection = db.session.get(ToolConnection, prepared.connection_id)
-    grant = db.session.get(ConnectionGrant, prepared.grant_id)
-    if connection is None or grant is None or grant.status != "active":
-        raise ServiceError("The connection is no longer available to this agent.")
-    app_definition = get_app(connection.app_slug)
-    method = get_method(app_definition, connection.method_key) if app_definition else None
-    if method is None:
-        raise ServiceError("The connection's app is no longer in the catalog.")
-    access_token = oauth.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
-    secrets = connection_service.stored_secrets(grant)
     try:
-        url, headers = connection_service.connection_endpoint(connection, app_definition, grant)
-    except ValueError:
-        raise ServiceError("The stored credential cannot be sent to the provider; reconnect it.") from None
+        connection = db.session.get(ToolConnection, prepared.connection_id)
+        grant = db.session.get(ConnectionGrant, prepared.grant_id)
+        if connection is None or grant is None or grant.status != "active":
+            raise ServiceError("The connection is no longer available to this agent.")
+        app_definition = get_app(connection.app_slug)
+        method = get_method(app_definition, connection.method_key) if app_definition else None
+        if method is None:
+            raise ServiceError("The connection's app is no longer in the catalog.")
+        access_token = oauth.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
+        secrets = connection_service.stored_secrets(grant)
+        try:
+            url, headers = connection_service.connection_endpoint(connection, app_definition, grant)
+        except ValueError:
+            raise ServiceError(
+                "The stored credential cannot be sent to the provider; reconnect it."
+            ) from None
+    except ServiceError as err:
+        db.session.rollback()
+        prepared.result = _refusal(PROVIDER_ERROR, err.message)
+        _record(prepared, outcome=PROVIDER_ERROR)
+        return None
     if access_token:
         headers = {**headers, "Authorization": f"Bearer {access_token}"}
     scrub = [v for v in [*secrets.values(), access_token or ""] if isinstance(v, str) and len(v) >= 6]
-    return url, headers, scrub, connection_service.provider_guard(connection, method, secrets)
+    return ProviderTarget(
+        url=url,
+        headers=headers,
+        scrub=scrub,
+        guard=connection_service.provider_guard(connection, method, secrets),
+        timeout=call_timeout(app_definition),
+    )
 
 
 def _scrub(value, secrets: list[str]):
@@ -571,32 +625,54 @@ def _scrub(value, secrets: list[str]):
     return value
 
 
-def execute_call(prepared: PreparedCall) -> dict:
-    """Call the provider with the stored credentials and a timeout; map failures to isError results."""
-    timeout = float(current_app.config.get("GATEWAY_CALL_TIMEOUT", DEFAULT_CALL_TIMEOUT))
+def _provider_failure(prepared: PreparedCall, err: provider_mcp.ProviderError) -> tuple[str, dict]:
+    """The outcome code and the isError result for a call the provider did not complete."""
+    name = prepared.connection_name
+    if isinstance(err, provider_mcp.ProviderBusy):
+        return PROVIDER_BUSY, _refusal(
+            PROVIDER_BUSY,
+            f"{name} is busy: {err.limit} calls to it are already in progress. It was not called; "
+            "try again shortly.",
+        )
+    if isinstance(err, provider_mcp.ProviderPaused):
+        return PROVIDER_PAUSED, _refusal(
+            PROVIDER_PAUSED,
+            f"{name} did not answer the last {err.timeouts} calls in time, so calls to it are paused. It was not "
+            f"called; try again in {err.retry_after_seconds} seconds.",
+            retryAfterSeconds=err.retry_after_seconds,
+        )
+    if isinstance(err, provider_mcp.ProviderTimeout):
+        return PROVIDER_TIMEOUT, _refusal(
+            PROVIDER_TIMEOUT,
+            f"{name} did not answer within {err.seconds:g} seconds, so Switchboard stopped waiting. The tool may "
+            "still have run at the provider: check before repeating a change.",
+        )
+    return PROVIDER_ERROR, _refusal(PROVIDER_ERROR, f"The call to {name} failed: {err.message}")
+
+
+def execute_call(prepared: PreparedCall, target: ProviderTarget) -> dict:
+    """Call the provider through its bulkhead and breaker, with the call timeout; failures become isError results.
+
+    Touches the database only to record the outcome afterwards.
+    """
     try:
-        url, headers, secrets, guard = _provider_target(prepared)
         raw = provider_mcp.call_tool(
-            url,
-            headers=headers,
+            target.url,
+            headers=target.headers,
             tool_name=prepared.tool_name,
             arguments=prepared.arguments,
-            timeout=timeout,
-            guard=guard,
+            timeout=target.timeout,
+            guard=target.guard,
+            limits=provider_limits_from_config(),
         )
     except provider_mcp.ProviderError as err:
-        result = _refusal(PROVIDER_ERROR, f"The call to {prepared.connection_name} failed: {err.message}")
-        _record(prepared, outcome=PROVIDER_ERROR)
-        return result
-    except ServiceError as err:
-        db.session.rollback()
-        result = _refusal(PROVIDER_ERROR, err.message)
-        _record(prepared, outcome=PROVIDER_ERROR)
+        outcome, result = _provider_failure(prepared, err)
+        _record(prepared, outcome=outcome)
         return result
     result: dict = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
     if raw.get("structuredContent") is not None:
         result["structuredContent"] = raw["structuredContent"]
-    result = _scrub(result, secrets)
+    result = _scrub(result, target.scrub)
     _record(prepared, outcome="tool_error" if result["isError"] else "ok")
     return result
 

@@ -10,7 +10,10 @@ the async code with `anyio.run`; `list_tools_async` and `call_tool_async` are th
 
 Every failure becomes a `ProviderError` whose `.message` is plain words that are safe to show a user: it never
 contains the credential, the request headers or the query string. Outbound requests always carry timeouts, and the
-whole exchange runs under one overall deadline. Nothing here reads Flask's request or touches the database.
+whole exchange runs under one overall deadline; missing it is a `ProviderTimeout` ("did not answer within N
+seconds"), not a failure to reach the server. `call_tool(..., limits=...)` first takes a slot in the provider's
+bulkhead and passes its circuit breaker (`provider_limits`), so one frozen provider cannot hold every request thread.
+Nothing here reads Flask's request or touches the database.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from app.services import provider_limits
 from app.services.net_guard import guarded_async_transport
 
 logger = logging.getLogger(__name__)
@@ -97,6 +101,37 @@ class ProviderUnavailable(ProviderError):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(f"Could not reach the provider's MCP server: {reason}.")
+
+
+class ProviderTimeout(ProviderUnavailable):
+    """The provider's MCP server did not answer within the call's timeout (it may still be working on the call)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.reason = f"no answer within {seconds:g} seconds"
+        ProviderError.__init__(self, f"The provider's MCP server did not answer within {seconds:g} seconds.")
+
+
+class ProviderBusy(ProviderError):
+    """The bulkhead is full: `limit` calls to this provider are already running in this process (nothing sent)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        super().__init__(
+            f"The provider is busy: {limit} calls to it are already in progress. Try again shortly."
+        )
+
+
+class ProviderPaused(ProviderError):
+    """The circuit breaker is open after repeated timeouts (nothing sent); a trial call is allowed later."""
+
+    def __init__(self, timeouts: int, retry_after_seconds: int):
+        self.timeouts = timeouts
+        self.retry_after_seconds = retry_after_seconds
+        super().__init__(
+            f"The provider did not answer the last {timeouts} calls in time, so calls to it are paused; "
+            f"try again in {retry_after_seconds} seconds."
+        )
 
 
 class ProviderToolError(ProviderError):
@@ -221,13 +256,17 @@ def call_tool(
     arguments: dict,
     timeout: float = 30.0,
     guard: frozenset[str] | None = None,
+    limits: provider_limits.Limits | None = None,
 ) -> dict:
     """Connect, initialize and call one tool once. Raises ProviderError (`guard` as for `list_tools`).
 
     Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool}`; a tool that ran and
-    reported failure comes back with `isError: true`, not as an exception.
+    reported failure comes back with `isError: true`, not as an exception. With `limits`, the call takes a slot in
+    the provider's bulkhead and passes its circuit breaker first (`app.services.provider_limits`): a full bulkhead
+    raises ProviderBusy and an open breaker ProviderPaused at once, without contacting the provider, and a
+    ProviderTimeout counts towards opening the breaker.
     """
-    return anyio.run(_run_call_tool, server_url, headers, tool_name, arguments, timeout, guard)
+    return anyio.run(_run_call_tool, server_url, headers, tool_name, arguments, timeout, guard, limits)
 
 
 async def list_tools_async(
@@ -244,9 +283,10 @@ async def call_tool_async(
     tool_name: str,
     arguments: dict,
     timeout: float = 30.0,
+    limits: provider_limits.Limits | None = None,
 ) -> dict:
     """`call_tool` for callers that already run an event loop."""
-    return await _run_call_tool(server_url, headers, tool_name, arguments, timeout)
+    return await _run_call_tool(server_url, headers, tool_name, arguments, timeout, limits=limits)
 
 
 # -- the exchange ------------------------------------------------------------------------------------------------
@@ -358,6 +398,30 @@ async def _run_call_tool(
     arguments: dict,
     timeout: float,
     guard: frozenset[str] | None = None,
+    limits: provider_limits.Limits | None = None,
+) -> dict:
+    if limits is None:
+        return await _call_once(server_url, headers, tool_name, arguments, timeout, guard)
+    try:
+        with provider_limits.slot(provider_limits.provider_key(server_url), limits) as call:
+            try:
+                return await _call_once(server_url, headers, tool_name, arguments, timeout, guard)
+            except ProviderTimeout:
+                call.timed_out()
+                raise
+    except provider_limits.Busy as busy:
+        raise ProviderBusy(busy.limit) from None
+    except provider_limits.Paused as paused:
+        raise ProviderPaused(paused.timeouts, paused.retry_after_seconds) from None
+
+
+async def _call_once(
+    server_url: str,
+    headers: Mapping[str, str] | None,
+    tool_name: str,
+    arguments: dict,
+    timeout: float,
+    guard: frozenset[str] | None,
 ) -> dict:
     exchange = _Exchange(server_url, headers, timeout, guard)
     try:
@@ -438,8 +502,10 @@ def _translate(
     def first(kind: type[BaseException] | tuple[type[BaseException], ...]) -> Any:
         return next((item for item in chain if isinstance(item, kind)), None)
 
+    if first(httpx2.ConnectTimeout) is not None:
+        return ProviderUnavailable(f"no connection within {min(timeout, CONNECT_TIMEOUT_CAP):g} seconds")
     if first((TimeoutError, httpx2.TimeoutException)) is not None:
-        return ProviderUnavailable(f"no answer within {timeout:g} seconds")
+        return ProviderTimeout(timeout)
     if (connect_error := first(httpx2.ConnectError)) is not None:
         return ProviderUnavailable(_connect_reason(connect_error, chain))
     if first(ssl.SSLError) is not None:
@@ -452,7 +518,7 @@ def _translate(
     if (request_error := first(httpx2.RequestError)) is not None:
         return ProviderUnavailable(f"the connection failed ({type(request_error).__name__})")
     if (mcp_error := first(MCPError)) is not None:
-        return _translate_mcp_error(mcp_error, calling)
+        return _translate_mcp_error(mcp_error, calling, timeout)
     if first(ValidationError) is not None:
         return ProviderUnavailable("the server did not answer like an MCP server")
     runtime = first(RuntimeError)
@@ -461,12 +527,12 @@ def _translate(
     return ProviderUnavailable(f"unexpected error ({type(_leaf(exc)).__name__})")
 
 
-def _translate_mcp_error(error: MCPError, calling: str | None) -> ProviderError:
+def _translate_mcp_error(error: MCPError, calling: str | None, timeout: float) -> ProviderError:
     code = error.code
     if code == mcp_types.CONNECTION_CLOSED:
         return ProviderUnavailable("the connection closed before the server answered")
     if code == mcp_types.REQUEST_TIMEOUT:
-        return ProviderUnavailable("the server did not answer in time")
+        return ProviderTimeout(timeout)
     if code in (mcp_types.PARSE_ERROR, mcp_types.INVALID_REQUEST) and calling is None:
         return ProviderUnavailable("the server did not answer like an MCP server")
     server_said = _short(error.message)

@@ -24,7 +24,8 @@ def login():
         user = authenticate(form.email.data, form.password.data, request.remote_addr)
     except TooManyRequests as err:
         db.session.commit()
-        return render_template("auth/login.html", form=form, next_url=next_url, error=err.message), 429
+        page = render_template("auth/login.html", form=form, next_url=next_url, error=err.message)
+        return page, 429, {"Retry-After": str(getattr(err, "retry_after", 60))}
     db.session.commit()
     if user is None:
         return render_template(

@@ -4,8 +4,9 @@ Authenticated by the run-bound runtime-tools token and served by the same statel
 `/mcp/runtime-tools` (see `app.web.jsonrpc`). The handshake and `tools/list` need a live run; `tools/call`
 re-validates the whole run context (task, ownership, responsible person) first. Token and run failures keep
 their HTTP status; everything the agent should read (a denial, an approval to wait for, a provider failure) is
-an isError result. A tools/call has two commit points on purpose: the policy decision (a consumed approval, a
-new card) is durable before the provider is contacted, and the call's activity row after.
+an isError result. A tools/call commits at three points on purpose: the policy decision (a consumed approval, a
+new card) is durable before the provider is contacted, the transaction is closed while the provider works (no
+database connection is held during the call), and the call's activity row is written after.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ def _call_tool(id_, claims: dict, params: dict) -> Response:
     db.session.commit()
     if prepared.unknown:
         return jsonrpc.unknown_tool(id_, name)
-    result = prepared.result if not prepared.ready else gateway.execute_call(prepared)
+    if prepared.ready:
+        target = gateway.prepare_target(prepared)
+        # End the transaction: the database connection goes back to the pool before the provider is called, so
+        # a slow provider never holds one (board pages and runtime tools would queue for them).
+        db.session.commit()
+        if target is not None:
+            prepared.result = gateway.execute_call(prepared, target)
     db.session.commit()
-    return jsonrpc.rpc(id_, result=result)
+    return jsonrpc.rpc(id_, result=prepared.result)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+import anyio
 import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
@@ -403,4 +404,27 @@ def start_paged_server(tool_count: int = 5, page_size: int = 2) -> RunningMcpSer
 
     lowlevel = Server("paged", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
     server = RunningMcpServer("paged", lowlevel_server=lowlevel)
+    return server.start()
+
+
+def start_frozen_server(required_key: str | None = NOTES_KEY) -> RunningMcpServer:
+    """A provider that freezes on demand: `wait_for_release` takes the call and does not answer until
+    `server.release.set()` (each call is recorded when it arrives); `ping` answers at once. The key is a notes key
+    (`Authorization: Bearer notes-key-123`), so a catalog app with a bearer key can point at it."""
+    server = RunningMcpServer("frozen", required_key=required_key)
+    release = threading.Event()
+    server.release = release  # type: ignore[attr-defined]
+
+    async def wait_for_release(label: str) -> str:
+        server.record_call("wait_for_release", {"label": label})
+        # Wait in a worker thread (no polling: a frozen call costs the peer no CPU); cancellable by the SDK.
+        await anyio.to_thread.run_sync(release.wait, abandon_on_cancel=True)
+        return f"released {label}"
+
+    def ping() -> str:
+        server.record_call("ping", {})
+        return "pong"
+
+    server.add_tool(wait_for_release, description="Answer once released.", read_only=True)
+    server.add_tool(ping, description="Answer pong.", read_only=True)
     return server.start()
