@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from flask import Response, request
 
+from app.web.json_body import EMPTY, BodyNotJson, read_json_body
+
 PROTOCOL_VERSION = "2025-03-26"
 
 
@@ -64,8 +66,10 @@ def dispatch(
     `list_tools()` returns the tool definitions; `call_tool(id_, params)` answers a `tools/call` itself.
     """
     try:
-        message = json.loads(request.get_data(as_text=True) or "")
-    except (ValueError, UnicodeDecodeError):
+        message = read_json_body()
+    except BodyNotJson:
+        return rpc(None, error={"code": -32700, "message": "Parse error"}, status=400)
+    if message is EMPTY:
         return rpc(None, error={"code": -32700, "message": "Parse error"}, status=400)
     if not isinstance(message, dict):
         return rpc(None, error={"code": -32600, "message": "Invalid Request"}, status=400)

@@ -8,6 +8,7 @@ from flask import jsonify, request
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app.services.errors import ValidationFailed
+from app.web.json_body import EMPTY, NOT_JSON_MESSAGE, BodyNotJson, read_json_body
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -21,12 +22,20 @@ class StrictBody(BaseModel):
 BodyValidationError = ValidationFailed
 
 
+def _not_json(message: str = NOT_JSON_MESSAGE) -> BodyValidationError:
+    return BodyValidationError([{"loc": [], "msg": message, "type": "json_invalid"}])
+
+
 def parse_body(model: type[ModelT]) -> ModelT:
-    data = request.get_json(silent=True)
-    if data is None and request.get_data(cache=True):
-        raise BodyValidationError([{"loc": [], "msg": "Body must be JSON", "type": "json_invalid"}])
-    if data is None:
+    """The body validated by `model`; no body is `{}`. Anything else refused: 400 `Validation error`."""
+    try:
+        data = read_json_body()
+    except BodyNotJson as err:
+        raise _not_json(err.message) from None
+    if data is EMPTY:
         data = {}
+    elif not request.is_json:
+        raise _not_json()
     if not isinstance(data, dict):
         raise BodyValidationError([{"loc": [], "msg": "Body must be a JSON object", "type": "object_type"}])
     try:
