@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from flask import request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 # Far more than any body this server accepts needs; well below the decoder's recursion limit.
 MAX_DEPTH = 64
@@ -59,10 +60,24 @@ def read_json_body():
     """
     cached = request.environ.get(_CACHE_KEY)
     if cached is None:
-        cached = request.environ[_CACHE_KEY] = _parse(request.get_data(cache=True))
+        cached = request.environ[_CACHE_KEY] = _parse(_body_bytes())
     if isinstance(cached, BodyNotJson):
         raise cached
     return cached
+
+
+def _body_bytes() -> bytes:
+    """The body; 413 when a streamed body (no Content-Length) runs past MAX_CONTENT_LENGTH.
+
+    Werkzeug stops reading a streamed body at the limit but hands back the first `limit` bytes as if they were all
+    of it; one more byte from the (server-terminated) input tells a body of exactly the limit from a longer one.
+    """
+    data = request.get_data(cache=True)
+    limit = request.max_content_length
+    streamed = request.content_length is None and "wsgi.input_terminated" in request.environ
+    if streamed and limit is not None and len(data) >= limit and request.environ["wsgi.input"].read(1):
+        raise RequestEntityTooLarge()
+    return data
 
 
 def _parse(raw: bytes):
