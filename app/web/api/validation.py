@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from flask import jsonify, request
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.services.errors import ValidationFailed
 from app.web.json_body import EMPTY, NOT_JSON_MESSAGE, BodyNotJson, read_json_body
@@ -20,6 +20,16 @@ class StrictBody(BaseModel):
 
 
 BodyValidationError = ValidationFailed
+
+
+def _without_default(schema: dict) -> None:
+    schema.pop("default", None)
+
+
+def Omittable(**constraints) -> Any:  # noqa: N802 (used like pydantic's Field)
+    """A field that may be left out but is never `null` (unless its type says so): not sending it means "leave it
+    alone" (it is then missing from `model_fields_set`), and the document shows no default for it."""
+    return Field(default=None, json_schema_extra=_without_default, **constraints)
 
 
 def _not_json(message: str = NOT_JSON_MESSAGE) -> BodyValidationError:
