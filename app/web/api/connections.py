@@ -81,6 +81,9 @@ class FinishBody(StrictBody):
 class PatchBody(StrictBody):
     """Fields left out are unchanged; only `agentInstructions` may be null (removes the instructions)."""
 
+    # At least one field (the service refuses an empty change); said here so the document says it too.
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
     name: Annotated[str, StringConstraints(max_length=200)] = Omittable()
     enabled: StrictBool = Omittable()
     agentInstructions: InstructionsBody | None = None
