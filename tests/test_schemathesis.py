@@ -4,7 +4,9 @@ The server is a real werkzeug server on loopback with a seeded company: an owner
 running (a live, task-bound heartbeat run with a runtime-tools token) on an in-progress task, a comment, a draft
 tool connection and a pending connection card. Each operation gets the credential of its security scheme; path
 parameters are drawn from the seeded objects' ids as well as random uuids (so both the 2xx and the 404 answers are
-exercised). Checks: no 5xx, and status code, content type and body conform to the document.
+exercised). With bearer credentials (the board API key, the run token) every schemathesis check runs, on positive
+examples and on bodies that break the document (which must be refused); with the session cookie: no 5xx, and status
+code, content type and body conform to the document.
 
 Nothing is excluded: no documented operation deletes data or ends the run. The card is answered (decline/complete)
 at most once and later answers are the documented 409; a comment wakes the agent with a queued run, which leaves the
@@ -42,6 +44,14 @@ MCP_BODIES = [
     {"jsonrpc": "2.0", "id": 3, "method": "ping"},
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
 ]
+# Messages each door refuses with a documented 400 (or answers 202: a client's response has no method).
+MCP_REFUSED = [
+    {"jsonrpc": "2.0", "id": 6, "method": 5},
+    {"jsonrpc": "2.0", "id": 7, "method": "ping", "params": []},
+    {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "x\u0000"}},
+    {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "\ud800"}},
+    {"jsonrpc": "2.0", "id": 10, "result": {}},
+]
 # Valid bodies for the hand-written cases on the seeded objects (operations not listed send no body).
 SEEDED_BODIES = {
     ("post", "/api/issues/{issue_id}/comments"): [{"body": "A seeded comment <b>hi</b>"}],
@@ -53,6 +63,10 @@ SEEDED_BODIES = {
     ("patch", "/api/tool-connections/{connection_id}"): [
         {"name": "Renamed", "audience": {"allAgents": True, "agentIds": []}},
         {"enabled": True},
+        {"enabled": None},
+        {"toolPolicies": None},
+        {"enabled": "yes"},
+        {"agentInstructions": None},
     ],
     ("post", "/api/tools/oauth/{connection_id}/start"): [{}],
     ("post", "/api/connection-intents/{interaction_id}/phase"): [
@@ -67,11 +81,13 @@ SEEDED_BODIES = {
     ("post", "/runtime-tools/connections/request"): [{"service": "github"}, {"service": "nope"}],
     ("post", "/mcp/runtime-tools"): [
         *MCP_BODIES,
+        *MCP_REFUSED,
         {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "connections_search"}},
         {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "connection_request"}},
     ],
     ("post", "/mcp/gateway"): [
         *MCP_BODIES,
+        *MCP_REFUSED,
         {
             "jsonrpc": "2.0",
             "id": 4,
