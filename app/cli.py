@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import click
+from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
 
 from app.extensions import db
+
+UPGRADE_FIRST = "run `switchboard db upgrade` first"
 
 
 def _create_app():
@@ -21,6 +25,38 @@ def main():
     """Switchboard: connect AI agents to the services they need."""
 
 
+def schema_problem() -> str | None:
+    """Why the database cannot serve this version's commands (no tables, or another revision), else None."""
+    from alembic.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    with db.engine.connect() as connection:
+        current = set(MigrationContext.configure(connection).get_current_heads())
+    config = current_app.extensions["migrate"].migrate.get_config()
+    heads = set(ScriptDirectory.from_config(config).get_heads())
+    if not current:
+        return "The database has no tables yet"
+    if current != heads:
+        found, wanted = ", ".join(sorted(current)), ", ".join(sorted(heads))
+        return f"The database is at revision {found}; this version needs {wanted}"
+    return None
+
+
+def needs_database(command):
+    """`with_appcontext`, and refuse (exit 2, a sentence on stderr) on a database that was never migrated or is
+    at another revision, instead of a traceback from the first query ("no such table")."""
+
+    @functools.wraps(command)
+    def checked(*args, **kwargs):
+        problem = schema_problem()
+        if problem is not None:
+            click.echo(f"{problem}: {UPGRADE_FIRST}.", err=True)
+            raise SystemExit(2)
+        return command(*args, **kwargs)
+
+    return with_appcontext(checked)
+
+
 def _emit(data: dict, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -31,7 +67,7 @@ def _emit(data: dict, as_json: bool) -> None:
 
 @click.command("demo")
 @click.option("--json", "as_json", is_flag=True, help="Print the demo records as JSON.")
-@with_appcontext
+@needs_database
 def demo_command(as_json: bool):
     """Create (or show) the demo company, people, agents and tasks."""
     from app.services.demo import load_demo
@@ -55,7 +91,7 @@ def api_keys_group():
 @click.option("--email", required=True)
 @click.option("--name", default="CLI key")
 @click.option("--json", "as_json", is_flag=True)
-@with_appcontext
+@needs_database
 def api_keys_create(email: str, name: str, as_json: bool):
     """Create an API key for a person and print it once."""
     from app.services.accounts import create_api_key, find_user_by_email

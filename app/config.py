@@ -33,6 +33,18 @@ def _bool(value: str | None, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _positive_int(value: str | None, default: int) -> int:
+    if value is None or not value.strip():
+        return default
+    number = int(value)
+    if number <= 0:
+        raise ValueError(f"expected a positive number of bytes, got {value!r}")
+    return number
+
+
+DEFAULT_MAX_CONTENT_LENGTH = 1024 * 1024
+
+
 def load_config(instance_path: str) -> dict:
     """Build the Flask config mapping from the process environment."""
     inst = Path(instance_path)
@@ -66,6 +78,10 @@ def load_config(instance_path: str) -> dict:
         "LOGIN_MAX_FAILURES": int(env.get("LOGIN_MAX_FAILURES", "5")),
         "LOGIN_FAILURE_WINDOW_SECONDS": int(env.get("LOGIN_FAILURE_WINDOW_SECONDS", "900")),
         "PASSWORD_HASH_METHOD": env.get("PASSWORD_HASH_METHOD", "scrypt"),
+        # Larger request bodies are answered 413 from their Content-Length (streamed ones once they pass it).
+        "MAX_CONTENT_LENGTH": _positive_int(
+            env.get("SWITCHBOARD_MAX_CONTENT_LENGTH"), DEFAULT_MAX_CONTENT_LENGTH
+        ),
         # Sign-in throttling per (email, client address): where the counters live (`limits` storage URI).
         "LOGIN_THROTTLE_STORAGE_URI": env.get("SWITCHBOARD_LOGIN_THROTTLE_STORAGE_URI") or "memory://",
         # Reverse proxies in front of the app whose X-Forwarded-For is trusted for the client address (0: none).

@@ -12,9 +12,9 @@ import uuid
 
 import click
 import requests
-from flask.cli import with_appcontext
 from sqlalchemy import select
 
+from app.cli import needs_database
 from app.extensions import db
 
 
@@ -35,7 +35,7 @@ def runs_group():
 @click.option("--issue", "issue_ref", required=True, help="Task id or identifier (e.g. ACME-1).")
 @click.option("--responsible", "responsible_email", default=None, help="Email of the responsible person.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run, token and environment as JSON.")
-@with_appcontext
+@needs_database
 def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_json: bool):
     """Start a running heartbeat run of AGENT on ISSUE and print its runtime-tools token and environment."""
     from app.models import Agent, Issue, User
@@ -79,7 +79,7 @@ def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_
 
 @runs_group.command("close")
 @click.argument("run_id")
-@with_appcontext
+@needs_database
 def runs_close(run_id: str):
     """Mark a run succeeded; its runtime-tools token stops working."""
     from app.services.errors import ServiceError

@@ -6,13 +6,14 @@ import threading
 
 import click
 from flask import current_app
-from flask.cli import with_appcontext
+
+from app.cli import needs_database
 
 
 @click.command("worker")
 @click.option("--once", is_flag=True, help="Do one pass over the pending work and exit.")
 @click.option("--poll-seconds", default=2.0, show_default=True, help="Idle wait between polls.")
-@with_appcontext
+@needs_database
 def worker_command(once: bool, poll_seconds: float):
     """Run the background worker (runs and continuation delivery)."""
     from app.workers.loop import run_once, run_worker_forever

@@ -412,3 +412,70 @@ def test_catalog_refresh_keeps_saved_settings_and_template_bumps_do_not_replace_
         db.session.commit()
     policies = db.session.scalars(select(ToolPolicy)).all()
     assert policies
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"toolPolicies": None},
+        {"enabled": None},
+        {"name": None},
+        {"methodConfig": None},
+        {"audience": None},
+        {"enabled": "yes"},
+        {"enabled": "false"},
+        {"enabled": 1},
+        {"enabled": 0},
+        {"audience": {"allAgents": "true"}},
+        {"agentInstructions": {"enabled": "on", "text": "Use it"}},
+        {"agentInstructions": {"enabled": True, "text": "x", "template": {"id": "t", "version": "1"}}},
+        {"methodConfig": {"workspaceId": 1}},
+    ],
+    ids=repr,
+)
+def test_patch_refuses_null_where_the_schema_does_not_allow_it_and_booleans_are_strict(
+    client, db, acme, providers, body
+):
+    company, owner, *_ = acme
+    token = sign_in(client, owner)
+    created = connect_honcho(client, token, company)
+    assert created.status_code == 201, created.json
+    url = f"/api/tool-connections/{created.json['id']}"
+    response = api(client, token, "PATCH", url, body)
+    assert response.status_code == 400, response.json
+    assert response.json["error"] == "Validation error"
+    assert response.json["details"] and all(
+        {"loc", "msg", "type"} <= set(d) for d in response.json["details"]
+    )
+    after = api(client, token, "GET", url).json
+    assert after["enabled"] is True
+    assert after["config"] == created.json["config"] and after["tools"] == created.json["tools"]
+
+
+def test_patch_null_instructions_clears_them_and_the_document_says_which_fields_are_nullable(
+    client, db, acme, providers
+):
+    company, owner, *_ = acme
+    token = sign_in(client, owner)
+    created = connect_honcho(client, token, company)
+    assert created.json["agentInstructions"] is not None  # honcho's template is enabled by default
+    url = f"/api/tool-connections/{created.json['id']}"
+    cleared = api(client, token, "PATCH", url, {"agentInstructions": None})
+    assert cleared.status_code == 200 and cleared.json["agentInstructions"] is None
+    assert api(client, token, "PATCH", url, {"enabled": False}).json["enabled"] is False
+
+    schemas = client.get("/api/openapi.json").json["components"]["schemas"]
+
+    def nullable(prop: dict) -> bool:
+        return prop.get("type") == "null" or any(
+            branch.get("type") == "null" for branch in prop.get("anyOf", [])
+        )
+
+    patch = schemas["PatchBody"]["properties"]
+    assert nullable(patch["agentInstructions"])
+    for name in ("name", "enabled", "methodConfig", "audience", "toolPolicies"):
+        assert not nullable(patch[name]) and "default" not in patch[name], name
+    assert patch["enabled"] == {"title": "Enabled", "type": "boolean"}
+    finish = schemas["FinishBody"]["properties"]
+    assert nullable(finish["agentInstructions"])
+    assert not nullable(finish["methodConfig"]) and not nullable(finish["audience"])

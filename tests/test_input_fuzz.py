@@ -82,7 +82,7 @@ def json_noise() -> st.SearchStrategy:
 
 
 def has_surrogate(text: str) -> bool:
-    """Lone surrogates are valid JSON escapes but not text: pydantic refuses them (400 `string_unicode`)."""
+    """Lone surrogates are valid JSON escapes but not text: the request hook refuses them (400 `string_surrogate`)."""
     return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
 
 

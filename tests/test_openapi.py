@@ -183,11 +183,9 @@ def test_strict_bodies_keep_their_constraints(document):
     assert schemas["SearchBody"]["properties"]["query"]["maxLength"] == 200
     assert schemas["RequestBody"]["required"] == ["service"]
     assert schemas["CompleteBody"]["properties"]["connectionId"]["format"] == "uuid"
-    assert schemas["PatchBody"]["properties"]["toolPolicies"]["anyOf"][0]["additionalProperties"]["enum"] == [
-        "allow",
-        "ask_first",
-        "block",
-    ]
+    tool_policies = schemas["PatchBody"]["properties"]["toolPolicies"]
+    assert tool_policies["type"] == "object" and "anyOf" not in tool_policies  # a map, never null
+    assert tool_policies["additionalProperties"]["enum"] == ["allow", "ask_first", "block"]
     for name in ("ConnectBody", "FinishBody", "PatchBody", "CommentBody", "SearchBody", "RequestBody"):
         assert schemas[name]["additionalProperties"] is False, name
 

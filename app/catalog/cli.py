@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from flask.cli import with_appcontext
 
 from app.catalog.loader import DEFINITIONS_DIR, CatalogError, ingest_definitions, load_definition_files
+from app.cli import needs_database
 from app.extensions import db
 
 _directory_option = click.option(
@@ -38,7 +38,7 @@ def catalog_group():
     help="Only read the definition files (the default: ingestion never contacts providers).",
 )
 @_directory_option
-@with_appcontext
+@needs_database
 def ingest_command(definitions_only: bool, directory: Path):
     """Validate every app definition and regenerate the cached catalog from them."""
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, current_app, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
@@ -33,6 +33,17 @@ def error_response(message: str, status: int):
     return render_template("error.html", message=message, status=status), status
 
 
+def too_large_response():
+    """413 for a body over MAX_CONTENT_LENGTH: a JSON-RPC error on the MCP doors, the usual error shape elsewhere."""
+    from app.web.jsonrpc import rpc
+
+    limit = current_app.config.get("MAX_CONTENT_LENGTH")
+    message = f"Request body too large (at most {limit} bytes)"
+    if request.path.startswith("/mcp/"):
+        return rpc(None, error={"code": -32600, "message": message}, status=413)
+    return error_response(message, 413)
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ServiceError)
     def _service_error(err: ServiceError):
@@ -54,6 +65,8 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException):
         message = STANDARD_MESSAGES.get(err.code, err.name)
+        if err.code == 413:
+            return too_large_response()
         response = app.make_response(error_response(message, err.code or 500))
         if err.code == 405 and getattr(err, "valid_methods", None):
             response.headers["Allow"] = ", ".join(err.valid_methods)

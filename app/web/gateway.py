@@ -16,9 +16,8 @@ from flask import Blueprint, Response, jsonify
 from app.extensions import db
 from app.services import gateway, runtime_tools
 from app.services.errors import ServiceError
-from app.services.run_tokens import verify_run_token
 from app.web import jsonrpc
-from app.web.security import bearer_token
+from app.web.security import request_run_claims
 
 bp = Blueprint("gateway", __name__)
 
@@ -26,7 +25,7 @@ URL = "/mcp/gateway"
 
 
 def _claims() -> dict:
-    return verify_run_token(bearer_token())
+    return request_run_claims()
 
 
 @bp.get(URL)

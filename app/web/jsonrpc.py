@@ -2,9 +2,10 @@
 
 Both endpoints follow the same transport rules (DECISIONS "Runtime MCP endpoint"): JSON responses only, no
 `Mcp-Session-Id`, no SSE stream (a GET asking for one gets 405 with `Allow: POST`), a body that is not JSON -> 400
-`-32700`, a batch or non-object -> 400 `-32600`, notifications -> 202 with no body, `ping` -> `{}`, unknown methods ->
-404 `-32601`. The caller authenticates the token and the run first, then hands the parsed message to `dispatch`
-with its own `tools/list` and `tools/call` handlers.
+`-32700`, a batch, non-object or non-string `method` -> 400 `-32600`, `params` neither an object nor null -> 400
+`-32602`, notifications and messages without a `method` (the client's responses) -> 202 with no body, `ping` -> `{}`,
+unknown methods -> 404 `-32601`. The caller authenticates the token and the run first, then hands the parsed message
+to `dispatch` with its own `tools/list` and `tools/call` handlers.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from collections.abc import Callable
 
 from flask import Response, request
+
+from app.web.json_body import EMPTY, BodyNotJson, read_json_body
 
 PROTOCOL_VERSION = "2025-03-26"
 
@@ -64,24 +67,27 @@ def dispatch(
     `list_tools()` returns the tool definitions; `call_tool(id_, params)` answers a `tools/call` itself.
     """
     try:
-        message = json.loads(request.get_data(as_text=True) or "")
-    except (ValueError, UnicodeDecodeError):
+        message = read_json_body()
+    except BodyNotJson:
+        return rpc(None, error={"code": -32700, "message": "Parse error"}, status=400)
+    if message is EMPTY:
         return rpc(None, error={"code": -32700, "message": "Parse error"}, status=400)
     if not isinstance(message, dict):
         return rpc(None, error={"code": -32600, "message": "Invalid Request"}, status=400)
     id_ = message.get("id")
-    method = message.get("method")
-    if not isinstance(method, str):
+    if "method" not in message:
         if "id" not in message or "result" in message or "error" in message:
-            return Response(
-                status=202
-            )  # a response or malformed notification from the client: nothing to say
+            return Response(status=202)  # a response (or a bare notification) from the client: nothing to say
         return rpc(id_, error={"code": -32600, "message": "Invalid Request"}, status=400)
-    if method.startswith("notifications/") or "id" not in message:
-        return Response(status=202)
-    params = message.get("params") or {}
+    method = message["method"]
+    if not isinstance(method, str):
+        return rpc(id_, error={"code": -32600, "message": "Invalid Request"}, status=400)
+    params = message.get("params")
+    params = {} if params is None else params
     if not isinstance(params, dict):
         return rpc(id_, error={"code": -32602, "message": "Invalid params"}, status=400)
+    if method.startswith("notifications/") or "id" not in message:
+        return Response(status=202)
     if method == "initialize":
         return rpc(
             id_,

@@ -256,14 +256,22 @@ class RequestResponse(BaseModel):
 
 
 class JsonRpcRequest(BaseModel):
-    """One JSON-RPC 2.0 message. The endpoint parses it by hand (a body that is not JSON is 400 `-32700`, a batch
-    or non-object is 400 `-32600`), so this model documents the shape rather than validating it."""
+    """One JSON-RPC 2.0 message: a request (`method` and `id`), a notification (`method`, no `id`), or the client's
+    response to a server request (no `method`). The endpoint parses it by hand (a body that is not JSON, or nested
+    deeper than 64 levels, is 400 `-32700`; a batch, a non-object or a `method` that is not a string is 400 `-32600`;
+    `params` that are neither an object nor null are 400 `-32602`), so this model documents the shape rather than
+    validating it. Messages without a `method`, and notifications, are answered 202 with no body."""
 
     model_config = ConfigDict(extra="allow")
 
-    jsonrpc: Literal["2.0"] = "2.0"
-    id: int | str | None = None
-    method: Literal["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"] | str
+    jsonrpc: Any = Field(default="2.0", description='`"2.0"` (not checked)')
+    id: Any = Field(default=None, description="Echoed in the answer; absent for notifications")
+    method: str = Field(
+        default=None,
+        description="`initialize`, `ping`, `tools/list`, `tools/call`, `notifications/...`, or any other name "
+        "(404 `-32601`); absent in a response from the client",
+        json_schema_extra=lambda schema: schema.pop("default", None),
+    )
     params: dict[str, Any] | None = None
 
 
@@ -330,9 +338,17 @@ def _e(description: str) -> Answer:
 
 
 UNAUTHENTICATED = _e("No valid session, API key or token")
+TEXT_RULE = (
+    "; text anywhere in the body (keys included) with a NUL character or a lone UTF-16 surrogate is refused "
+    "(`string_nul`, `string_surrogate`, location under `body`), as is JSON nested deeper than 64 levels"
+)
+TOO_LARGE = _e(
+    "The body is larger than the server accepts (`SWITCHBOARD_MAX_CONTENT_LENGTH`, 1 MiB by default)"
+)
 NOT_FOUND = _e("Not found, or not visible to the caller (another company's objects look missing)")
 BAD_BODY = Answer(
-    "The body is not a JSON object, failed validation, or (session callers) lacks the CSRF token",
+    "The body is not a JSON object, failed validation (including rules of the app's connection method, such as a "
+    "credential it requires), or (session callers) lacks the CSRF token" + TEXT_RULE,
     (ValidationErrorResponse, ErrorResponse),
 )
 READ_ANSWERS = {401: UNAUTHENTICATED, 404: NOT_FOUND}
@@ -342,16 +358,19 @@ WRITE_ANSWERS = {
     403: _e("The caller may not change this"),
     404: NOT_FOUND,
     409: _e("The object is no longer in a state that allows this"),
+    413: TOO_LARGE,
     422: _e("Refused by the rules (the message says why)"),
 }
 RUNTIME_ANSWERS = {
     400: Answer(
-        "The body is not a JSON object or failed validation", (ValidationErrorResponse, ErrorResponse)
+        "The body is not a JSON object or failed validation" + TEXT_RULE,
+        (ValidationErrorResponse, ErrorResponse),
     ),
     401: _e("The runtime-tools token is missing, invalid, or expired"),
     403: _e("The token's run is not live, or the responsible person lost write access"),
     404: _e("The run's task or agent no longer exists"),
     409: _e("The agent no longer owns the task, the task is closed, or the request was already resolved"),
+    413: TOO_LARGE,
     422: _e("The service is not available, or the run is not bound to a task"),
 }
 
@@ -429,10 +448,21 @@ def mcp_operations(path: str, endpoints: tuple[str, str], tag: str, what: str) -
             description="Stateless Streamable HTTP: JSON responses only, no session id, no SSE.",
             responses={
                 200: Answer("A JSON-RPC result or tool result", (JsonRpcResponse,)),
-                202: Answer("A notification or a client response: accepted, nothing to say"),
-                400: Answer("Parse error, invalid request or invalid params", (JsonRpcResponse,)),
+                202: Answer(
+                    "A notification, or a message without `method` (the client's response): accepted, nothing to say"
+                ),
+                400: Answer(
+                    "Parse error (`-32700`: not JSON, or nested deeper than 64 levels), invalid request (`-32600`), "
+                    "invalid params (`-32602`), or text with a NUL character or a lone UTF-16 surrogate anywhere in "
+                    "the message (`-32602`)",
+                    (JsonRpcResponse,),
+                ),
                 **auth_answers,
                 404: Answer("Unknown method or tool", (JsonRpcResponse,)),
+                413: Answer(
+                    "The body is larger than the server accepts (`-32600`; `SWITCHBOARD_MAX_CONTENT_LENGTH`)",
+                    (JsonRpcResponse,),
+                ),
             },
         ),
     ]

@@ -16,10 +16,9 @@ from pydantic import BaseModel, StringConstraints, ValidationError
 from app.extensions import db
 from app.services import runtime_tools
 from app.services.errors import ServiceError, ValidationFailed
-from app.services.run_tokens import verify_run_token
 from app.web import jsonrpc
 from app.web.api.validation import StrictBody, parse_body
-from app.web.security import bearer_token
+from app.web.security import request_run_claims
 
 bp = Blueprint("runtime", __name__)
 
@@ -33,7 +32,7 @@ class RequestBody(StrictBody):
 
 
 def _claims() -> dict:
-    return verify_run_token(bearer_token())
+    return request_run_claims()
 
 
 def _validate(model: type[BaseModel], data) -> BaseModel:

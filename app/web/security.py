@@ -12,10 +12,12 @@ from urllib.parse import urlsplit
 
 from flask import Flask, g, jsonify, make_response, redirect, render_template, request, url_for
 from flask_login import current_user
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.extensions import csrf, db, login_manager
 from app.models import User
 from app.services.accounts import safe_next, user_for_api_key
+from app.web.json_body import EMPTY, BodyNotJson, TextProblem, read_json_body, unstorable_text
 
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 # Agent-facing routes authenticate with their own bearer tokens and are never driven by a browser session.
@@ -89,56 +91,69 @@ def unauthorized():
     return redirect(login_url)
 
 
-NUL_MESSAGE = "Text must not contain NUL characters"
+JSON_DOOR_PREFIXES = ("/api/", *TOKEN_AUTH_PREFIXES)
 
 
-def _nul_path(value, path: tuple = ()) -> tuple | None:
-    """The location of the first string containing U+0000 in parsed JSON or form data, else None."""
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and "\x00" in key:
-                return (*path, key)
-            found = _nul_path(item, (*path, key))
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _nul_path(item, (*path, index))
-            if found is not None:
-                return found
-    return None
+def is_mcp_door() -> bool:
+    return request.path.startswith("/mcp/")
 
 
-def _refuse_nul(location: tuple):
-    """NUL cannot be stored in PostgreSQL text: refuse it up front, for every door, with a clear 400."""
-    from flask import jsonify
+def request_run_claims() -> dict:
+    """The verified claims of the request's run token (checked once per request), else TokenInvalid (401)."""
+    from app.services.run_tokens import verify_run_token
 
+    if "run_claims" not in g:
+        g.run_claims = verify_run_token(bearer_token())
+    return g.run_claims
+
+
+def _refuse_text(problem: TextProblem):
+    """NUL and lone surrogates cannot be stored in PostgreSQL text: refuse them up front, for every door, with a 400."""
     from app.web.errors import error_response
 
-    detail = {"loc": list(location), "msg": NUL_MESSAGE, "type": "string_nul"}
-    if request.path.startswith("/mcp/"):
-        body = request.get_json(silent=True)
+    if is_mcp_door():
+        try:
+            body = read_json_body()
+        except BodyNotJson:
+            body = None
         request_id = body.get("id") if isinstance(body, dict) else None
         return jsonify(
-            {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": NUL_MESSAGE}}
+            {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": problem.message}}
         ), 400
-    if request.path.startswith(("/api/", "/runtime-tools/")):
-        return jsonify({"error": "Validation error", "details": [detail]}), 400
-    return error_response(NUL_MESSAGE, 400)
+    if request.path.startswith(JSON_DOOR_PREFIXES):
+        return jsonify({"error": "Validation error", "details": [problem.detail()]}), 400
+    return error_response(problem.message, 400)
+
+
+def _body_text_problem() -> TextProblem | None:
+    """Check the body the door will read: JSON on the JSON doors (whatever the content type), forms on pages.
+
+    A body that is not JSON is left to the door, which answers it in its own shape (400 `-32700` on MCP doors,
+    400 `Validation error` on the others).
+    """
+    if request.path.startswith(JSON_DOOR_PREFIXES):
+        try:
+            body = read_json_body()
+        except BodyNotJson:
+            return None
+        return None if body is EMPTY else unstorable_text(body, ("body",))
+    if request.is_json:
+        return None  # no page reads a JSON body
+    return unstorable_text(request.form.to_dict(flat=False), ("form",))
 
 
 def install_request_security(app: Flask) -> None:
+    """Request hooks, in order: body size, then the caller (CSRF, API key or run token), then unstorable text.
+
+    Nothing reads a body before the caller is known, and a body is never read for a path no route serves.
+    """
+
     @app.before_request
-    def _check_nul_characters():
-        location = _nul_path(request.args.to_dict(flat=False), ("query",))
-        if location is None and request.method in UNSAFE_METHODS:
-            if request.is_json:
-                location = _nul_path(request.get_json(silent=True), ("body",))
-            else:
-                location = _nul_path(request.form.to_dict(flat=False), ("form",))
-        return _refuse_nul(location) if location is not None else None
+    def _refuse_oversized_body():
+        limit = app.config.get("MAX_CONTENT_LENGTH")
+        if limit is not None and (request.content_length or 0) > limit:
+            raise RequestEntityTooLarge()  # answered from the Content-Length alone; the body is never read
+        return None
 
     @app.before_request
     def _check_csrf():
@@ -160,6 +175,21 @@ def install_request_security(app: Flask) -> None:
                 return jsonify({"error": "Authentication required"}), 401
         csrf.protect()
         return None
+
+    @app.before_request
+    def _check_run_token():
+        # Agent doors name their caller by the run token: check it before anything reads the body.
+        served = request.url_rule is not None
+        if served and request.method in UNSAFE_METHODS and request.path.startswith(TOKEN_AUTH_PREFIXES):
+            request_run_claims()
+        return None
+
+    @app.before_request
+    def _check_unstorable_text():
+        problem = unstorable_text(request.args.to_dict(flat=False), ("query",))
+        if problem is None and request.method in UNSAFE_METHODS and request.url_rule is not None:
+            problem = _body_text_problem()
+        return _refuse_text(problem) if problem is not None else None
 
     @app.after_request
     def _security_headers(response):

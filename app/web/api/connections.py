@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated, Literal
 
 from flask import abort, jsonify
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
 from app.catalog.loader import get_app
 from app.extensions import db
@@ -23,17 +23,19 @@ from app.services.connections import (
 )
 from app.services.errors import NotFound, ProviderRefused
 from app.web.api import bp
-from app.web.api.validation import StrictBody, parse_body
+from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid
 from app.workers.continuations import deliver as deliver_continuation
 
 ShortText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000)]
+# A method config value: text, a flag, or null (which clears the setting). Booleans are never coerced from text.
+ConfigValue = ShortText | StrictBool | None
 
 
 class AudienceBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    allAgents: bool = True
+    allAgents: StrictBool = True
     agentIds: list[uuid.UUID] = Field(default_factory=list, max_length=500)
 
     def to_audience(self) -> Audience:
@@ -44,7 +46,7 @@ class TemplateRefBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    version: int
+    version: StrictInt
 
 
 class InstructionsBody(BaseModel):
@@ -52,7 +54,7 @@ class InstructionsBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool
+    enabled: StrictBool
     text: str = Field(max_length=20000)
     template: TemplateRefBody | None = None
 
@@ -63,7 +65,7 @@ class ConnectBody(StrictBody):
     name: Annotated[str, StringConstraints(max_length=200)] | None = None
     identity: Literal["organization", "user"] = "user"
     credentials: dict[str, ShortText] = Field(default_factory=dict, max_length=20)
-    methodConfig: dict[str, ShortText | bool | None] = Field(default_factory=dict, max_length=50)
+    methodConfig: dict[str, ConfigValue] = Field(default_factory=dict, max_length=50)
     audience: AudienceBody | None = None
     agentInstructions: InstructionsBody | None = None
     # A pending card to resolve when this draft is finished: the audience is saved on the card (default: the
@@ -72,21 +74,26 @@ class ConnectBody(StrictBody):
 
 
 class FinishBody(StrictBody):
+    """Fields left out keep their saved values; only `agentInstructions` may be null (no instructions)."""
+
     credentials: dict[str, ShortText] = Field(default_factory=dict, max_length=20)
-    methodConfig: dict[str, ShortText | bool | None] | None = None
-    audience: AudienceBody | None = None
+    methodConfig: dict[str, ConfigValue] = Omittable(max_length=50)
+    audience: AudienceBody = Omittable()
     agentInstructions: InstructionsBody | None = None
 
 
 class PatchBody(StrictBody):
-    name: Annotated[str, StringConstraints(max_length=200)] | None = None
-    enabled: bool | None = None
+    """Fields left out are unchanged; only `agentInstructions` may be null (removes the instructions)."""
+
+    # At least one field (the service refuses an empty change); said here so the document says it too.
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    name: Annotated[str, StringConstraints(max_length=200)] = Omittable()
+    enabled: StrictBool = Omittable()
     agentInstructions: InstructionsBody | None = None
-    methodConfig: dict[str, ShortText | bool | None] | None = None
-    audience: AudienceBody | None = None
-    toolPolicies: dict[str, Literal["allow", "ask_first", "block"]] | None = Field(
-        default=None, max_length=2000
-    )
+    methodConfig: dict[str, ConfigValue] = Omittable(max_length=50)
+    audience: AudienceBody = Omittable()
+    toolPolicies: dict[str, Literal["allow", "ask_first", "block"]] = Omittable(max_length=2000)
 
 
 def _instructions_arg(body) -> object:

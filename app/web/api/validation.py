@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from flask import jsonify, request
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.services.errors import ValidationFailed
+from app.web.json_body import EMPTY, NOT_JSON_MESSAGE, BodyNotJson, read_json_body
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -21,12 +22,30 @@ class StrictBody(BaseModel):
 BodyValidationError = ValidationFailed
 
 
+def _without_default(schema: dict) -> None:
+    schema.pop("default", None)
+
+
+def Omittable(**constraints) -> Any:  # noqa: N802 (used like pydantic's Field)
+    """A field that may be left out but is never `null` (unless its type says so): not sending it means "leave it
+    alone" (it is then missing from `model_fields_set`), and the document shows no default for it."""
+    return Field(default=None, json_schema_extra=_without_default, **constraints)
+
+
+def _not_json(message: str = NOT_JSON_MESSAGE) -> BodyValidationError:
+    return BodyValidationError([{"loc": [], "msg": message, "type": "json_invalid"}])
+
+
 def parse_body(model: type[ModelT]) -> ModelT:
-    data = request.get_json(silent=True)
-    if data is None and request.get_data(cache=True):
-        raise BodyValidationError([{"loc": [], "msg": "Body must be JSON", "type": "json_invalid"}])
-    if data is None:
+    """The body validated by `model`; no body is `{}`. Anything else refused: 400 `Validation error`."""
+    try:
+        data = read_json_body()
+    except BodyNotJson as err:
+        raise _not_json(err.message) from None
+    if data is EMPTY:
         data = {}
+    elif not request.is_json:
+        raise _not_json()
     if not isinstance(data, dict):
         raise BodyValidationError([{"loc": [], "msg": "Body must be a JSON object", "type": "object_type"}])
     try:
