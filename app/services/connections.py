@@ -578,15 +578,7 @@ def set_audience(actor: Membership, connection: ToolConnection, audience: Audien
     if broadening and identity == "organization" and not can_manage_connections(actor):
         raise Forbidden("Only connection managers can widen which agents use this connection")
     if audience.all_agents and not current.all_agents:
-        db.session.add(
-            ConnectionInstall(
-                company_id=connection.company_id,
-                connection_id=connection.id,
-                target_type="company",
-                target_id=connection.company_id,
-                created_by_user_id=actor.user_id,
-            )
-        )
+        add_company_install(connection, actor.user_id)
     elif not audience.all_agents and current.all_agents:
         db.session.execute(
             delete(ConnectionInstall).where(
@@ -606,6 +598,25 @@ def set_audience(actor: Membership, connection: ToolConnection, audience: Audien
     for agent_id in keep - set(current.agent_ids):
         add_agent_install(connection, agent_id, actor.user_id)
     db.session.flush()
+
+
+def add_company_install(connection: ToolConnection, created_by_user_id: uuid.UUID | None) -> None:
+    """Install the connection for every agent of the company (additive: an existing install is kept)."""
+    exists = db.session.scalar(
+        select(ConnectionInstall.id).where(
+            ConnectionInstall.connection_id == connection.id, ConnectionInstall.target_type == "company"
+        )
+    )
+    if exists is None:
+        db.session.add(
+            ConnectionInstall(
+                company_id=connection.company_id,
+                connection_id=connection.id,
+                target_type="company",
+                target_id=connection.company_id,
+                created_by_user_id=created_by_user_id,
+            )
+        )
 
 
 def add_agent_install(

@@ -167,18 +167,7 @@ def finish_setup(
     when the card's completion is refused (the caller rolls back and moves the card to `needs_retry`).
     """
     card = bound_card(connection, membership.user_id)
-    if card is None:
-        finish_connection(
-            membership,
-            connection,
-            app_definition,
-            credentials=credentials,
-            method_config=method_config,
-            audience=audience,
-            agent_instructions=agent_instructions,
-        )
-        return None
-    if audience is not UNSET:
+    if card is not None and audience is not UNSET:
         save_card_audience(card.id, membership, connection, audience)
     finish_connection(
         membership,
@@ -186,9 +175,11 @@ def finish_setup(
         app_definition,
         credentials=credentials,
         method_config=method_config,
+        # A card's draft installs nothing by itself: the card's completion applies the saved audience.
+        audience=audience if card is None else UNSET,
         agent_instructions=agent_instructions,
     )
-    return _complete(card.id, membership, connection)
+    return _complete(card.id, membership, connection) if card is not None else None
 
 
 def card_is_open(interaction_id: uuid.UUID) -> bool:

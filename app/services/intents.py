@@ -21,7 +21,6 @@ from app.extensions import db
 from app.models import (
     Agent,
     ConnectionGrant,
-    ConnectionInstall,
     ConnectionIntentDelivery,
     GrantDelegation,
     Issue,
@@ -35,7 +34,7 @@ from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
 from app.services import card_binding
 from app.services.access import can_manage_connections, effective_access
 from app.services.activity import record_activity
-from app.services.connections import Audience, add_agent_install
+from app.services.connections import Audience, add_agent_install, add_company_install
 from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
 
 KIND = "connection_intent"
@@ -438,21 +437,7 @@ def _apply_card_audience(
 ) -> None:
     """Install the connection for the saved audience, additively (existing installs are kept)."""
     if saved.audience.all_agents:
-        company_wide = db.session.scalar(
-            select(ConnectionInstall.id).where(
-                ConnectionInstall.connection_id == connection.id, ConnectionInstall.target_type == "company"
-            )
-        )
-        if company_wide is None:
-            db.session.add(
-                ConnectionInstall(
-                    company_id=connection.company_id,
-                    connection_id=connection.id,
-                    target_type="company",
-                    target_id=connection.company_id,
-                    created_by_user_id=user_id,
-                )
-            )
+        add_company_install(connection, user_id)
     for other in saved.audience.agent_ids:
         if other != agent_id:
             add_agent_install(connection, other, user_id)
