@@ -397,9 +397,14 @@ def test_concurrent_refresh_is_single_flight(live, owner, app, db, oidc):
     assert _grant(db, connection_id).provider_tenant["expiresAt"] > time.time() + 60
 
 
-def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(live, owner, make, db, oidc, oauth_mcp):
+def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(
+    app, live, owner, make, db, oidc, oauth_mcp, monkeypatch
+):
     """Agents calling the same OAuth connection at once through the gateway: one refresh, every call served."""
     from tests.test_run_tokens import start_run
+
+    # All 8 calls must reach the provider here: room for them in its bulkhead (tests/test_provider_bulkhead.py).
+    monkeypatch.setitem(app.config, "PROVIDER_MAX_CONCURRENT_CALLS", 8)
 
     company, user = owner
     connection_id = Browser(live, user).connect(company)  # installed for every agent of the company
