@@ -48,6 +48,10 @@ def ingest_command(definitions_only: bool, directory: Path):
         _fail(error)
         return
     db.session.commit()
+    report_ingest(report)
+
+
+def report_ingest(report: dict[str, list[str]]) -> None:
     counts = ", ".join(f"{len(report[kind])} {kind}" for kind in ("added", "updated", "removed", "unchanged"))
     click.echo(f"Catalog ingested: {counts}.")
     for kind in ("added", "updated", "removed"):
