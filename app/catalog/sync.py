@@ -62,9 +62,12 @@ def ensure_catalog_current() -> Outcome:
     fingerprint = definitions_fingerprint(directories)
     try:
         current = stored_fingerprint() == fingerprint
-    except (OperationalError, ProgrammingError):
+    except (OperationalError, ProgrammingError) as exc:
         db.session.rollback()
-        log.warning("the catalog tables do not exist yet; run `switchboard db upgrade`")
+        log.warning(
+            "could not read the catalog state (%s); the catalog was not checked. Run `switchboard db upgrade`.",
+            type(getattr(exc, "orig", exc)).__name__,
+        )
         return "no_tables"
     db.session.rollback()  # end the read; the check below runs in the locked transaction
     if current:
