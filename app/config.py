@@ -104,4 +104,10 @@ def load_config(instance_path: str) -> dict:
         # Names this installation inside run tokens; derived from SECRET_KEY when unset.
         "SWITCHBOARD_INSTANCE_ID": env.get("SWITCHBOARD_INSTANCE_ID") or None,
         "RUN_WORKER_IN_PROCESS": _bool(env.get("RUN_WORKER_IN_PROCESS"), False),
+        # Notifications (issue 15): outgoing mail (smtp://, smtp+starttls:// or smtps://, user:password@ allowed;
+        # unset: no mail is queued), the From address, and the timeouts of mail and webhook deliveries.
+        "SMTP_URL": env.get("SWITCHBOARD_SMTP_URL") or None,
+        "MAIL_FROM": env.get("SWITCHBOARD_MAIL_FROM") or "Switchboard <switchboard@localhost>",
+        "SMTP_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_SMTP_TIMEOUT_SECONDS", "10")),
+        "WEBHOOK_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS", "10")),
     }
