@@ -86,7 +86,7 @@ def compose(event: str, data: dict, *, to_name: str, to_address: str, delivery_i
     elif event == "connection.needs_reauthorization":
         name = data.get("connectionName") or "A connection"
         subject = f"{name} needs you to sign in again"
-        link = public_url("apps.connections")
+        link = public_url("apps.permissions", connection_id=data["connectionId"])
         lines = [
             f"The connection {name} stopped working: the provider no longer accepts its sign-in.",
             "Agents cannot use it until you reconnect it.",
