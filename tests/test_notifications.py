@@ -41,7 +41,9 @@ def team(make):
     company = make.company("Acme", "ACME")
     owner = make.member(company, "owner", user=make.user("owner@acme.test", "Olivia Owner"))
     agent = make.agent(company, "Builder", adapter_type="manual")
-    issue = make.issue(company, title="Ship the report", status="in_progress", assignee=agent, responsible=owner)
+    issue = make.issue(
+        company, title="Ship the report", status="in_progress", assignee=agent, responsible=owner
+    )
     return company, owner, agent, issue
 
 
@@ -85,7 +87,11 @@ def test_a_card_queues_one_mail_in_the_same_transaction(db, team, smtp):
 
     card = open_card(db, team)
     [mail] = deliveries(db)
-    assert (mail.channel, mail.event, mail.recipient_user_id) == ("email", "connection_intent.created", owner.id)
+    assert (mail.channel, mail.event, mail.recipient_user_id) == (
+        "email",
+        "connection_intent.created",
+        owner.id,
+    )
     assert mail.dedupe_key == f"email:card:{card.id}" and mail.delivered_at is None
     again = open_card(db, team)  # the same request again returns the same card, and mails nobody twice
     assert again.id == card.id and len(deliveries(db)) == 1
@@ -179,7 +185,9 @@ def test_a_failed_send_is_retried_with_back_off_and_then_delivered(app, db, team
         assert outbox.sweep_pending() == {outbox.FAILED: 1}
         [mail] = deliveries(db)
         assert mail.attempts == 1 and mail.delivered_at is None and "Error" in mail.last_error
-        assert mail.next_attempt_at.replace(tzinfo=None) >= (before + timedelta(seconds=29)).replace(tzinfo=None)
+        assert mail.next_attempt_at.replace(tzinfo=None) >= (before + timedelta(seconds=29)).replace(
+            tzinfo=None
+        )
         assert outbox.sweep_pending() == {}  # not due yet
         assert [outbox.retry_delay(n).total_seconds() for n in (1, 2, 3, 4, 8, 20)] == [
             30,

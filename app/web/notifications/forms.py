@@ -2,6 +2,7 @@
 
 from flask_wtf import FlaskForm
 from wtforms import BooleanField, SelectMultipleField, URLField
+from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, Length
 from wtforms.widgets import CheckboxInput, ListWidget
 
@@ -21,7 +22,7 @@ class WebhookForm(FlaskForm):
     )
     events = SelectMultipleField(
         "Events",
-        choices=[(e, e) for e in WEBHOOK_EVENTS],
+        choices=[SelectChoice(e, e) for e in WEBHOOK_EVENTS],
         default=list(WEBHOOK_EVENTS),
         widget=ListWidget(prefix_label=False),
         option_widget=CheckboxInput(),
