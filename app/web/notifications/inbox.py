@@ -27,7 +27,10 @@ def _resolver_names(rows) -> dict:
     ids = {item.resolved_by_user_id for item, _issue in rows if item.resolved_by_user_id}
     if not ids:
         return {}
-    return dict(db.session.execute(select(User.id, User.name).where(User.id.in_(ids))).tuples())
+    return {
+        user_id: name
+        for user_id, name in db.session.execute(select(User.id, User.name).where(User.id.in_(ids)))
+    }
 
 
 def _list_context(membership, tab: str) -> dict:
