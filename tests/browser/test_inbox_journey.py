@@ -4,8 +4,6 @@ arrive at loopback peers."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import expect
 from standardwebhooks.webhooks import Webhook
@@ -22,7 +20,6 @@ from tests.test_run_tokens import start_run
 from tests.test_runtime_rest import request_service
 
 providers = test_runtime_rest.providers  # honcho -> the real MCP peer; loopback allowed for member URLs
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 POLL_WAIT_MS = 20_000  # the pollers run every 5 s
 
 
@@ -67,8 +64,7 @@ def test_the_owner_sees_answers_and_is_told_without_a_reload(
         card = page.locator(f"#intent-card-{interaction_id}")
         expect(card.get_by_role("heading", name="Builder needs Honcho")).to_be_visible(timeout=POLL_WAIT_MS)
         expect(page.locator(f"#inbox-item-{interaction_id}")).to_contain_text("Ship the report")
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "7-inbox.png"))
+        page.screenshot(path=str(artifacts / "inbox-open.png"))  # kept as docs/screenshots/7-inbox.png
 
         card.get_by_role("button", name="Connect", exact=True).click()
         dialog = page.locator(f"#intent-dialog-{interaction_id}")
