@@ -79,6 +79,7 @@ def register_blueprints(app: Flask) -> None:
     from app.web import api, apps, auth, board, errors, health, runtime
     from app.web import approvals as approvals_web
     from app.web import gateway as gateway_web
+    from app.web import notifications as notifications_web  # notifications: issue 15
     from app.web import oauth as oauth_web
     from app.web import openapi as openapi_web
     from app.web.intent_cards import bp as intent_cards_bp
@@ -94,6 +95,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(gateway_web.bp)
     app.register_blueprint(approvals_web.bp)
     app.register_blueprint(openapi_web.bp)
+    app.register_blueprint(notifications_web.bp)  # notifications: issue 15
     errors.register_error_handlers(app)
 
 

@@ -108,4 +108,10 @@ def load_config(instance_path: str) -> dict:
         # app start ingests the definitions when they changed (the `switchboard` CLI never does; `db upgrade` does).
         "CATALOG_EXTRA_DIR": env.get("SWITCHBOARD_CATALOG_EXTRA_DIR") or None,
         "CATALOG_INGEST_ON_START": _bool(env.get("SWITCHBOARD_CATALOG_INGEST_ON_START"), True),
+        # Notifications (issue 15): outgoing mail (smtp://, smtp+starttls:// or smtps://, user:password@ allowed;
+        # unset: no mail is queued), the From address, and the timeouts of mail and webhook deliveries.
+        "SMTP_URL": env.get("SWITCHBOARD_SMTP_URL") or None,
+        "MAIL_FROM": env.get("SWITCHBOARD_MAIL_FROM") or "Switchboard <switchboard@localhost>",
+        "SMTP_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_SMTP_TIMEOUT_SECONDS", "10")),
+        "WEBHOOK_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS", "10")),
     }

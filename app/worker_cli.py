@@ -27,7 +27,7 @@ def worker_command(once: bool, poll_seconds: float):
     continuations = threading.Thread(
         target=run_worker_forever,
         args=(app, poll_seconds),
-        kwargs={"jobs": ("continuations",), "stop": stop},
+        kwargs={"jobs": ("continuations", "notifications"), "stop": stop},  # notifications: issue 15
         name="switchboard-worker-continuations",
         daemon=True,
     )

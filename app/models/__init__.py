@@ -14,6 +14,12 @@ from app.models.connections import (
     ToolPolicy,
 )
 from app.models.intents import ConnectionIntentDelivery
+from app.models.notifications import (  # notifications (issue 15)
+    NotificationDelivery,
+    NotificationPreference,
+    WebhookAttempt,
+    WebhookEndpoint,
+)
 from app.models.oauth import OAuthClientRegistration, OAuthState
 from app.models.run_logs import AgentTaskSession, RunLog
 from app.models.runs import HeartbeatRun, WakeupRequest
@@ -48,5 +54,9 @@ __all__ = [
     "Project",
     "ThreadInteraction",
     "User",
+    "NotificationDelivery",
+    "NotificationPreference",
+    "WebhookAttempt",
+    "WebhookEndpoint",
     "WakeupRequest",
 ]

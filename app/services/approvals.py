@@ -21,7 +21,7 @@ from app.catalog.loader import get_app
 from app.extensions import db
 from app.models import ConnectionTool, Issue, Membership, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
-from app.services import gateway
+from app.services import gateway, notifications
 from app.services.activity import record_activity
 from app.services.errors import Conflict, Forbidden, NotFound
 from app.services.work import wake_assignee
@@ -83,6 +83,7 @@ def _resolve(membership: Membership, card: ThreadInteraction, status: str, resul
     card.result = {**result, "at": now.isoformat()}
     card.resolved_by_user_id = membership.user_id
     card.resolved_at = now
+    notifications.card_resolved(card)  # notifications: issue 15
     record_activity(
         company_id=card.company_id,
         actor_type="user",

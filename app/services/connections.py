@@ -29,7 +29,11 @@ from app.models import (
 )
 from app.models.base import utcnow
 from app.models.connections import CUSTOM_APP_SLUG, TOOL_ACTIONS
-from app.services import card_binding, provider_mcp
+from app.services import (
+    card_binding,
+    notifications,  # notifications: issue 15
+    provider_mcp,
+)
 from app.services.access import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
 from app.services.errors import Forbidden, ProviderRefused, ServiceError, Unprocessable, ValidationFailed
@@ -433,6 +437,7 @@ def record_setup_finished(
             "instructionsDigestAfter": settings_digest(connection.agent_instructions),
         },
     )
+    notifications.connection_connected(connection)  # notifications: issue 15
 
 
 def verify_and_list_tools(connection, app_definition, method, secrets: dict[str, str]):
@@ -687,6 +692,8 @@ def update_connection(
             )
         connection.name = new_name
     if enabled is not UNSET:
+        if connection.enabled and not enabled:
+            notifications.connection_disconnected(connection)  # notifications: issue 15
         connection.enabled = bool(enabled)
     if agent_instructions is not UNSET:
         connection.agent_instructions = validate_instructions(agent_instructions)

@@ -57,7 +57,11 @@ from app.extensions import db
 from app.models import ConnectionGrant, HeartbeatRun, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
 from app.services import connections as connection_service
-from app.services import provider_limits, provider_mcp
+from app.services import (
+    notifications,  # notifications: issue 15
+    provider_limits,
+    provider_mcp,
+)
 from app.services.access import ConnectionAccess, ToolAccess, effective_access
 from app.services.access_revision import RevisionCache
 from app.services.activity import SECRET_KEY_HINTS, record_activity
@@ -383,6 +387,7 @@ def invalidate_card(card: ThreadInteraction, reason_code: str) -> None:
     card.status = INVALIDATED
     card.result = {"reasonCode": reason_code, "at": utcnow().isoformat()}
     card.resolved_at = card.resolved_at or utcnow()
+    notifications.card_resolved(card)  # notifications: issue 15
 
 
 def consume_card(card: ThreadInteraction) -> bool:
@@ -445,6 +450,7 @@ def _create_card(ctx, tool: GatewayTool, key: str, projected: dict) -> ThreadInt
         kind=KIND,
         purpose="tool_approval",
     )
+    notifications.card_created(card)  # notifications: issue 15
     return card
 
 

@@ -31,7 +31,7 @@ from app.models import (
 )
 from app.models.base import utcnow
 from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
-from app.services import card_binding
+from app.services import card_binding, notifications
 from app.services.access import can_manage_connections, effective_access
 from app.services.activity import record_activity
 from app.services.connections import Audience, add_agent_install, add_company_install
@@ -320,6 +320,7 @@ def create_connection_intent(
     retire_oauth_states([row.id for row in same_service])
     locked.updated_at = now
     db.session.flush()
+    notifications.card_created(interaction, superseded=same_service)  # notifications: issue 15
     return interaction, True
 
 
@@ -353,6 +354,7 @@ def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
             row.result = {"version": 1, "outcome": "expired", "reason": "The task assignment changed"}
     retire_oauth_states([row.id for row in rows])
     db.session.flush()
+    notifications.cards_resolved(rows)  # notifications: issue 15
     return len(rows)
 
 
@@ -383,6 +385,7 @@ def supersede_intents_for_responsible_change(issue: Issue) -> int:
         }
     retire_oauth_states([row.id for row in rows])
     db.session.flush()
+    notifications.cards_resolved(rows)  # notifications: issue 15
     return len(rows)
 
 
@@ -609,6 +612,7 @@ def _resolve(interaction: ThreadInteraction, user_id: uuid.UUID, status: str, re
     )
     db.session.flush()
     db.session.refresh(interaction)
+    notifications.card_resolved(interaction)  # notifications: issue 15
 
 
 def complete_intent(

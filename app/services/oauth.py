@@ -56,6 +56,7 @@ from app.models import (
 )
 from app.models.base import as_utc, utcnow
 from app.services import connections as connection_service
+from app.services import notifications  # notifications: issue 15
 from app.services.access import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
 from app.services.errors import (
@@ -1067,6 +1068,9 @@ def _mark_needs_reauthorization(
     connection.health_status = NEEDS_REAUTHORIZATION
     connection.health_message = REAUTHORIZE_MESSAGE
     session.add(_activity(connection, grant, "tool_connection.needs_reauthorization", {"reason": reason}))
+    notifications.connection_needs_reauthorization(
+        connection, grant, session=session
+    )  # notifications: issue 15
     session.commit()
 
 

@@ -24,6 +24,7 @@ from pydantic.json_schema import models_json_schema
 from app.web.api.connections import ConnectBody, FinishBody, PatchBody
 from app.web.api.intents import CompleteBody, DeclineBody, PhaseBody
 from app.web.api.tasks import CommentBody
+from app.web.notifications.schemas import inbox_operation  # notifications: issue 15
 from app.web.oauth import StartBody as OAuthStartBody
 from app.web.runtime import RequestBody, SearchBody
 
@@ -613,6 +614,7 @@ OPERATIONS: list[Operation] = [
         RequestBody,
         Answer("Ready now, or a card was sent", (RequestResponse,)),
     ),
+    inbox_operation(Operation, Answer, BOARD_READ, READ_ANSWERS),  # notifications: issue 15
     *mcp_operations(
         "/mcp/runtime-tools",
         ("runtime.mcp_discovery", "runtime.mcp_rpc"),

@@ -17,7 +17,7 @@ from app.extensions import db
 
 log = logging.getLogger(__name__)
 
-JOBS = ("continuations", "runs")
+JOBS = ("continuations", "runs", "notifications")  # notifications: issue 15 outbox
 _nudge = threading.Event()
 
 
@@ -30,6 +30,10 @@ def _job(name: str) -> Callable[[], int]:
         from app.workers.run_executor import execute_pending_runs
 
         return execute_pending_runs
+    if name == "notifications":  # issue 15: the notification outbox (app/workers/outbox.py)
+        from app.workers.outbox import sweep_pending as sweep_notifications
+
+        return lambda: sum(sweep_notifications().values())
     raise ValueError(f"unknown worker job {name!r}")
 
 

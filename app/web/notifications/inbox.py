@@ -1,0 +1,101 @@
+"""The Inbox: every open connection and approval card addressed to me in this company, with the same card
+partials as the task thread, a Done tab, and pollers that cost one aggregate query and answer 204 (htmx) or 304
+(`If-None-Match`) while nothing changed.
+"""
+
+from __future__ import annotations
+
+from flask import g, jsonify, render_template, request
+from flask_login import current_user
+from sqlalchemy import select
+
+from app.extensions import db
+from app.models import User
+from app.services.notifications.inbox import DONE, OPEN, TABS, inbox_rows, inbox_version, item_json
+from app.web.context import current_membership
+from app.web.notifications import bp
+
+POLL_SECONDS = 5
+
+
+def _tab() -> str:
+    tab = request.args.get("tab", OPEN)
+    return tab if tab in TABS else OPEN
+
+
+def _resolver_names(rows) -> dict:
+    ids = {item.resolved_by_user_id for item, _issue in rows if item.resolved_by_user_id}
+    if not ids:
+        return {}
+    return {
+        user_id: name
+        for user_id, name in db.session.execute(select(User.id, User.name).where(User.id.in_(ids)))
+    }
+
+
+def _list_context(membership, tab: str) -> dict:
+    rows = inbox_rows(membership.company_id, current_user.id, tab)
+    return {
+        "tab": tab,
+        "rows": rows,
+        "resolvers": _resolver_names(rows) if tab == DONE else {},
+        "version": inbox_version(membership.company_id, current_user.id),
+        "poll_seconds": POLL_SECONDS,
+    }
+
+
+def _unchanged(tag: str):
+    """204 when the poller already shows this version, 304 for a conditional GET; else None."""
+    if request.args.get("v") == tag:
+        return "", 204
+    if request.if_none_match and request.if_none_match.contains(tag):
+        return "", 304
+    return None
+
+
+@bp.get("/inbox")
+def inbox():
+    membership = current_membership()
+    return render_template("inbox/inbox.html", **_list_context(membership, _tab()))
+
+
+@bp.get("/inbox/list")
+def inbox_list():
+    membership = current_membership()
+    version = inbox_version(membership.company_id, current_user.id)
+    unchanged = _unchanged(version.tag)
+    if unchanged is not None:
+        return unchanged
+    response = render_template("inbox/_list.html", **_list_context(membership, _tab()))
+    return response, 200, {"ETag": f'"{version.tag}"'}
+
+
+@bp.get("/inbox/badge")
+def badge():
+    membership = current_membership()
+    version = inbox_version(membership.company_id, current_user.id)
+    unchanged = _unchanged(version.tag)
+    if unchanged is not None:
+        return unchanged
+    return (
+        render_template("inbox/_nav.html", inbox_nav=version, poll_seconds=POLL_SECONDS),
+        200,
+        {"ETag": f'"{version.tag}"'},
+    )
+
+
+@bp.app_template_global("inbox_nav_version")
+def _inbox_nav_version():
+    """The badge's count for the page being rendered (one aggregate query), or None outside a company."""
+    membership = g.get("membership")
+    if membership is None or not current_user.is_authenticated:
+        return None
+    return inbox_version(membership.company_id, current_user.id)
+
+
+@bp.get("/api/me/inbox")
+def api_inbox():
+    membership = current_membership()
+    tab = _tab()
+    rows = inbox_rows(membership.company_id, current_user.id, tab)
+    return jsonify({"items": [item_json(item, issue) for item, issue in rows]})

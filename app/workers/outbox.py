@@ -1,0 +1,214 @@
+"""Notification delivery: send each outbox row (`NotificationDelivery`) once, retrying with exponential back-off.
+
+Like continuation delivery, a due row is leased by moving `next_attempt_at` ahead (`FOR UPDATE SKIP LOCKED` on
+PostgreSQL, a conditional update everywhere) and the lease is committed before anything is sent; a worker that
+dies after the lease leaves a row that becomes due again when the lease runs out. Then, outside any transaction,
+the mail or webhook is sent; a second transaction marks the row delivered (only while it is not delivered yet), or
+records the failure and the next retry: 30 s, 1 min, 2 min, ... capped at one hour, for a day, then it gives up.
+A delivered row is never leased again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from app.extensions import db
+from app.models import NotificationDelivery, User, WebhookAttempt, WebhookEndpoint
+from app.models.base import as_utc, utcnow
+from app.services import notifications
+from app.services.notifications import email as mail
+from app.services.notifications import webhooks
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS = 120
+SWEEP_LIMIT = 50
+FIRST_RETRY_SECONDS = 30
+MAX_RETRY_SECONDS = 3600
+GIVE_UP_AFTER = timedelta(days=1)
+
+DELIVERED = "delivered"
+FAILED = "failed"
+GAVE_UP = "gave_up"
+SKIPPED = "skipped"
+
+
+def retry_delay(attempts: int) -> timedelta:
+    """The wait after the `attempts`-th failure."""
+    return timedelta(seconds=min(FIRST_RETRY_SECONDS * 2 ** max(attempts - 1, 0), MAX_RETRY_SECONDS))
+
+
+def _is_postgres() -> bool:
+    return db.session.get_bind().dialect.name == "postgresql"
+
+
+def claim_due(limit: int = SWEEP_LIMIT) -> list[uuid.UUID]:
+    """Lease due rows and commit the lease; returns the leased ids."""
+    now = utcnow()
+    query = (
+        select(NotificationDelivery.id)
+        .where(
+            NotificationDelivery.delivered_at.is_(None),
+            NotificationDelivery.gave_up_at.is_(None),
+            NotificationDelivery.next_attempt_at <= now,
+        )
+        .order_by(NotificationDelivery.next_attempt_at)
+        .limit(limit)
+    )
+    if _is_postgres():
+        query = query.with_for_update(skip_locked=True)
+    claimed = []
+    for delivery_id in list(db.session.scalars(query)):
+        result = db.session.execute(
+            update(NotificationDelivery)
+            .where(
+                NotificationDelivery.id == delivery_id,
+                NotificationDelivery.delivered_at.is_(None),
+                NotificationDelivery.gave_up_at.is_(None),
+                NotificationDelivery.next_attempt_at <= now,
+            )
+            .values(next_attempt_at=now + timedelta(seconds=LEASE_SECONDS))
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount == 1:
+            claimed.append(delivery_id)
+    db.session.commit()
+    return claimed
+
+
+@dataclass(frozen=True)
+class _Work:
+    id: uuid.UUID
+    company_id: uuid.UUID
+    channel: str
+    event: str
+    payload: dict
+    created_at: object
+    attempts: int
+    # email
+    to_name: str | None = None
+    to_address: str | None = None
+    # webhook
+    url: str | None = None
+    secret_ciphertext: str | None = None
+
+
+def _load(delivery_id: uuid.UUID) -> _Work | str:
+    """What to send, read in a short transaction; or why nothing can be sent any more."""
+    row = db.session.get(NotificationDelivery, delivery_id)
+    if row is None or row.delivered_at is not None or row.gave_up_at is not None:
+        return SKIPPED
+    base = {
+        "id": row.id,
+        "company_id": row.company_id,
+        "channel": row.channel,
+        "event": row.event,
+        "payload": dict(row.payload or {}),
+        "created_at": as_utc(row.created_at),
+        "attempts": row.attempts,
+    }
+    if row.channel == "email":
+        user = db.session.get(User, row.recipient_user_id) if row.recipient_user_id else None
+        if user is None or not user.email:
+            return "No recipient"
+        if not notifications.email_enabled(user.id):
+            return "The person turned notification email off"
+        return _Work(**base, to_name=user.name, to_address=user.email)
+    if row.channel == "webhook":
+        endpoint = db.session.get(WebhookEndpoint, row.endpoint_id) if row.endpoint_id else None
+        if endpoint is None or not endpoint.enabled:
+            return "The webhook was removed or disabled"
+        return _Work(**base, url=endpoint.url, secret_ciphertext=endpoint.secret_ciphertext)
+    return f"Unknown channel {row.channel!r}"
+
+
+def _send(work: _Work) -> webhooks.Outcome:
+    if work.channel == "email":
+        started = time.monotonic()
+        try:
+            message = mail.compose(
+                work.event,
+                work.payload.get("data") or {},
+                to_name=work.to_name or "",
+                to_address=work.to_address,
+                delivery_id=str(work.id),
+            )
+            mail.send(message)
+        except Exception as exc:  # any SMTP, socket or configuration failure: retried later
+            return webhooks.Outcome(False, None, f"{type(exc).__name__}: {exc}"[:500], 0)
+        return webhooks.Outcome(True, None, None, int((time.monotonic() - started) * 1000))
+    return webhooks.post(work.url, work.secret_ciphertext, str(work.id), work.payload)
+
+
+def _finish(work: _Work, outcome: webhooks.Outcome) -> str:
+    now = utcnow()
+    if work.channel == "webhook":
+        db.session.add(
+            WebhookAttempt(
+                delivery_id=work.id,
+                company_id=work.company_id,
+                status_code=outcome.status_code,
+                error=outcome.error,
+                duration_ms=outcome.duration_ms,
+            )
+        )
+    pending = (NotificationDelivery.id == work.id, NotificationDelivery.delivered_at.is_(None))
+    if outcome.ok:
+        values = {"delivered_at": now, "attempts": work.attempts + 1, "last_error": None}
+        result = DELIVERED
+    elif work.created_at is not None and now - work.created_at >= GIVE_UP_AFTER:
+        values = {"gave_up_at": now, "attempts": work.attempts + 1, "last_error": outcome.error}
+        result = GAVE_UP
+    else:
+        values = {
+            "attempts": work.attempts + 1,
+            "last_error": outcome.error,
+            "next_attempt_at": now + retry_delay(work.attempts + 1),
+        }
+        result = FAILED
+    db.session.execute(
+        update(NotificationDelivery)
+        .where(*pending)
+        .values(**values, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    db.session.commit()
+    return result
+
+
+def deliver_leased(delivery_id: uuid.UUID) -> str:
+    """Send one leased row; commits. Returns what happened."""
+    work = _load(delivery_id)
+    if isinstance(work, str):
+        if work != SKIPPED:
+            db.session.execute(
+                update(NotificationDelivery)
+                .where(NotificationDelivery.id == delivery_id, NotificationDelivery.delivered_at.is_(None))
+                .values(gave_up_at=utcnow(), last_error=work)
+                .execution_options(synchronize_session=False)
+            )
+        db.session.commit()
+        return SKIPPED if work == SKIPPED else GAVE_UP
+    db.session.commit()  # no transaction stays open while the far end answers
+    return _finish(work, _send(work))
+
+
+def sweep_pending(limit: int = SWEEP_LIMIT) -> dict[str, int]:
+    """Lease and deliver up to `limit` due rows; returns a count per result."""
+    counts: dict[str, int] = {}
+    for delivery_id in claim_due(limit):
+        try:
+            result = deliver_leased(delivery_id)
+        except Exception:
+            # The lease stays; the row is retried when it becomes due again.
+            db.session.rollback()
+            log.exception("notification delivery failed for %s", delivery_id)
+            result = FAILED
+        counts[result] = counts.get(result, 0) + 1
+    return counts
