@@ -60,6 +60,10 @@ def phone_world(app, db, make, providers) -> tuple[object, list[str]]:
         "/activity",
         "/members",
         "/settings/api-keys",
+        "/inbox",
+        "/inbox?tab=done",
+        "/settings/notifications",
+        "/settings/webhooks",
     ]
 
 
@@ -95,7 +99,7 @@ def test_the_phone_navigation_opens_and_reaches_every_section(phone_world, live_
     expect(menu).to_be_visible()
     expect(page.get_by_role("link", name="Activity")).to_be_hidden()
     menu.click()
-    for name in ("Tasks", "Agents", "Apps", "Activity", "Members"):
+    for name in ("Inbox", "Tasks", "Agents", "Apps", "Activity", "Members"):
         expect(
             page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True)
         ).to_be_visible()
