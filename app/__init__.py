@@ -46,10 +46,8 @@ def create_app(config_override: dict | None = None) -> Flask:
 
 def register_extensions(app: Flask) -> None:
     from app import models  # noqa: F401  (register every table on the metadata)
-    from app.services import (
-        access_revision,  # noqa: F401  (its session events keep revisions current)
-        login_throttle,
-    )
+    from app.services import login_throttle
+    from app.services.access import revision  # noqa: F401  (its session events keep revisions current)
     from app.web.security import install_request_security
 
     db.init_app(app)

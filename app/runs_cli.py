@@ -82,7 +82,7 @@ def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_
 @needs_database
 def runs_close(run_id: str):
     """Mark a run succeeded; its runtime-tools token stops working."""
-    from app.services.errors import ServiceError
+    from app.core.errors import ServiceError
     from app.services.run_tokens import close_run
 
     try:

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from app.adapters.process import runtime_tools_env
 from app.models import ActivityLog, ConnectionGrant, ConnectionInstall, ThreadInteraction, ToolConnection
 from app.services import gateway
-from app.services.access import effective_access
+from app.services.access.effective import effective_access
 from app.services.run_context import runtime_tools_descriptor
 from tests.conftest import count_statements, serving, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, text, update
 
+from app.core.errors import ServiceError
 from app.models import (
     ConnectionInstall,
     ConnectionIntentDelivery,
@@ -33,7 +34,6 @@ from app.models import (
 )
 from app.models.base import utcnow
 from app.services import intents, runtime_tools
-from app.services.errors import ServiceError
 from app.services.run_tokens import mint_run_token, open_run, verify_run_token
 from app.services.tenancy import change_member
 from app.services.work import update_issue

@@ -21,7 +21,7 @@ import json
 import httpx
 
 from app.adapters import AdapterResult, Invocation, TailBuffer
-from app.services.net_guard import UnsafeUrl, check_outbound_url, guarded_transport
+from app.core.net_guard import UnsafeUrl, check_outbound_url, guarded_transport
 
 DEFAULT_READ_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0

@@ -18,12 +18,12 @@ import uuid
 from sqlalchemy import select
 
 from app.catalog.loader import get_app
+from app.core.errors import Conflict, Forbidden, NotFound
 from app.extensions import db
 from app.models import ConnectionTool, Issue, Membership, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
 from app.services import gateway
 from app.services.activity import record_activity
-from app.services.errors import Conflict, Forbidden, NotFound
 from app.services.work import wake_assignee
 
 NOT_ADDRESSEE = "Only the person this approval is addressed to can answer it"

@@ -16,6 +16,8 @@ from flask import current_app
 from sqlalchemy import delete, select
 
 from app.catalog.loader import get_method, template_default
+from app.core.errors import Forbidden, ProviderRefused, ServiceError, Unprocessable, ValidationFailed
+from app.core.net_guard import check_outbound_url, outbound_allowed_hosts
 from app.extensions import db
 from app.models import (
     Agent,
@@ -30,11 +32,9 @@ from app.models import (
 from app.models.base import utcnow
 from app.models.connections import CUSTOM_APP_SLUG, TOOL_ACTIONS
 from app.services import card_binding, provider_mcp
-from app.services.access import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
+from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
-from app.services.errors import Forbidden, ProviderRefused, ServiceError, Unprocessable, ValidationFailed
 from app.services.instructions import InstructionsSetting
-from app.services.net_guard import check_outbound_url, outbound_allowed_hosts
 from app.services.secrets_box import decrypt, encrypt
 
 UNSET = object()

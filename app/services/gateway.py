@@ -53,15 +53,15 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.catalog.loader import get_apps, get_method
+from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import ConnectionGrant, HeartbeatRun, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
 from app.services import connections as connection_service
 from app.services import provider_limits, provider_mcp
-from app.services.access import ConnectionAccess, ToolAccess, effective_access
-from app.services.access_revision import RevisionCache
+from app.services.access.effective import ConnectionAccess, ToolAccess, effective_access
+from app.services.access.revision import RevisionCache
 from app.services.activity import SECRET_KEY_HINTS, record_activity
-from app.services.errors import ServiceError
 from app.services.intents import record_card_created
 
 SERVER_NAME = "switchboard-tool-gateway"

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import uuid
 
+from app.core.errors import Conflict, NotFound, ServiceError, ValidationFailed
 from app.extensions import db
 from app.models import Issue, Membership, OAuthState, ThreadInteraction, ToolConnection
 from app.services import card_binding, intents
 from app.services import oauth as oauth_service
-from app.services.access import can_configure
+from app.services.access.effective import can_configure
 from app.services.connections import UNSET, Audience, finish_connection, update_connection
-from app.services.errors import Conflict, NotFound, ServiceError, ValidationFailed
 
 NO_AUDIENCE = Audience(all_agents=False)
 

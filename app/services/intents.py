@@ -17,6 +17,7 @@ from sqlalchemy import delete, exists, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.catalog.loader import get_app, logo_url
+from app.core.errors import Conflict, Forbidden, NotFound, Unprocessable
 from app.extensions import db
 from app.models import (
     Agent,
@@ -32,10 +33,9 @@ from app.models import (
 from app.models.base import utcnow
 from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
 from app.services import card_binding
-from app.services.access import can_manage_connections, effective_access
+from app.services.access.effective import can_manage_connections, effective_access
 from app.services.activity import record_activity
 from app.services.connections import Audience, add_agent_install, add_company_install
-from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
 
 KIND = "connection_intent"
 PHASES = ("requested", "authorizing", "needs_retry")

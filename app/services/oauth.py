@@ -43,6 +43,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.catalog.loader import get_method
+from app.core.errors import (
+    Conflict,
+    Forbidden,
+    ProviderRefused,
+    ServiceError,
+    Unprocessable,
+    ValidationFailed,
+)
+from app.core.net_guard import UnsafeUrl, check_outbound_url
 from app.extensions import db
 from app.models import (
     ActivityLog,
@@ -56,18 +65,9 @@ from app.models import (
 )
 from app.models.base import as_utc, utcnow
 from app.services import connections as connection_service
-from app.services.access import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
+from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
-from app.services.errors import (
-    Conflict,
-    Forbidden,
-    ProviderRefused,
-    ServiceError,
-    Unprocessable,
-    ValidationFailed,
-)
 from app.services.intents import CARD_CLOSED
-from app.services.net_guard import UnsafeUrl, check_outbound_url
 from app.services.secrets_box import decrypt, encrypt
 
 log = logging.getLogger(__name__)

@@ -39,8 +39,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from app.core.net_guard import guarded_async_transport
 from app.services import provider_limits
-from app.services.net_guard import guarded_async_transport
 
 logger = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from flask import current_app
 
 from app.adapters import Invocation
 from app.catalog.loader import get_apps
+from app.core.errors import Forbidden
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, ThreadInteraction
 from app.models.base import as_utc, utcnow
-from app.services.access import effective_access
-from app.services.errors import Forbidden
+from app.services.access.effective import effective_access
 from app.services.instructions import InstructionSource, compose_snapshot, instruction_context
 
 SERVER_OWNED_FIELDS = frozenset(

@@ -18,10 +18,10 @@ from datetime import UTC, datetime, timedelta
 import jwt
 from flask import current_app
 
+from app.core.errors import NotFound, ServiceError, Unprocessable
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue
 from app.models.base import utcnow
-from app.services.errors import NotFound, ServiceError, Unprocessable
 
 SCOPE = "connection_intents"
 TTL_SECONDS = 3600

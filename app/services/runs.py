@@ -21,13 +21,13 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.adapters import EXECUTABLE_ADAPTERS, AdapterResult
+from app.core.errors import Conflict, Unprocessable
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
 from app.models.base import as_utc, utcnow
 from app.models.run_logs import RUN_LOG_LIMIT, AgentTaskSession, RunLog
 from app.models.runs import ACTIVE_RUN_STATUSES
 from app.services.activity import record_activity
-from app.services.errors import Conflict, Unprocessable
 from app.services.run_context import TURN_KEY, scrub_server_fields
 
 CONNECTION_INTENT_KEY_PREFIX = "connection-intent:"

@@ -20,6 +20,7 @@ from flask import current_app
 from sqlalchemy import Row, case, false, or_, select
 
 from app.catalog.loader import get_app, get_app_versions
+from app.core.errors import Conflict, Forbidden, NotFound, Unprocessable
 from app.extensions import db
 from app.models import (
     AccessRevision,
@@ -33,9 +34,8 @@ from app.models import (
 )
 from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
 from app.services import intents
-from app.services.access import ConnectionAccess, effective_access
-from app.services.access_revision import RevisionCache, revision_column
-from app.services.errors import Conflict, Forbidden, NotFound, Unprocessable
+from app.services.access.effective import ConnectionAccess, effective_access
+from app.services.access.revision import RevisionCache, revision_column
 from app.services.run_tokens import MintedToken
 
 SERVER_NAME = "paperclip-runtime-tools"

@@ -10,10 +10,10 @@ from __future__ import annotations
 from flask import Blueprint, redirect, render_template, url_for
 from flask_login import login_required
 
+from app.core.errors import Unprocessable
 from app.extensions import db, htmx
 from app.models import ThreadInteraction
 from app.services import approvals
-from app.services.errors import Unprocessable
 from app.web.context import load_scoped
 from app.web.forms import EmptyForm
 

@@ -3,9 +3,9 @@
 from flask import Blueprint, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 
+from app.core.errors import TooManyRequests
 from app.extensions import db
 from app.services.accounts import authenticate, safe_next
-from app.services.errors import TooManyRequests
 from app.web.forms import EmptyForm, LoginForm
 
 bp = Blueprint("auth", __name__)

@@ -6,7 +6,7 @@ from flask import Flask, current_app, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
-from app.services.errors import ServiceError
+from app.core.errors import ServiceError
 from app.web.api.validation import BodyValidationError, validation_error_response
 
 JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
+from app.core.errors import ServiceError
 from app.extensions import db
 from app.services import gateway, runtime_tools
-from app.services.errors import ServiceError
 from app.web import jsonrpc
 from app.web.security import request_run_claims
 

@@ -20,12 +20,12 @@ from flask import Blueprint, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
 from app.catalog.loader import get_app, get_method, logo_url
+from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db, htmx
 from app.models import Issue, ThreadInteraction
 from app.services import intent_setup, intents
-from app.services.access import can_manage_connections
+from app.services.access.effective import can_manage_connections
 from app.services.connections import UNSET, Audience, update_connection
-from app.services.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.web.apps.setup import resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,

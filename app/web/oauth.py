@@ -13,11 +13,11 @@ from flask_login import current_user, login_required
 from pydantic import BaseModel, ConfigDict
 
 from app.catalog.loader import get_app
+from app.core.errors import Forbidden, NotFound, ServiceError
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection
 from app.services import intent_setup, intents
 from app.services import oauth as oauth_service
-from app.services.errors import Forbidden, NotFound, ServiceError
 from app.services.tenancy import get_membership
 from app.web.api.validation import parse_body
 from app.web.context import load_scoped

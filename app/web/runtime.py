@@ -13,9 +13,9 @@ from typing import Annotated
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, StringConstraints, ValidationError
 
+from app.core.errors import ServiceError, ValidationFailed
 from app.extensions import db
 from app.services import runtime_tools
-from app.services.errors import ServiceError, ValidationFailed
 from app.web import jsonrpc
 from app.web.api.validation import StrictBody, parse_body
 from app.web.security import request_run_claims

@@ -9,10 +9,11 @@ from flask import abort, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
 from app.catalog.loader import get_app
+from app.core.errors import NotFound, ProviderRefused
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection
 from app.services import intent_setup, intents
-from app.services.access import tools_with_policies
+from app.services.access.effective import tools_with_policies
 from app.services.connections import (
     UNSET,
     Audience,
@@ -21,7 +22,6 @@ from app.services.connections import (
     start_connection,
     update_connection,
 )
-from app.services.errors import NotFound, ProviderRefused
 from app.web.api import bp
 from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid

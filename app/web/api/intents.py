@@ -12,10 +12,10 @@ from flask import jsonify
 from flask_login import current_user
 from pydantic import StringConstraints
 
+from app.core.errors import Forbidden, NotFound
 from app.extensions import db
 from app.models import ThreadInteraction
 from app.services import intents
-from app.services.errors import Forbidden, NotFound
 from app.web.api import bp
 from app.web.api.validation import StrictBody, parse_body
 from app.web.context import membership_for, parse_uuid

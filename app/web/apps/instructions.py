@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from flask import abort, render_template
 
+from app.core.errors import Forbidden, ValidationFailed
 from app.extensions import db, htmx
-from app.services.access import CONFIGURE_FORBIDDEN, can_configure
+from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.connections import update_connection
-from app.services.errors import Forbidden, ValidationFailed
 from app.services.instructions import INSTRUCTIONS_MAX_LENGTH, editor_saved_value, reset_to_template
 from app.web.apps import bp
 from app.web.apps.forms import InstructionsEditorForm

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from flask import abort, redirect, render_template, request, url_for
 
 from app.catalog.loader import get_app, get_method, logo_url
+from app.core.errors import Forbidden, Unprocessable, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
-from app.services.access import CONFIGURE_FORBIDDEN, can_configure, tools_with_policies
+from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, tools_with_policies
 from app.services.agents import list_agents
 from app.services.connections import Audience, audience_of, public_fields, update_connection
-from app.services.errors import Forbidden, Unprocessable, ValidationFailed
 from app.services.instructions import instruction_context
 from app.web.apps import bp
 from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from werkzeug.datastructures import MultiDict
 
 from app.catalog.loader import get_method, logo_url
+from app.core.errors import Forbidden, ProviderRefused, ServiceError, ValidationFailed
 from app.extensions import db
 from app.models import Membership, ToolConnection
-from app.services.access import can_manage_connections
+from app.services.access.effective import can_manage_connections
 from app.services.agents import list_agents
 from app.services.connections import (
     UNSET,
@@ -25,7 +26,6 @@ from app.services.connections import (
     public_fields,
     start_connection,
 )
-from app.services.errors import Forbidden, ProviderRefused, ServiceError, ValidationFailed
 from app.services.intent_setup import finish_setup
 
 ORGANIZATION_EXPLANATION = (

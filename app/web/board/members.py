@@ -4,11 +4,11 @@ import secrets
 
 from flask import redirect, render_template, url_for
 
+from app.core.errors import Forbidden, Unprocessable
 from app.extensions import db
 from app.models import Membership
 from app.models.tenancy import MANAGE_MEMBERS
 from app.services.accounts import find_user_by_email
-from app.services.errors import Forbidden, Unprocessable
 from app.services.tenancy import change_member, company_members, invite_member
 from app.web.board import bp
 from app.web.context import current_membership, load_scoped

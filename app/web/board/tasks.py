@@ -3,11 +3,11 @@
 from flask import redirect, render_template, request, url_for
 from wtforms.fields.choices import SelectChoice
 
+from app.core.errors import Unprocessable
 from app.extensions import db, htmx
 from app.models import Issue
 from app.models.work import ISSUE_STATUSES
 from app.services.agents import list_agents
-from app.services.errors import Unprocessable
 from app.services.runs import recent_runs
 from app.services.tenancy import company_members
 from app.services.work import add_comment, create_issue, list_issues, thread_items, update_issue

@@ -18,7 +18,7 @@ import httpx
 import httpx2
 from flask import current_app
 
-from app.services.errors import ProviderRefused
+from app.core.errors import ProviderRefused
 
 METADATA_ADDRESSES = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
 
