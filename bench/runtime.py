@@ -312,14 +312,16 @@ def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
 
     from app.extensions import db
     from app.models import Agent
-    from app.services import intents
+    from app.services.intents import creation
+    from app.services.intents import resolution as intents_resolution
+    from app.services.intents import service as intents_service
     from app.services.run_tokens import open_run
     from app.services.work import create_issue
     from app.workers.continuations import sweep_pending
 
     with app.app_context():
         agent = db.session.get(Agent, seeded.agent_ids[1])
-        service = intents.resolve_service(seeded.company_id, "linear", seeded.owner_id, agent.id)
+        service = intents_service.resolve_service(seeded.company_id, "linear", seeded.owner_id, agent.id)
         for n in range(cards):
             issue = create_issue(
                 seeded.company_id,
@@ -330,11 +332,11 @@ def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
             )
             db.session.flush()
             run = open_run(agent, issue, seeded.owner_id)
-            interaction, _ = intents.create_connection_intent(
+            interaction, _ = creation.create_connection_intent(
                 issue, agent, service, addressee_user_id=seeded.owner_id, run_id=run.id
             )
             run.status = "succeeded"
-            intents.decline_intent(interaction.id, seeded.owner_id, None)
+            intents_resolution.decline_intent(interaction.id, seeded.owner_id, None)
         db.session.commit()
         db.session.remove()
     delivered = [0, 0]

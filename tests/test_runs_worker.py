@@ -220,7 +220,7 @@ def live_base_url(app, db):
 
 def test_example_process_agent_requests_a_connection_and_continues_after_the_decline(db, make, live_base_url):
     from app.models import ThreadInteraction
-    from app.services import intents
+    from app.services.intents import resolution as intents
     from app.workers.continuations import WOKEN, deliver
 
     company = make.company("Acme")

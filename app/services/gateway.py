@@ -57,12 +57,13 @@ from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import ConnectionGrant, HeartbeatRun, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
-from app.services import connections as connection_service
-from app.services import provider_limits, provider_mcp
 from app.services.access.effective import ConnectionAccess, ToolAccess, effective_access
 from app.services.access.revision import RevisionCache
 from app.services.activity import SECRET_KEY_HINTS, record_activity
-from app.services.intents import record_card_created
+from app.services.connections import endpoint as connection_service
+from app.services.connections import provider_errors, provider_limits
+from app.services.connections import provider_mcp as provider_mcp
+from app.services.intents.creation import record_card_created
 
 SERVER_NAME = "switchboard-tool-gateway"
 KIND = "tool_approval"
@@ -575,7 +576,7 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
     """
     from app.catalog.loader import get_app
-    from app.services import oauth
+    from app.services.oauth import tokens as oauth
 
     try:
         connection = db.session.get(ToolConnection, prepared.connection_id)
@@ -625,23 +626,23 @@ def _scrub(value, secrets: list[str]):
     return value
 
 
-def _provider_failure(prepared: PreparedCall, err: provider_mcp.ProviderError) -> tuple[str, dict]:
+def _provider_failure(prepared: PreparedCall, err: provider_errors.ProviderError) -> tuple[str, dict]:
     """The outcome code and the isError result for a call the provider did not complete."""
     name = prepared.connection_name
-    if isinstance(err, provider_mcp.ProviderBusy):
+    if isinstance(err, provider_errors.ProviderBusy):
         return PROVIDER_BUSY, _refusal(
             PROVIDER_BUSY,
             f"{name} is busy: {err.limit} calls to it are already in progress. It was not called; "
             "try again shortly.",
         )
-    if isinstance(err, provider_mcp.ProviderPaused):
+    if isinstance(err, provider_errors.ProviderPaused):
         return PROVIDER_PAUSED, _refusal(
             PROVIDER_PAUSED,
             f"{name} did not answer the last {err.timeouts} calls in time, so calls to it are paused. It was not "
             f"called; try again in {err.retry_after_seconds} seconds.",
             retryAfterSeconds=err.retry_after_seconds,
         )
-    if isinstance(err, provider_mcp.ProviderTimeout):
+    if isinstance(err, provider_errors.ProviderTimeout):
         return PROVIDER_TIMEOUT, _refusal(
             PROVIDER_TIMEOUT,
             f"{name} did not answer within {err.seconds:g} seconds, so Switchboard stopped waiting. The tool may "
@@ -665,7 +666,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget) -> dict:
             guard=target.guard,
             limits=provider_limits_from_config(),
         )
-    except provider_mcp.ProviderError as err:
+    except provider_errors.ProviderError as err:
         outcome, result = _provider_failure(prepared, err)
         _record(prepared, outcome=outcome)
         return result

@@ -29,7 +29,7 @@ from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, ThreadInteraction
 from app.models.base import as_utc, utcnow
 from app.services.access.effective import effective_access
-from app.services.instructions import InstructionSource, compose_snapshot, instruction_context
+from app.services.connections.instructions import InstructionSource, compose_snapshot, instruction_context
 
 SERVER_OWNED_FIELDS = frozenset(
     {"connectionInstructions", "paperclipConnectionInstructions", "paperclipRuntimeTools"}

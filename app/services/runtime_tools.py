@@ -33,9 +33,11 @@ from app.models import (
     ToolConnection,
 )
 from app.models.connections import ATTENTION_HEALTH, CUSTOM_APP_SLUG
-from app.services import intents
 from app.services.access.effective import ConnectionAccess, effective_access
 from app.services.access.revision import RevisionCache, revision_column
+from app.services.intents import card as intents_card
+from app.services.intents import creation
+from app.services.intents import service as intents_service
 from app.services.run_tokens import MintedToken
 
 SERVER_NAME = "paperclip-runtime-tools"
@@ -237,7 +239,7 @@ class Readiness:
 
 
 def readiness(
-    service: intents.ServiceIdentity, accesses: list[ConnectionAccess], matching: list
+    service: intents_service.ServiceIdentity, accesses: list[ConnectionAccess], matching: list
 ) -> Readiness:
     """The agent-relative state of one service (reference 5.4 table, checked in order).
 
@@ -279,7 +281,7 @@ def _accesses_by_service(
         with_tools=False,
         responsible_membership=ctx.membership,
     ):
-        grouped[intents.service_slug_of(access.connection)].append(access)
+        grouped[intents_service.service_slug_of(access.connection)].append(access)
     return grouped
 
 
@@ -301,7 +303,9 @@ class _IndexedService:
     name_key: str  # casefolded name: the order among equal scores
     words: str  # the service's own lowercase words (slug, name, description, method guidance)
     catalog_version: tuple[str, str] | None = None  # (slug, content_hash) of a catalog app
-    identity: intents.ServiceIdentity | None = None  # a configured custom connection's, built with the index
+    identity: intents_service.ServiceIdentity | None = (
+        None  # a configured custom connection's, built with the index
+    )
 
     def score(self, needle: str, tokens: list[str], tool_words: str) -> int:
         """Exact slug or name: 1000; else the query tokens found in its words or (the first few) its tools'."""
@@ -396,7 +400,7 @@ def _catalog_services() -> tuple[_IndexedService, ...]:
 def _build_search_index(ctx: RunContext) -> _SearchIndex:
     catalog = _catalog_services()
     # Privacy gate: a connection's indexed tool words leave the database only inside its identity audience.
-    in_audience = intents.grant_in_audience_clause(ctx.responsible_user_id, ctx.agent.id)
+    in_audience = intents_service.grant_in_audience_clause(ctx.responsible_user_id, ctx.agent.id)
     connections = db.session.execute(
         select(
             ToolConnection.id,
@@ -415,7 +419,7 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
     configured = []
     custom_app = get_app(CUSTOM_APP_SLUG) if any(c.app_slug == CUSTOM_APP_SLUG for c in connections) else None
     for connection in connections:
-        slug = intents.service_slug_of(connection)
+        slug = intents_service.service_slug_of(connection)
         if connection.app_slug == CUSTOM_APP_SLUG:
             if not connection.in_audience:
                 continue  # someone else's custom server is not a service this run can see
@@ -424,7 +428,7 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
                     slug=slug,
                     name_key=connection.name.casefold(),
                     words=f"{slug} {connection.name}".lower(),
-                    identity=intents.configured_service(connection, custom_app),
+                    identity=intents_service.configured_service(connection, custom_app),
                 )
             )
         matching[slug].append(connection)
@@ -439,7 +443,7 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
         with_tools=False,
         responsible_membership=ctx.membership,
     ):
-        accesses[intents.service_slug_of(access.connection)].append(access)
+        accesses[intents_service.service_slug_of(access.connection)].append(access)
     connected = [entry for entry in itertools.chain(catalog, configured) if entry.slug in matching]
     states = {
         slug: readiness(service, accesses.get(slug, []), matching[slug])
@@ -453,7 +457,7 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
     )
 
 
-def _identities(entries: list[_IndexedService]) -> dict[str, intents.ServiceIdentity]:
+def _identities(entries: list[_IndexedService]) -> dict[str, intents_service.ServiceIdentity]:
     """Service identities for index entries: catalog definitions (parsed once per process, so no query once
     warm) or the identity a configured connection's entry carries."""
     definitions = get_app_versions([e.catalog_version for e in entries if e.catalog_version])
@@ -462,7 +466,7 @@ def _identities(entries: list[_IndexedService]) -> dict[str, intents.ServiceIden
         if entry.identity is not None:
             found[entry.slug] = entry.identity
         elif entry.slug in definitions:  # else the row changed since it was indexed and no longer validates
-            found[entry.slug] = intents.catalog_service(definitions[entry.slug])
+            found[entry.slug] = intents_service.catalog_service(definitions[entry.slug])
     return found
 
 
@@ -511,7 +515,7 @@ def _continued_run_ids(ctx: RunContext) -> set[uuid.UUID]:
             select(ThreadInteraction.source_run_id).where(
                 ThreadInteraction.id == interaction_id,
                 ThreadInteraction.company_id == ctx.run.company_id,
-                ThreadInteraction.kind == intents.KIND,
+                ThreadInteraction.kind == intents_card.KIND,
             )
         )
         if source_run_id is not None:
@@ -534,7 +538,7 @@ def _declined_in_this_continuation(ctx: RunContext, slug: str) -> bool:
         .where(
             ThreadInteraction.company_id == ctx.run.company_id,
             ThreadInteraction.issue_id == ctx.issue.id,
-            ThreadInteraction.kind == intents.KIND,
+            ThreadInteraction.kind == intents_card.KIND,
             ThreadInteraction.status == "rejected",
             or_(ThreadInteraction.source_run_id.in_(run_ids), woken_by),
         )
@@ -550,10 +554,10 @@ def _lock_task(ctx: RunContext) -> None:
 
 def request_connection(ctx: RunContext, slug: str) -> dict:
     """Ready when usable now; otherwise create or reuse one pending card addressed to the responsible person."""
-    service = intents.resolve_service(ctx.run.company_id, slug, ctx.responsible_user_id, ctx.agent.id)
+    service = intents_service.resolve_service(ctx.run.company_id, slug, ctx.responsible_user_id, ctx.agent.id)
     if service is None or not service.available or not service.methods:
         raise Unprocessable(f"Connection service {slug} is not available")
-    matching = intents.matching_connections(ctx.run.company_id, service.slug)
+    matching = intents_service.matching_connections(ctx.run.company_id, service.slug)
     accesses = _accesses_by_service(ctx, [c.id for c in matching]).get(service.slug, [])
     state = readiness(service, accesses, matching)
     if state.state == "ready":
@@ -570,19 +574,19 @@ def request_connection(ctx: RunContext, slug: str) -> dict:
     _lock_task(ctx)
     if _declined_in_this_continuation(ctx, service.slug):
         raise Conflict(DECLINED_IN_CONTINUATION)
-    interaction, created = intents.create_connection_intent(
+    interaction, created = creation.create_connection_intent(
         ctx.issue, ctx.agent, service, addressee_user_id=ctx.responsible_user_id, run_id=ctx.run.id
     )
     if interaction.status != "pending":
         raise Conflict("This connection request has already been resolved. Follow its recorded outcome.")
     if created:
-        intents.record_card_created(
+        creation.record_card_created(
             company_id=ctx.run.company_id,
             agent_id=ctx.agent.id,
             issue_id=ctx.issue.id,
             run_id=ctx.run.id,
             interaction_id=interaction.id,
-            kind=intents.KIND,
+            kind=intents_card.KIND,
             purpose=None,
         )
     return {

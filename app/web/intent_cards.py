@@ -23,9 +23,14 @@ from app.catalog.loader import get_app, get_method, logo_url
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db, htmx
 from app.models import Issue, ThreadInteraction
-from app.services import intent_setup, intents
 from app.services.access.effective import can_manage_connections
-from app.services.connections import UNSET, Audience, update_connection
+from app.services.connections.audience import Audience
+from app.services.connections.settings import UNSET, update_connection
+from app.services.intents import audience as intents_audience
+from app.services.intents import card as intents_card
+from app.services.intents import resolution as intents_resolution
+from app.services.intents import service as intents_service
+from app.services.intents import setup as intent_setup
 from app.web.apps.setup import resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
@@ -88,7 +93,7 @@ class CardView:
 
 def card_view(item: ThreadInteraction, viewer=None) -> CardView:
     """The card's state and labels (reference 12.1). A pending card of a closed task shows as expired."""
-    payload = intents.intent_payload(item)
+    payload = intents_card.intent_payload(item)
     viewer = viewer if viewer is not None else current_user
     service_name = payload.get("serviceName") or payload.get("serviceSlug") or "the service"
     outcome = (item.result or {}).get("outcome")
@@ -115,7 +120,7 @@ def card_view(item: ThreadInteraction, viewer=None) -> CardView:
     logo = payload.get("serviceLogoUrl") or (logo_url(definition) if definition else None)
     dark = payload.get("serviceDarkLogoUrl") or (logo_url(definition, dark=True) if definition else None)
     addressee = item.addressee_user
-    saved = intents.card_audience(item) is not None
+    saved = intents_audience.card_audience(item) is not None
     agent_name = payload.get("requestingAgentName") or (
         item.requesting_agent.name if item.requesting_agent else "An agent"
     )
@@ -146,7 +151,7 @@ def _connection_card(item: ThreadInteraction) -> CardView:
 def _load(interaction_id) -> tuple[ThreadInteraction, object]:
     """Load -> company membership (404) ; the caller decides whether only the addressee may go on."""
     interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
-    if interaction is None or not intents.is_connection_card(interaction):
+    if interaction is None or not intents_card.is_connection_card(interaction):
         raise NotFound("Connection intent not found")
     return interaction, membership_for(interaction.company_id)
 
@@ -154,7 +159,7 @@ def _load(interaction_id) -> tuple[ThreadInteraction, object]:
 def _addressed(interaction_id) -> tuple[ThreadInteraction, object]:
     interaction, membership = _load(interaction_id)
     if interaction.addressee_user_id != current_user.id:
-        raise Forbidden(intents.NOT_ADDRESSEE)
+        raise Forbidden(intents_card.NOT_ADDRESSEE)
     return interaction, membership
 
 
@@ -177,7 +182,7 @@ def _card_response(interaction: ThreadInteraction, status: int = 200):
 
 
 def _requester_id(interaction: ThreadInteraction) -> uuid.UUID | None:
-    value = intents.intent_payload(interaction).get("requestingAgentId")
+    value = intents_card.intent_payload(interaction).get("requestingAgentId")
     try:
         return uuid.UUID(str(value)) if value else None
     except ValueError:
@@ -186,8 +191,8 @@ def _requester_id(interaction: ThreadInteraction) -> uuid.UUID | None:
 
 def _catalog_app(interaction: ThreadInteraction):
     """The app whose setup flow the dialog hosts; configured custom services have no setup (only reuse)."""
-    slug = intents.intent_payload(interaction).get("serviceSlug", "")
-    if intents.parse_connection_service(slug) is not None:
+    slug = intents_card.intent_payload(interaction).get("serviceSlug", "")
+    if intents_service.parse_connection_service(slug) is not None:
         return None
     return get_app(slug)
 
@@ -196,7 +201,7 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
     """The setup flow in the card's dialog. Continue setup restores the saved draft (its method and identity) and
     the audience saved on the card; a person without sharing authority starts from the requesting agent alone."""
     requester = _requester_id(interaction)
-    saved = intents.card_audience(interaction)
+    saved = intents_audience.card_audience(interaction)
     if "draft" not in kwargs and "submission" not in kwargs:
         kwargs["draft"] = intent_setup.saved_draft(interaction, membership)
     if saved is not None and kwargs.get("draft") is not None and saved.connection_id == kwargs["draft"].id:
@@ -225,7 +230,7 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
 
 
 def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_draft=None, **flow_kwargs):
-    options = intents.setup_options(interaction)
+    options = intents_resolution.setup_options(interaction)
     app_definition = _catalog_app(interaction)
     if flow is None and app_definition is not None and app_definition.methods and oauth_draft is None:
         flow = _dialog_flow(interaction, membership, app_definition, **flow_kwargs)
@@ -298,7 +303,7 @@ def decline(interaction_id):
     interaction, _ = _addressed(interaction_id)
     if interaction.status != "pending":
         return _card_response(interaction)
-    resolved = intents.decline_intent(interaction.id, current_user.id, request.form.get("reason"))
+    resolved = intents_resolution.decline_intent(interaction.id, current_user.id, request.form.get("reason"))
     db.session.commit()
     return _resolved(resolved)
 
@@ -308,7 +313,9 @@ def use_connection(interaction_id, connection_id):
     """The "Use <name>" button: complete the card with an existing eligible connection; a failure keeps the dialog open."""
     interaction, membership = _addressed(interaction_id)
     try:
-        resolved = intents.complete_intent(interaction.id, current_user.id, parse_uuid(connection_id))
+        resolved = intents_resolution.complete_intent(
+            interaction.id, current_user.id, parse_uuid(connection_id)
+        )
     except ServiceError as err:
         db.session.rollback()
         if interaction.status != "pending":
@@ -324,7 +331,7 @@ def phase(interaction_id):
     interaction, _ = _addressed(interaction_id)
     if interaction.status != "pending":
         return _card_response(interaction)
-    intents.set_phase(interaction.id, current_user.id, request.form.get("phase", ""))
+    intents_resolution.set_phase(interaction.id, current_user.id, request.form.get("phase", ""))
     db.session.commit()
     return _card_response(interaction)
 
@@ -404,6 +411,6 @@ def setup_submit(interaction_id):
 
 def _begin_oauth(interaction, membership, draft):
     """The audience is saved on the card already: mark the card `authorizing` and offer the sign-in."""
-    intents.set_phase(interaction.id, current_user.id, "authorizing")
+    intents_resolution.set_phase(interaction.id, current_user.id, "authorizing")
     db.session.commit()
     return _dialog_response(interaction, membership, oauth_draft=draft)

@@ -12,16 +12,13 @@ from app.catalog.loader import get_app
 from app.core.errors import NotFound, ProviderRefused
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection
-from app.services import intent_setup, intents
 from app.services.access.effective import tools_with_policies
-from app.services.connections import (
-    UNSET,
-    Audience,
-    audience_of,
-    list_connections,
-    start_connection,
-    update_connection,
-)
+from app.services.connections.audience import Audience, audience_of
+from app.services.connections.settings import UNSET, list_connections, update_connection
+from app.services.connections.setup import start_connection
+from app.services.intents import card as intents_card
+from app.services.intents import resolution
+from app.services.intents import setup as intent_setup
 from app.web.api import bp
 from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid
@@ -161,7 +158,7 @@ def connect_app(company_id):
         agent_instructions=_instructions_arg(body),
     )
     if card is not None:
-        requester = intents.requester_of(card)
+        requester = resolution.requester_of(card)
         audience = body.audience.to_audience() if body.audience else Audience(False, (requester,))
         intent_setup.save_card_audience(card.id, membership, connection, audience)
     db.session.commit()
@@ -188,7 +185,7 @@ def _card_for_draft(interaction_id: uuid.UUID | None, membership) -> ThreadInter
     card = db.session.get(ThreadInteraction, interaction_id)
     if (
         card is None
-        or card.kind != intents.KIND
+        or card.kind != intents_card.KIND
         or card.company_id != membership.company_id
         or card.addressee_user_id != membership.user_id
     ):

@@ -18,8 +18,9 @@ from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, tools_with_policies
 from app.services.agents import list_agents
-from app.services.connections import Audience, audience_of, public_fields, update_connection
-from app.services.instructions import instruction_context
+from app.services.connections.audience import Audience, audience_of
+from app.services.connections.instructions import instruction_context
+from app.services.connections.settings import public_fields, update_connection
 from app.web.apps import bp
 from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm
 from app.web.apps.instructions_state import EditorState, editor_state

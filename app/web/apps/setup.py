@@ -15,10 +15,10 @@ from app.catalog.loader import get_app, get_method
 from app.core.errors import Forbidden
 from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
-from app.services import intent_setup
-from app.services import oauth as oauth_service
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
-from app.services.connections import UNSET
+from app.services.connections.settings import UNSET
+from app.services.intents import setup as intent_setup
+from app.services.oauth import flow as oauth_service
 from app.web.apps import bp
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,

@@ -19,14 +19,10 @@ from app.extensions import db
 from app.models import Membership, ToolConnection
 from app.services.access.effective import can_manage_connections
 from app.services.agents import list_agents
-from app.services.connections import (
-    UNSET,
-    Audience,
-    audience_of,
-    public_fields,
-    start_connection,
-)
-from app.services.intent_setup import finish_setup
+from app.services.connections.audience import Audience, audience_of
+from app.services.connections.settings import UNSET, public_fields
+from app.services.connections.setup import start_connection
+from app.services.intents.setup import finish_setup
 
 ORGANIZATION_EXPLANATION = (
     "Only people who can manage connections can connect an app for the whole organization."

@@ -4,7 +4,7 @@ that draft so the card resolves in the same transaction.
 One owner for the audience a card's addressee chose: the interaction (`payload.audience`, as
 `{connectionId, allAgents, agentIds}`, where `connectionId` is the draft whose setup will finish the card). Saving it
 grants nothing. Binding a draft to a card empties the draft's own audience, so activating the draft installs nothing
-by itself; `intents.complete_intent` applies the saved audience after it rechecks task ownership, membership and
+by itself; `resolution.complete_intent` applies the saved audience after it rechecks task ownership, membership and
 sharing authority, in the transaction that resolves the card. Every host (the card dialog, the Apps connect page, the
 Permissions page's finish, the JSON API, the OAuth callback) finishes a draft through `finish_setup` or
 `finish_card_oauth`, so finishing a card's draft anywhere resolves its card.
@@ -17,10 +17,14 @@ import uuid
 from app.core.errors import Conflict, NotFound, ServiceError, ValidationFailed
 from app.extensions import db
 from app.models import Issue, Membership, OAuthState, ThreadInteraction, ToolConnection
-from app.services import card_binding, intents
-from app.services import oauth as oauth_service
 from app.services.access.effective import can_configure
-from app.services.connections import UNSET, Audience, finish_connection, update_connection
+from app.services.connections.audience import Audience
+from app.services.connections.settings import UNSET, update_connection
+from app.services.connections.setup import finish_connection
+from app.services.intents import audience as intents_audience
+from app.services.intents import card as intents_card
+from app.services.intents import card_binding, resolution, service
+from app.services.oauth import callback as oauth_service
 
 NO_AUDIENCE = Audience(all_agents=False)
 
@@ -29,7 +33,7 @@ class CardClosed(Conflict):
     """The card stopped waiting (closed task, new assignee or responsible person, superseded, resolved)."""
 
     def __init__(self):
-        super().__init__(intents.CARD_CLOSED)
+        super().__init__(intents_card.CARD_CLOSED)
 
 
 class CardCompletionFailed(ServiceError):
@@ -72,7 +76,7 @@ def bound_card(connection: ToolConnection, user_id: uuid.UUID) -> ThreadInteract
 
 def saved_draft(interaction: ThreadInteraction, membership: Membership) -> ToolConnection | None:
     """The draft a card's saved setup continues, while it is still a draft this person may configure."""
-    saved = intents.card_audience(interaction)
+    saved = intents_audience.card_audience(interaction)
     if saved is None:
         return None
     draft = db.session.get(ToolConnection, saved.connection_id)
@@ -99,27 +103,27 @@ def save_card_audience(
     Before a sign-in or a finish the requesting agent must be in it; Save & exit may keep an incomplete choice.
     An audience wider than the requester needs connection-management authority (checked again at completion).
     """
-    interaction = intents.lock_intent(interaction_id)
-    intents.require_addressee(interaction, membership.user_id)
-    intents.require_writer(interaction, membership.user_id)
+    interaction = resolution.lock_intent(interaction_id)
+    resolution.require_addressee(interaction, membership.user_id)
+    resolution.require_writer(interaction, membership.user_id)
     if interaction.status != "pending":
         raise CardClosed()
-    intents.active_task(interaction)
-    requester = intents.requester_of(interaction)
+    resolution.active_task(interaction)
+    requester = resolution.requester_of(interaction)
     if (
         connection.company_id != interaction.company_id
         or connection.status != "draft"
-        or intents.service_slug_of(connection) != (interaction.payload or {}).get("serviceSlug")
+        or service.service_slug_of(connection) != (interaction.payload or {}).get("serviceSlug")
         or not can_configure(membership, connection)
     ):
         raise NotFound("Connection does not match this intent")
     if require_requester and not audience.all_agents and requester not in audience.agent_ids:
         raise keep_requester_error(interaction)
-    intents.check_audience_agents(interaction.company_id, audience)
+    intents_audience.check_audience_agents(interaction.company_id, audience)
     if requester is not None:
-        intents.require_sharing_authority(membership, audience, requester)
-    saved = intents.CardAudience(connection.id, audience)
-    interaction.payload = {**(interaction.payload or {}), intents.AUDIENCE_KEY: saved.to_json()}
+        intents_audience.require_sharing_authority(membership, audience, requester)
+    saved = intents_audience.CardAudience(connection.id, audience)
+    interaction.payload = {**(interaction.payload or {}), intents_card.AUDIENCE_KEY: saved.to_json()}
     if (connection.config or {}).get("draftAudience") != NO_AUDIENCE.to_json():
         connection.config = {**(connection.config or {}), "draftAudience": NO_AUDIENCE.to_json()}
     db.session.flush()
@@ -185,13 +189,13 @@ def finish_setup(
 def card_is_open(interaction_id: uuid.UUID) -> bool:
     """Whether the card still waits for an answer on an active task (a read, no lock: callers recheck)."""
     interaction = db.session.get(ThreadInteraction, interaction_id)
-    if interaction is None or interaction.kind != intents.KIND or interaction.status != "pending":
+    if interaction is None or interaction.kind != intents_card.KIND or interaction.status != "pending":
         return False
     issue = db.session.get(Issue, interaction.issue_id)
     return (
         issue is not None
         and not issue.is_closed
-        and issue.assignee_agent_id == intents.requester_of(interaction)
+        and issue.assignee_agent_id == resolution.requester_of(interaction)
     )
 
 
@@ -205,11 +209,11 @@ def finish_card_oauth(
 
     A card that stopped waiting meanwhile raises CardClosed before any token is stored.
     """
-    interaction = intents.lock_intent(state.interaction_id)
+    interaction = resolution.lock_intent(state.interaction_id)
     if interaction.status != "pending":
         raise CardClosed()
     try:
-        intents.active_task(interaction)
+        resolution.active_task(interaction)
     except Conflict:
         raise CardClosed() from None
     oauth_service.store_authorization(membership, state, connection, signed_in)
@@ -220,7 +224,7 @@ def _complete(
     interaction_id: uuid.UUID, membership: Membership, connection: ToolConnection
 ) -> ThreadInteraction:
     try:
-        return intents.complete_intent(interaction_id, membership.user_id, connection.id)
+        return resolution.complete_intent(interaction_id, membership.user_id, connection.id)
     except ServiceError as err:
         raise CardCompletionFailed(interaction_id, err.message) from None
 
@@ -229,7 +233,7 @@ def mark_needs_retry(interaction_id: uuid.UUID, user_id: uuid.UUID) -> None:
     """After a failed sign-in or a refused completion (rolled back): the card waits again with "Try again".
     A card that stopped waiting meanwhile is left as it is."""
     try:
-        intents.set_phase(interaction_id, user_id, "needs_retry")
+        resolution.set_phase(interaction_id, user_id, "needs_retry")
     except ServiceError:
         db.session.rollback()
 
