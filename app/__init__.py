@@ -67,24 +67,12 @@ def register_extensions(app: Flask) -> None:
 
 
 def register_blueprints(app: Flask) -> None:
-    from app.web import api, apps, auth, board, errors, health, runtime
-    from app.web import approvals as approvals_web
-    from app.web import gateway as gateway_web
-    from app.web import oauth as oauth_web
-    from app.web import openapi as openapi_web
-    from app.web.intent_cards import bp as intent_cards_bp
+    from app.web import api, apps, auth, board, errors, health, oauth, openapi
+    from app.web.agents import gateway, runtime
+    from app.web.cards import approval, connection
 
-    app.register_blueprint(auth.bp)
-    app.register_blueprint(health.bp)
-    app.register_blueprint(board.bp)
-    app.register_blueprint(apps.bp)
-    app.register_blueprint(api.bp)
-    app.register_blueprint(oauth_web.bp)
-    app.register_blueprint(runtime.bp)
-    app.register_blueprint(intent_cards_bp)
-    app.register_blueprint(gateway_web.bp)
-    app.register_blueprint(approvals_web.bp)
-    app.register_blueprint(openapi_web.bp)
+    for door in (auth, health, board, apps, api, oauth, runtime, connection, gateway, approval, openapi):
+        app.register_blueprint(door.bp)
     errors.register_error_handlers(app)
 
 

@@ -214,7 +214,7 @@ def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dic
     """Statements and in-process milliseconds per operation (the second of two calls: caches warm)."""
     from app.extensions import db
     from app.models import HeartbeatRun
-    from app.services.run_context import resolve_instructions_for_run
+    from app.services.runs.snapshot import resolve_instructions_for_run
 
     # No app context is pushed around the requests: each test-client request gets its own context and session,
     # as in production (a shared session would answer repeated lookups from its identity map).
@@ -265,7 +265,7 @@ def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dic
 
 def _cold_search(client, bearer):
     """A search right after an access change: the audience's index is rebuilt (what a cache miss costs)."""
-    from app.services.runtime_tools import clear_search_indexes
+    from app.services.runtime.search import clear_search_indexes
 
     clear_search_indexes()
     return client.post("/runtime-tools/connections/search", json={"query": "notion pages"}, headers=bearer)
@@ -273,7 +273,7 @@ def _cold_search(client, bearer):
 
 def _cold_listing(client, bearer):
     """A listing right after an access change: built again from the agent's tools (what a cache miss costs)."""
-    from app.services.gateway import clear_listings
+    from app.services.gateway.tools import clear_listings
 
     clear_listings()
     return client.post("/mcp/gateway", json=rpc("tools/list"), headers=bearer)
@@ -295,7 +295,7 @@ def _check(label: str, response) -> None:
 def eligible_sources(app, seeded: seed.Seeded) -> int:
     from app.extensions import db
     from app.models import HeartbeatRun
-    from app.services.run_context import instruction_sources_for_run
+    from app.services.runs.snapshot import instruction_sources_for_run
 
     with app.app_context():
         count = len(instruction_sources_for_run(db.session.get(HeartbeatRun, seeded.run_id)))
@@ -315,7 +315,7 @@ def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
     from app.services.intents import creation
     from app.services.intents import resolution as intents_resolution
     from app.services.intents import service as intents_service
-    from app.services.run_tokens import open_run
+    from app.services.runs.tokens import open_run
     from app.services.work import create_issue
     from app.workers.continuations import sweep_pending
 
@@ -425,7 +425,7 @@ def run(args, env: dict, url: str, scratch: Path) -> None:
     from app import create_app
     from app.extensions import db
     from app.models import HeartbeatRun
-    from app.services.run_tokens import mint_run_token
+    from app.services.runs.tokens import mint_run_token
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": url})
     gateway = any(rule.rule == "/mcp/gateway" for rule in app.url_map.iter_rules())

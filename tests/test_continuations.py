@@ -12,8 +12,8 @@ from app.models import ConnectionIntentDelivery, HeartbeatRun, Membership, Wakeu
 from app.models.base import utcnow
 from app.services.intents import creation, resolution
 from app.services.intents import service as intents_service
-from app.services.run_context import prepare_invocation
-from app.services.run_tokens import open_run
+from app.services.runs.invocation import prepare_invocation
+from app.services.runs.tokens import open_run
 from app.workers import continuations
 from app.workers.continuations import (
     ALREADY_WOKEN,
@@ -136,7 +136,7 @@ def test_a_crash_after_enqueue_gives_exactly_one_wake(db, team, monkeypatch):
     monkeypatch.undo()
 
     # A previous worker enqueued the wake and died before marking the row delivered.
-    from app.services.runs import request_wakeup
+    from app.services.runs.wakeups import request_wakeup
 
     request_wakeup(
         agent, issue=issue, source="automation", idempotency_key=wake_key(interaction.id, "declined")
@@ -194,7 +194,7 @@ def test_continuation_queues_behind_an_active_run(db, make, team):
     agent = make.agent(company, "Runner", adapter_type="process", adapter_config={"command": ["true"]})
     issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
     interaction = card(db, company, owner, agent, issue)
-    from app.services.runs import request_wakeup
+    from app.services.runs.wakeups import request_wakeup
 
     request_wakeup(agent, issue=issue)
     db.session.commit()

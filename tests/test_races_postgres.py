@@ -33,12 +33,13 @@ from app.models import (
     WakeupRequest,
 )
 from app.models.base import utcnow
-from app.services import runtime_tools
 from app.services.intents import card as intents_card
 from app.services.intents import creation
 from app.services.intents import resolution as intents_resolution
 from app.services.intents import service as intents_service
-from app.services.run_tokens import mint_run_token, open_run, verify_run_token
+from app.services.runs.tokens import mint_run_token, open_run, verify_run_token
+from app.services.runtime import context as runtime_tools_context
+from app.services.runtime import request as runtime_tools_request
 from app.services.tenancy import change_member
 from app.services.work import update_issue
 from app.workers import continuations
@@ -262,7 +263,9 @@ def test_complete_decline_and_close_resolve_each_card_once(app, db, make, team, 
 
 def repeat_request(claims: dict, slug: str):
     """What the runtime request door does for a call of the run's token (validation, then the request)."""
-    return lambda: runtime_tools.request_connection(runtime_tools.load_run_context(claims), slug)
+    return lambda: runtime_tools_request.request_connection(
+        runtime_tools_context.load_run_context(claims), slug
+    )
 
 
 def test_decline_racing_a_repeat_request_never_leaves_a_new_pending_card(app, db, make, team):
@@ -272,7 +275,9 @@ def test_decline_racing_a_repeat_request_never_leaves_a_new_pending_card(app, db
         run = open_run(agent, issue, owner.id)
         db.session.commit()
         claims = verify_run_token(mint_run_token(run).token)
-        first = runtime_tools.request_connection(runtime_tools.load_run_context(claims), "notion")
+        first = runtime_tools_request.request_connection(
+            runtime_tools_context.load_run_context(claims), "notion"
+        )
         db.session.commit()
         card_id = first["interactionId"]
         outcomes = race(
@@ -285,7 +290,7 @@ def test_decline_racing_a_repeat_request_never_leaves_a_new_pending_card(app, db
         for kind, value in outcomes[1:]:
             # Before the decline committed the request reused the pending card; after it, the refusal.
             assert (kind == "ok" and value["interactionId"] == card_id) or (
-                kind == "refused" and value == runtime_tools.DECLINED_IN_CONTINUATION
+                kind == "refused" and value == runtime_tools_request.DECLINED_IN_CONTINUATION
             ), outcomes
         db.session.expire_all()
         cards = db.session.scalars(
@@ -294,7 +299,7 @@ def test_decline_racing_a_repeat_request_never_leaves_a_new_pending_card(app, db
         assert [(str(c.id), c.status) for c in cards] == [(card_id, "rejected")]
         # And once the decline is committed, the same run is refused.
         again = race(app, repeat_request(claims, "notion"))
-        assert again == [("refused", runtime_tools.DECLINED_IN_CONTINUATION)]
+        assert again == [("refused", runtime_tools_request.DECLINED_IN_CONTINUATION)]
 
 
 # --- membership revocation vs complete -----------------------------------------------------------------------

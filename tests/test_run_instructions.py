@@ -23,8 +23,10 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
-from app.services.run_context import prepare_invocation, resolve_instructions_for_run
-from app.services.runs import claim_next_run, complete_run, request_wakeup
+from app.services.runs.invocation import prepare_invocation
+from app.services.runs.lifecycle import complete_run
+from app.services.runs.snapshot import resolve_instructions_for_run
+from app.services.runs.wakeups import claim_next_run, request_wakeup
 
 _names = itertools.count(1)
 CUSTOM_CONFIG = {

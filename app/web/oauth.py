@@ -16,11 +16,11 @@ from app.catalog.loader import get_app
 from app.core.errors import Forbidden, NotFound, ServiceError
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection
-from app.services.intents import card as intents
 from app.services.intents import setup as intent_setup
 from app.services.oauth import callback as oauth_callback
 from app.services.oauth import errors as oauth_errors
 from app.services.oauth import flow as oauth_flow
+from app.services.oauth.errors import CARD_CLOSED
 from app.services.tenancy import get_membership
 from app.web.api.validation import parse_body
 from app.web.context import load_scoped
@@ -181,7 +181,7 @@ def _card_closed_page_for(interaction: ThreadInteraction | None):
     return (
         render_template(
             "oauth/card_closed.html",
-            message=intents.CARD_CLOSED,
+            message=CARD_CLOSED,
             task_url=url_for("board.task", issue_id=interaction.issue_id) if interaction else None,
         ),
         409,

@@ -21,11 +21,11 @@ from flask import Blueprint, Flask, current_app, jsonify
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
+from app.web.agents.runtime import RequestBody, SearchBody
 from app.web.api.connections import ConnectBody, FinishBody, PatchBody
 from app.web.api.intents import CompleteBody, DeclineBody, PhaseBody
 from app.web.api.tasks import CommentBody
 from app.web.oauth import StartBody as OAuthStartBody
-from app.web.runtime import RequestBody, SearchBody
 
 bp = Blueprint("openapi", __name__)
 

@@ -100,7 +100,7 @@ def is_mcp_door() -> bool:
 
 def request_run_claims() -> dict:
     """The verified claims of the request's run token (checked once per request), else TokenInvalid (401)."""
-    from app.services.run_tokens import verify_run_token
+    from app.services.runs.tokens import verify_run_token
 
     if "run_claims" not in g:
         g.run_claims = verify_run_token(bearer_token())

@@ -19,7 +19,7 @@ from app.models import (
 from app.models.base import utcnow
 from app.services.access.effective import can_manage_connections
 from app.services.activity import record_activity
-from app.services.connections import provider_errors, provider_tools
+from app.services.connections import card_binding, provider_errors, provider_tools
 from app.services.connections import provider_mcp as provider_mcp_provider_mcp
 from app.services.connections.audience import Audience, _check_audience, set_audience
 from app.services.connections.endpoint import provider_guard, provider_headers, server_url_for, stored_secrets
@@ -33,7 +33,6 @@ from app.services.connections.settings import (
     validate_instructions,
 )
 from app.services.connections.tool_index import index_tools
-from app.services.intents import card_binding
 from app.services.secrets_box import encrypt
 
 IDENTITY_KINDS = {"organization": "organization", "user": "user"}

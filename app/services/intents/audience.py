@@ -16,8 +16,8 @@ from app.models import (
     ToolConnection,
 )
 from app.services.access.effective import can_manage_connections
+from app.services.connections import card_binding
 from app.services.connections.audience import Audience, add_agent_install, add_company_install
-from app.services.intents import card_binding
 from app.services.intents.card import AUDIENCE_KEY, BROADEN_FORBIDDEN, _uuid_or_none
 
 # --- the audience the addressed person chose -------------------------------------------------------------------

@@ -11,7 +11,7 @@ from app.models import (
     OAuthState,
     ThreadInteraction,
 )
-from app.services.intents import card_binding
+from app.services.connections import card_binding
 
 KIND = "connection_intent"
 PHASES = ("requested", "authorizing", "needs_retry")
@@ -25,7 +25,6 @@ CONNECTION_PREFIX = "connection:"
 ISSUE_CLOSED = "issue_closed"
 ASSIGNMENT_CHANGED = "assignment_changed"
 RESPONSIBLE_CHANGED = "The responsible person changed"
-CARD_CLOSED = "This request was closed before sign-in finished"
 AUDIENCE_KEY = card_binding.AUDIENCE_KEY
 BROADEN_FORBIDDEN = (
     "Sharing this connection beyond the requesting agent requires connection-management authority"

@@ -18,13 +18,15 @@ from app.core.errors import Conflict, NotFound, ServiceError, ValidationFailed
 from app.extensions import db
 from app.models import Issue, Membership, OAuthState, ThreadInteraction, ToolConnection
 from app.services.access.effective import can_configure
+from app.services.connections import card_binding
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, update_connection
 from app.services.connections.setup import finish_connection
 from app.services.intents import audience as intents_audience
 from app.services.intents import card as intents_card
-from app.services.intents import card_binding, resolution, service
+from app.services.intents import resolution, service
 from app.services.oauth import callback as oauth_service
+from app.services.oauth.errors import CARD_CLOSED
 
 NO_AUDIENCE = Audience(all_agents=False)
 
@@ -33,7 +35,7 @@ class CardClosed(Conflict):
     """The card stopped waiting (closed task, new assignee or responsible person, superseded, resolved)."""
 
     def __init__(self):
-        super().__init__(intents_card.CARD_CLOSED)
+        super().__init__(CARD_CLOSED)
 
 
 class CardCompletionFailed(ServiceError):

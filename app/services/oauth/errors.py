@@ -6,6 +6,8 @@ from app.core.errors import (
     ServiceError,
 )
 
+# A sign-in started from a connection card whose card closed (resolved, expired or superseded) meanwhile.
+CARD_CLOSED = "This request was closed before sign-in finished"
 INVALID_STATE = "Invalid or expired OAuth state"
 WRONG_USER = "This sign-in was started by someone else. Start it again from your own session."
 NEEDS_REAUTHORIZATION = "needs_reauthorization"

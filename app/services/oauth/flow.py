@@ -28,9 +28,8 @@ from app.models.base import as_utc, utcnow
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
 from app.services.connections import endpoint, setup
-from app.services.intents.card import CARD_CLOSED
 from app.services.oauth.clients import ClientConfig, _oauth_session, redirect_uri, resolve_client
-from app.services.oauth.errors import WRONG_USER, InvalidOAuthState
+from app.services.oauth.errors import CARD_CLOSED, WRONG_USER, InvalidOAuthState
 from app.services.secrets_box import encrypt
 
 STATE_TTL = timedelta(minutes=10)

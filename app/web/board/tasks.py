@@ -8,7 +8,7 @@ from app.extensions import db, htmx
 from app.models import Issue
 from app.models.work import ISSUE_STATUSES
 from app.services.agents import list_agents
-from app.services.runs import recent_runs
+from app.services.runs.lifecycle import recent_runs
 from app.services.tenancy import company_members
 from app.services.work import add_comment, create_issue, list_issues, thread_items, update_issue
 from app.web.board import bp

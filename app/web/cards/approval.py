@@ -13,7 +13,7 @@ from flask_login import login_required
 from app.core.errors import Unprocessable
 from app.extensions import db, htmx
 from app.models import ThreadInteraction
-from app.services import approvals
+from app.services.gateway import approvals
 from app.web.context import load_scoped
 from app.web.forms import EmptyForm
 

@@ -15,8 +15,10 @@ from flask import Blueprint, Response, jsonify
 
 from app.core.errors import ServiceError
 from app.extensions import db
-from app.services import gateway, runtime_tools
-from app.web import jsonrpc
+from app.services.gateway import calls as gateway_calls
+from app.services.gateway import tools as gateway_tools
+from app.services.runtime import context as runtime_tools
+from app.web.agents import jsonrpc
 from app.web.security import request_run_claims
 
 bp = Blueprint("gateway", __name__)
@@ -32,7 +34,7 @@ def _claims() -> dict:
 def discovery():
     runtime_tools.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or jsonify(
-        {"name": gateway.SERVER_NAME, "protocolVersion": jsonrpc.PROTOCOL_VERSION}
+        {"name": gateway_tools.SERVER_NAME, "protocolVersion": jsonrpc.PROTOCOL_VERSION}
     )
 
 
@@ -41,8 +43,8 @@ def rpc():
     claims = _claims()
     run, access_revision = runtime_tools.load_live_run_and_revision(claims)
     return jsonrpc.dispatch(
-        server_name=gateway.SERVER_NAME,
-        list_tools=lambda: gateway.list_tool_definitions(run, access_revision),
+        server_name=gateway_tools.SERVER_NAME,
+        list_tools=lambda: gateway_tools.list_tool_definitions(run, access_revision),
         call_tool=lambda id_, params: _call_tool(id_, claims, params),
     )
 
@@ -62,16 +64,16 @@ def _call_tool(id_, claims: dict, params: dict) -> Response:
     except ServiceError as err:
         db.session.rollback()
         return jsonrpc.rpc(id_, result=jsonrpc.tool_error(err.message))
-    prepared = gateway.prepare_call(ctx, name, arguments)
+    prepared = gateway_calls.prepare_call(ctx, name, arguments)
     db.session.commit()
     if prepared.unknown:
         return jsonrpc.unknown_tool(id_, name)
     if prepared.ready:
-        target = gateway.prepare_target(prepared)
+        target = gateway_calls.prepare_target(prepared)
         # End the transaction: the database connection goes back to the pool before the provider is called, so
         # a slow provider never holds one (board pages and runtime tools would queue for them).
         db.session.commit()
         if target is not None:
-            prepared.result = gateway.execute_call(prepared, target)
+            prepared.result = gateway_calls.execute_call(prepared, target)
     db.session.commit()
     return jsonrpc.rpc(id_, result=prepared.result)

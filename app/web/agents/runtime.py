@@ -15,8 +15,11 @@ from pydantic import BaseModel, StringConstraints, ValidationError
 
 from app.core.errors import ServiceError, ValidationFailed
 from app.extensions import db
-from app.services import runtime_tools
-from app.web import jsonrpc
+from app.services.runs import runtime_tools as descriptor
+from app.services.runtime import context
+from app.services.runtime import request as runtime_tools_request
+from app.services.runtime import search as runtime_tools_search
+from app.web.agents import jsonrpc
 from app.web.api.validation import StrictBody, parse_body
 from app.web.security import request_run_claims
 
@@ -24,11 +27,11 @@ bp = Blueprint("runtime", __name__)
 
 
 class SearchBody(StrictBody):
-    query: Annotated[str, StringConstraints(max_length=runtime_tools.QUERY_MAX_LENGTH)] = ""
+    query: Annotated[str, StringConstraints(max_length=descriptor.QUERY_MAX_LENGTH)] = ""
 
 
 class RequestBody(StrictBody):
-    service: Annotated[str, StringConstraints(min_length=1, max_length=runtime_tools.SERVICE_MAX_LENGTH)]
+    service: Annotated[str, StringConstraints(min_length=1, max_length=descriptor.SERVICE_MAX_LENGTH)]
 
 
 def _claims() -> dict:
@@ -48,13 +51,13 @@ def _validate(model: type[BaseModel], data) -> BaseModel:
 
 
 def run_search(claims: dict, body: SearchBody) -> dict:
-    ctx = runtime_tools.load_run_context(claims)
-    return runtime_tools.search_connections(ctx, body.query)
+    ctx = context.load_run_context(claims)
+    return runtime_tools_search.search_connections(ctx, body.query)
 
 
 def run_request(claims: dict, body: RequestBody) -> dict:
-    ctx = runtime_tools.load_run_context(claims)
-    result = runtime_tools.request_connection(ctx, body.service)
+    ctx = context.load_run_context(claims)
+    result = runtime_tools_request.request_connection(ctx, body.service)
     db.session.commit()
     return result
 
@@ -81,20 +84,20 @@ TOOLS = {"connections_search": (SearchBody, run_search), "connection_request": (
 
 @bp.get("/mcp/runtime-tools")
 def mcp_discovery():
-    runtime_tools.load_live_run(_claims())
+    context.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or jsonify(
-        {"name": runtime_tools.SERVER_NAME, "protocolVersion": runtime_tools.PROTOCOL_VERSION}
+        {"name": descriptor.SERVER_NAME, "protocolVersion": descriptor.PROTOCOL_VERSION}
     )
 
 
 @bp.post("/mcp/runtime-tools")
 def mcp_rpc():
     claims = _claims()
-    runtime_tools.load_live_run(claims)
+    context.load_live_run(claims)
     return jsonrpc.dispatch(
-        server_name=runtime_tools.SERVER_NAME,
-        protocol_version=runtime_tools.PROTOCOL_VERSION,
-        list_tools=lambda: runtime_tools.TOOL_DEFINITIONS,
+        server_name=descriptor.SERVER_NAME,
+        protocol_version=descriptor.PROTOCOL_VERSION,
+        list_tools=lambda: descriptor.TOOL_DEFINITIONS,
         call_tool=lambda id_, params: _call_tool(id_, claims, params),
     )
 
@@ -110,7 +113,7 @@ def _call_tool(id_, claims: dict, params: dict) -> Response:
         if not isinstance(arguments, dict):
             raise ValidationFailed([{"loc": [], "msg": "arguments must be an object", "type": "object_type"}])
         value = handler(claims, _validate(model, arguments))
-    except runtime_tools.RunRejected:
+    except context.RunRejected:
         raise
     except ValidationFailed as err:
         db.session.rollback()

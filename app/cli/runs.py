@@ -39,8 +39,8 @@ def runs_group():
 def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_json: bool):
     """Start a running heartbeat run of AGENT on ISSUE and print its runtime-tools token and environment."""
     from app.models import Agent, Issue, User
-    from app.services.run_tokens import mint_run_token, open_run
-    from app.services.runtime_tools import runtime_env
+    from app.services.runs.runtime_tools import runtime_env
+    from app.services.runs.tokens import mint_run_token, open_run
 
     agent = db.session.get(Agent, _uuid_or_fail(agent_ref, "--agent"))
     if agent is None:
@@ -83,7 +83,7 @@ def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_
 def runs_close(run_id: str):
     """Mark a run succeeded; its runtime-tools token stops working."""
     from app.core.errors import ServiceError
-    from app.services.run_tokens import close_run
+    from app.services.runs.tokens import close_run
 
     try:
         run = close_run(_uuid_or_fail(run_id, "RUN_ID"))

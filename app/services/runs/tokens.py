@@ -2,7 +2,7 @@
 
 Each company has its own signing key, HMAC-SHA256(SECRET_KEY, `runtime-tools:<instanceId>:<companyId>`), so a token
 minted for one company can never verify for another. The token only names the run; every use re-validates the run
-itself (see `app.services.runtime_tools.load_run_context`), so a token of an ended run stops working at once.
+itself (see `app.services.runtime.context.load_run_context`), so a token of an ended run stops working at once.
 
 Also here: opening and closing a task-bound heartbeat run by hand (the `switchboard runs` commands).
 """

@@ -1,7 +1,6 @@
 """Which pending connection cards a draft connection is bound to (a card's saved audience names its draft).
 
-Kept apart from `intents` (which builds on `connections`) so that `connections.activate_connection` can ask it
-too: a draft bound to a card never applies an audience of its own, because the card's completion does.
+It lives in `connections` (which `intents` builds on) so that `setup.activate_connection` can ask it too: a draft bound to a card never applies an audience of its own, because the card's completion does.
 """
 
 from __future__ import annotations

@@ -110,10 +110,10 @@ def register_commands(app) -> None:
     from app.catalog.cli import catalog_group
 
     app.cli.add_command(catalog_group)
-    from app.runs_cli import connections_group, runs_group
+    from app.cli.runs import connections_group, runs_group
 
     app.cli.add_command(runs_group)
     app.cli.add_command(connections_group)
-    from app.worker_cli import worker_command
+    from app.cli.worker import worker_command
 
     app.cli.add_command(worker_command)

@@ -22,8 +22,9 @@ from app.core.errors import Conflict, Forbidden, NotFound
 from app.extensions import db
 from app.models import ConnectionTool, Issue, Membership, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
-from app.services import gateway
 from app.services.activity import record_activity
+from app.services.gateway import approval_cards, results
+from app.services.gateway import arguments as gateway_arguments
 from app.services.work import wake_assignee
 
 NOT_ADDRESSEE = "Only the person this approval is addressed to can answer it"
@@ -32,7 +33,7 @@ ALREADY_ANSWERED = "This approval was already answered"
 
 def load_card(company_id: uuid.UUID, interaction_id: uuid.UUID) -> ThreadInteraction:
     card = db.session.get(ThreadInteraction, interaction_id)
-    if card is None or card.company_id != company_id or card.kind != gateway.KIND:
+    if card is None or card.company_id != company_id or card.kind != approval_cards.KIND:
         raise NotFound("Approval not found")
     return card
 
@@ -43,16 +44,16 @@ def can_answer(membership: Membership | None, card: ThreadInteraction) -> bool:
         and membership.company_id == card.company_id
         and membership.has_write_access
         and card.addressee_user_id == membership.user_id
-        and card.status == gateway.PENDING
+        and card.status == approval_cards.PENDING
     )
 
 
 def _check(membership: Membership, card: ThreadInteraction) -> None:
-    if card.kind != gateway.KIND or membership.company_id != card.company_id:
+    if card.kind != approval_cards.KIND or membership.company_id != card.company_id:
         raise NotFound("Approval not found")
     if not membership.has_write_access or card.addressee_user_id != membership.user_id:
         raise Forbidden(NOT_ADDRESSEE)
-    if card.status != gateway.PENDING:
+    if card.status != approval_cards.PENDING:
         raise Conflict(ALREADY_ANSWERED)
 
 
@@ -73,7 +74,7 @@ def _target_unchanged(card: ThreadInteraction) -> bool:
     )
     if tool is None or tool.status != "active":
         return False
-    current = gateway.managed_arguments(connection, get_app(connection.app_slug), tool.input_schema)
+    current = gateway_arguments.managed_arguments(connection, get_app(connection.app_slug), tool.input_schema)
     return current == (payload.get("managedArguments") or {})
 
 
@@ -94,7 +95,7 @@ def _resolve(membership: Membership, card: ThreadInteraction, status: str, resul
         run_id=card.source_run_id,
         details={
             "interactionId": str(card.id),
-            "interactionKind": gateway.KIND,
+            "interactionKind": approval_cards.KIND,
             "connectionId": (card.payload or {}).get("connectionId"),
             "tool": (card.payload or {}).get("toolName"),
             **({"reasonCode": result["reasonCode"]} if "reasonCode" in result else {}),
@@ -116,13 +117,13 @@ def approve(membership: Membership, card: ThreadInteraction) -> ThreadInteractio
     """Approve one identical call; invalidates the card instead when its target changed since it was asked."""
     _check(membership, card)
     if not _target_unchanged(card):
-        _resolve(membership, card, gateway.INVALIDATED, {"reasonCode": gateway.TARGET_CHANGED})
+        _resolve(membership, card, approval_cards.INVALIDATED, {"reasonCode": results.TARGET_CHANGED})
         return card
-    _resolve(membership, card, gateway.APPROVED, {"outcome": "approved"})
+    _resolve(membership, card, approval_cards.APPROVED, {"outcome": "approved"})
     return card
 
 
 def deny(membership: Membership, card: ThreadInteraction) -> ThreadInteraction:
     _check(membership, card)
-    _resolve(membership, card, gateway.DENIED, {"outcome": "denied"})
+    _resolve(membership, card, approval_cards.DENIED, {"outcome": "denied"})
     return card
