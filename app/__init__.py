@@ -67,9 +67,10 @@ def register_extensions(app: Flask) -> None:
 
 
 def register_blueprints(app: Flask) -> None:
-    from app.web import api, apps, auth, board, errors, health, oauth, openapi
+    from app.web import api, apps, auth, board, errors, health, oauth
     from app.web.agents import gateway, runtime
     from app.web.cards import approval, connection
+    from app.web.openapi import document as openapi
 
     for door in (auth, health, board, apps, api, oauth, runtime, connection, gateway, approval, openapi):
         app.register_blueprint(door.bp)

@@ -7,14 +7,12 @@ from dataclasses import dataclass
 
 from flask import current_app
 
-from app.catalog.loader import get_method
+from app.catalog.loader import get_app, get_method
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import ConnectionGrant, ToolConnection
 from app.services.activity import record_activity
-from app.services.connections import endpoint as connection_service
-from app.services.connections import provider_errors, provider_limits
-from app.services.connections import provider_mcp as provider_mcp
+from app.services.connections import endpoint, provider_errors, provider_limits, provider_mcp
 from app.services.gateway.approval_cards import _approval_step
 from app.services.gateway.arguments import REDACTED, project_arguments
 from app.services.gateway.results import (
@@ -27,6 +25,7 @@ from app.services.gateway.results import (
     _refusal,
 )
 from app.services.gateway.tools import find_tool
+from app.services.oauth import tokens as oauth_tokens
 
 ACTIVITY_ACTION = "tool_gateway.call"
 DEFAULT_CALL_TIMEOUT = 30.0
@@ -106,9 +105,6 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     `execute_call`, so no database connection is held while the provider works. When the connection can no longer
     be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
     """
-    from app.catalog.loader import get_app
-    from app.services.oauth import tokens as oauth
-
     try:
         connection = db.session.get(ToolConnection, prepared.connection_id)
         grant = db.session.get(ConnectionGrant, prepared.grant_id)
@@ -118,10 +114,12 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
         method = get_method(app_definition, connection.method_key) if app_definition else None
         if method is None:
             raise ServiceError("The connection's app is no longer in the catalog.")
-        access_token = oauth.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
-        secrets = connection_service.stored_secrets(grant)
+        access_token = (
+            oauth_tokens.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
+        )
+        secrets = endpoint.stored_secrets(grant)
         try:
-            url, headers = connection_service.connection_endpoint(connection, app_definition, grant)
+            url, headers = endpoint.connection_endpoint(connection, app_definition, grant)
         except ValueError:
             raise ServiceError(
                 "The stored credential cannot be sent to the provider; reconnect it."
@@ -138,7 +136,7 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
         url=url,
         headers=headers,
         scrub=scrub,
-        guard=connection_service.provider_guard(connection, method, secrets),
+        guard=endpoint.provider_guard(connection, method, secrets),
         timeout=call_timeout(app_definition),
     )
 

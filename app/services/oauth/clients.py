@@ -26,7 +26,7 @@ from app.models import (
     OAuthClientRegistration,
     ToolConnection,
 )
-from app.services.connections import endpoint as connection_service
+from app.services.connections import endpoint
 from app.services.oauth.discovery import (
     AuthServer,
     _timeout,
@@ -96,9 +96,7 @@ def _operator_client(connection: ToolConnection, app_definition, method) -> Clie
     elif entry.get("issuer"):
         server = fetch_server_metadata(entry["issuer"], urlsplit(entry["issuer"]).hostname)
     else:
-        server = discover_authorization_server(
-            connection_service.server_url_for(connection, app_definition, method)
-        )
+        server = discover_authorization_server(endpoint.server_url_for(connection, app_definition, method))
     secret = entry.get("client_secret") or None
     return ClientConfig(
         client_id=str(entry["client_id"]),
@@ -171,9 +169,7 @@ def _registered_client(connection: ToolConnection, app_definition, method) -> Cl
     )
     if row is not None and redirect_uri() in (row.registration or {}).get("redirect_uris", [redirect_uri()]):
         return _client_from_registration(row)
-    server = discover_authorization_server(
-        connection_service.server_url_for(connection, app_definition, method)
-    )
+    server = discover_authorization_server(endpoint.server_url_for(connection, app_definition, method))
     public, secret = register_client(server, app_definition)
     values = {
         "issuer": server.issuer or server.authorization_endpoint,

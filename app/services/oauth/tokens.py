@@ -20,7 +20,7 @@ from app.models import (
     GrantSecret,
     ToolConnection,
 )
-from app.services.connections import endpoint as connection_service
+from app.services.connections import endpoint
 from app.services.oauth.callback import _expires_at
 from app.services.oauth.clients import ClientConfig, _client_for_grant, _oauth_session
 from app.services.oauth.discovery import _timeout
@@ -71,8 +71,8 @@ def get_valid_access_token(connection: ToolConnection, grant: ConnectionGrant) -
     """
     if grant.status == NEEDS_REAUTHORIZATION:
         raise ReauthorizationRequired()
-    secrets_now = connection_service.stored_secrets(grant)
-    access_token = secrets_now.get(connection_service.OAUTH_ACCESS_TOKEN_KEY)
+    secrets_now = endpoint.stored_secrets(grant)
+    access_token = secrets_now.get(endpoint.OAUTH_ACCESS_TOKEN_KEY)
     if access_token and not _is_due(grant.provider_tenant):
         return access_token
     token = _refresh_single_flight(grant.id)
@@ -95,12 +95,12 @@ def _refresh_single_flight(grant_id: uuid.UUID) -> str:
         if grant.status == NEEDS_REAUTHORIZATION:
             session.rollback()
             raise ReauthorizationRequired()
-        access_row = stored.get(connection_service.OAUTH_ACCESS_TOKEN_KEY)
+        access_row = stored.get(endpoint.OAUTH_ACCESS_TOKEN_KEY)
         if access_row is not None and not _is_due(grant.provider_tenant):
             token = decrypt(access_row.ciphertext)  # refreshed meanwhile by whoever held the lock
             session.rollback()
             return token
-        refresh_row = stored.get(connection_service.OAUTH_REFRESH_TOKEN_KEY)
+        refresh_row = stored.get(endpoint.OAUTH_REFRESH_TOKEN_KEY)
         if refresh_row is None:
             _mark_needs_reauthorization(session, grant, connection, "no_refresh_token")
             raise ReauthorizationRequired()
@@ -126,11 +126,9 @@ def _refresh_single_flight(grant_id: uuid.UUID) -> str:
             }
             session.commit()
             raise TokenRefreshUnavailable()
-        _save_secret(session, grant, stored, connection_service.OAUTH_ACCESS_TOKEN_KEY, token["access_token"])
+        _save_secret(session, grant, stored, endpoint.OAUTH_ACCESS_TOKEN_KEY, token["access_token"])
         if token.get("refresh_token"):
-            _save_secret(
-                session, grant, stored, connection_service.OAUTH_REFRESH_TOKEN_KEY, token["refresh_token"]
-            )
+            _save_secret(session, grant, stored, endpoint.OAUTH_REFRESH_TOKEN_KEY, token["refresh_token"])
         tenant = {
             **{k: v for k, v in (grant.provider_tenant or {}).items() if k != "refreshRetryAt"},
             "expiresAt": _expires_at(token),

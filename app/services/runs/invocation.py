@@ -7,6 +7,7 @@ from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, ThreadInteraction
 from app.models.base import as_utc, utcnow
 from app.services.runs.runtime_tools import runtime_tools_descriptor
+from app.services.runs.sessions import session_for_turn
 from app.services.runs.snapshot import _load_run_scope, resolve_instructions_for_run
 from app.services.runs.wake_context import TURN_KEY, WAKE_KEY, _scrub_config, scrub_server_fields
 
@@ -76,8 +77,6 @@ def render_wake_prompt(
 
 def prepare_invocation(run: HeartbeatRun) -> Invocation:
     """Build this turn's invocation; the first call of a turn freezes the snapshot and session on the run."""
-    from app.services.runs.sessions import session_for_turn
-
     agent, issue = _load_run_scope(run)
     stored = run.context_snapshot or {}
     turn = stored.get(TURN_KEY) if run.status == "running" else None

@@ -1,36 +1,38 @@
-"""`GET /api/openapi.json`: an OpenAPI 3.1 description of every JSON route, built from the models that validate them.
-
-`OPERATIONS` is the registry: one entry per (Flask endpoint, method) with its path, summary, security, the request
-body model imported from the route module (the very class `parse_body` validates with, so the document cannot say
-one thing while the route checks another), and the response schemas. `tests/test_openapi.py` fails when a JSON route
-in `app.url_map` (under `/api/`, `/runtime-tools/`, `/mcp/`) has no entry here, or an entry names no route.
-
-The response models below describe what the views return; they are documentation and the basis of the schemathesis
-conformance checks, never used to build responses.
-"""
+"""`OPERATIONS`: one entry per (Flask endpoint, method) with path, summary, security, request and response models."""
 
 from __future__ import annotations
 
-import re
-import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal
 
-from flask import Blueprint, Flask, current_app, jsonify
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.json_schema import models_json_schema
+from flask import Flask, current_app
+from pydantic import BaseModel
 
 from app.web.agents.runtime import RequestBody, SearchBody
 from app.web.api.connections import ConnectBody, FinishBody, PatchBody
 from app.web.api.intents import CompleteBody, DeclineBody, PhaseBody
 from app.web.api.tasks import CommentBody
 from app.web.oauth import StartBody as OAuthStartBody
-
-bp = Blueprint("openapi", __name__)
-
-OPENAPI_VERSION = "3.1.0"
-JSON_ROUTE_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/")
+from app.web.openapi.responses import (
+    CommentCreatedResponse,
+    CommentResponse,
+    ConnectionListResponse,
+    ConnectionResponse,
+    ConnectRefusedResponse,
+    ErrorResponse,
+    InteractionResponse,
+    IssueListResponse,
+    IssueResponse,
+    JsonRpcRequest,
+    JsonRpcResponse,
+    McpDiscoveryResponse,
+    OAuthStartResponse,
+    OpenApiDocument,
+    RequestResponse,
+    RunResponse,
+    SearchResponse,
+    SetupOptionsResponse,
+    ValidationErrorResponse,
+)
 
 # --- security schemes ------------------------------------------------------------------------------------------
 
@@ -63,245 +65,6 @@ BOARD_READ = ({"apiKey": []}, {"session": []})
 BOARD_WRITE = ({"apiKey": []}, {"session": [], "csrfToken": []})
 RUNTIME = ({"runToken": []},)
 PUBLIC: tuple[dict, ...] = ()
-
-# --- response models -------------------------------------------------------------------------------------------
-
-
-class ErrorResponse(BaseModel):
-    """Every refusal: `{"error": "<message>"}` with the documented status."""
-
-    error: str
-
-
-class ConnectRefusedResponse(ErrorResponse):
-    """The provider refused the credentials; the connection was created and can be finished later."""
-
-    connectionId: uuid.UUID | None = None
-
-
-class ValidationDetail(BaseModel):
-    loc: list[str | int]
-    msg: str
-    type: str
-
-
-class ValidationErrorResponse(BaseModel):
-    """The body failed validation; each detail names the field (`loc`) and why."""
-
-    error: Literal["Validation error"]
-    details: list[ValidationDetail]
-
-
-class IssueResponse(BaseModel):
-    id: uuid.UUID
-    identifier: str
-    title: str
-    status: str
-    description: str
-    assigneeAgentId: uuid.UUID | None
-    responsibleUserId: uuid.UUID | None
-
-
-class IssueListResponse(BaseModel):
-    issues: list[IssueResponse]
-
-
-class CommentCreatedResponse(BaseModel):
-    id: uuid.UUID
-    body: str
-
-
-class CommentResponse(BaseModel):
-    id: uuid.UUID
-    issueId: uuid.UUID
-    body: str
-    authorUserId: uuid.UUID | None
-    authorAgentId: uuid.UUID | None
-    createdAt: datetime | None
-
-
-class RunResponse(BaseModel):
-    id: uuid.UUID
-    companyId: uuid.UUID
-    agentId: uuid.UUID
-    issueId: uuid.UUID | None
-    status: str
-    invocationSource: str
-    error: str | None
-    contextSnapshotKeys: list[str]
-    createdAt: datetime | None
-    startedAt: datetime | None
-    finishedAt: datetime | None
-
-
-class ConnectionConfigResponse(BaseModel):
-    connectionMethodKey: str | None
-    methodConfig: dict[str, Any]
-
-
-class AudienceResponse(BaseModel):
-    allAgents: bool
-    agentIds: list[uuid.UUID]
-
-
-class ConnectionToolResponse(BaseModel):
-    name: str
-    description: str | None
-    isWrite: bool
-    action: Literal["allow", "ask_first", "block"]
-
-
-class ConnectionResponse(BaseModel):
-    id: uuid.UUID
-    companyId: uuid.UUID
-    appSlug: str
-    name: str
-    status: str
-    enabled: bool
-    healthStatus: str
-    authKind: str
-    identity: Literal["organization", "user"] | None
-    config: ConnectionConfigResponse
-    agentInstructions: dict[str, Any] | None
-    providerAccountLabel: str | None
-    audience: AudienceResponse
-    createdByUserId: uuid.UUID | None
-    tools: list[ConnectionToolResponse]
-
-
-class OAuthStartResponse(BaseModel):
-    authorizationUrl: str = Field(
-        description="Open in a popup (or navigate to it) to sign in with the provider."
-    )
-
-
-class ConnectionListResponse(BaseModel):
-    connections: list[ConnectionResponse]
-
-
-class InteractionResponse(BaseModel):
-    id: uuid.UUID
-    companyId: uuid.UUID
-    issueId: uuid.UUID
-    kind: str
-    status: str
-    title: str
-    summary: str
-    payload: dict[str, Any]
-    result: dict[str, Any] | None
-    addresseeUserId: uuid.UUID | None
-    requestingAgentId: uuid.UUID | None
-    sourceRunId: uuid.UUID | None
-    resolvedByUserId: uuid.UUID | None
-    resolvedAt: datetime | None
-    createdAt: datetime | None
-    updatedAt: datetime | None
-
-
-ServiceState = Literal["ready", "needs_user_action", "available", "unavailable"]
-
-
-class SetupServiceResponse(BaseModel):
-    service: str
-    name: str
-    description: str | None
-    logoUrl: str | None
-    methods: list[dict[str, Any]]
-    source: Literal["catalog", "configured"]
-    state: ServiceState
-    connectionId: uuid.UUID | None
-
-
-class ExistingConnectionResponse(BaseModel):
-    id: uuid.UUID
-    name: str
-    status: str
-    enabled: bool
-    providerAccountLabel: str | None
-
-
-class SetupOptionsResponse(BaseModel):
-    version: Literal[1]
-    service: SetupServiceResponse
-    existingConnections: list[ExistingConnectionResponse]
-    requestedAgentId: str | None
-    interaction: InteractionResponse
-
-
-class SearchResultResponse(BaseModel):
-    service: str = Field(description="The identifier to pass to connection_request.")
-    name: str
-    description: str | None
-    logoUrl: str | None
-    methods: list[dict[str, Any]]
-    source: Literal["catalog", "configured"]
-    state: ServiceState
-    reason: str
-    connectionId: uuid.UUID | None
-
-
-class SearchResponse(BaseModel):
-    version: Literal[1]
-    query: str
-    results: list[SearchResultResponse] = Field(max_length=20)
-
-
-class RequestResponse(BaseModel):
-    version: Literal[1]
-    service: str
-    state: Literal["ready", "needs_user_action"]
-    connectionId: uuid.UUID | None
-    interactionId: uuid.UUID | None
-    instruction: str
-
-
-class JsonRpcRequest(BaseModel):
-    """One JSON-RPC 2.0 message: a request (`method` and `id`), a notification (`method`, no `id`), or the client's
-    response to a server request (no `method`). The endpoint parses it by hand (a body that is not JSON, or nested
-    deeper than 64 levels, is 400 `-32700`; a batch, a non-object or a `method` that is not a string is 400 `-32600`;
-    `params` that are neither an object nor null are 400 `-32602`), so this model documents the shape rather than
-    validating it. Messages without a `method`, and notifications, are answered 202 with no body."""
-
-    model_config = ConfigDict(extra="allow")
-
-    jsonrpc: Any = Field(default="2.0", description='`"2.0"` (not checked)')
-    id: Any = Field(default=None, description="Echoed in the answer; absent for notifications")
-    method: str = Field(
-        default=None,
-        description="`initialize`, `ping`, `tools/list`, `tools/call`, `notifications/...`, or any other name "
-        "(404 `-32601`); absent in a response from the client",
-        json_schema_extra=lambda schema: schema.pop("default", None),
-    )
-    params: dict[str, Any] | None = None
-
-
-class JsonRpcError(BaseModel):
-    code: int
-    message: str
-    data: Any = None
-
-
-class JsonRpcResponse(BaseModel):
-    """A result, or an error object (`-32700` parse, `-32600` invalid request, `-32601` unknown method or tool,
-    `-32602` invalid params). Tool failures the agent should read are results with `isError: true`."""
-
-    jsonrpc: Literal["2.0"]
-    id: Any = None
-    result: dict[str, Any] | None = None
-    error: JsonRpcError | None = None
-
-
-class McpDiscoveryResponse(BaseModel):
-    name: str
-    protocolVersion: str
-
-
-class OpenApiDocument(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    openapi: str
-    info: dict[str, Any]
-    paths: dict[str, Any]
 
 
 # --- the registry --------------------------------------------------------------------------------------------
@@ -631,125 +394,3 @@ def all_operations(app: Flask | None = None) -> list[Operation]:
     """Every documented operation of this app (the gateway's once its blueprint is registered)."""
     app = app or current_app
     return [*OPERATIONS, *(GATEWAY_OPERATIONS if "gateway" in app.blueprints else [])]
-
-
-# --- building the document -------------------------------------------------------------------------------------
-
-_PATH_PARAM = re.compile(r"{([^}]+)}")
-
-
-def flask_rule_to_path(rule: str) -> str:
-    """`/api/issues/<issue_id>` (or `<uuid:issue_id>`) -> `/api/issues/{issue_id}`."""
-    return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule)
-
-
-def _content(answer: Answer, refs: dict) -> dict | None:
-    if not answer.models:
-        return None
-    schemas = [refs[(m, "serialization")] for m in answer.models]
-    schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
-    return {"application/json": {"schema": schema}}
-
-
-def _operation_object(op: Operation, refs: dict) -> dict:
-    names = _PATH_PARAM.findall(op.path)
-    result: dict = {
-        "operationId": op.operation_id,
-        "summary": op.summary,
-        "tags": [op.tag],
-        "security": list(op.security),
-        "responses": {},
-    }
-    if op.description:
-        result["description"] = op.description
-    if names:
-        result["parameters"] = [
-            {"name": name, "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}}
-            for name in names
-        ]
-    if op.body is not None:
-        required = any(f.is_required() for f in op.body.model_fields.values())
-        result["requestBody"] = {
-            "required": required,
-            "content": {"application/json": {"schema": refs[(op.body, "validation")]}},
-        }
-    for status, answer in sorted(op.responses.items()):
-        response: dict = {"description": answer.description}
-        content = _content(answer, refs)
-        if content is not None:
-            response["content"] = content
-        result["responses"][str(status)] = response
-    return result
-
-
-def build_document(
-    app: Flask | None = None, operations: list[Operation] | None = None, server_url: str | None = None
-) -> dict:
-    """The OpenAPI 3.1 document for the given operations (all of them by default)."""
-    operations = all_operations(app) if operations is None else operations
-    wanted: dict = {}
-    for op in operations:
-        if op.body is not None:
-            wanted[(op.body, "validation")] = None
-        for answer in op.responses.values():
-            for model in answer.models:
-                wanted[(model, "serialization")] = None
-    refs, top = models_json_schema(list(wanted), ref_template="#/components/schemas/{model}")
-    paths: dict = {}
-    for op in operations:
-        paths.setdefault(op.path, {})[op.method] = _operation_object(op, refs)
-    document = {
-        "openapi": OPENAPI_VERSION,
-        "info": {
-            "title": "Switchboard",
-            "version": "1",
-            "description": (
-                "Board API (session cookie + X-CSRFToken, or a bearer API key), runtime tools for agents (a bearer "
-                'run token) and their MCP endpoints. Errors are `{"error": "..."}`; validation failures are 400 '
-                '`{"error": "Validation error", "details": [...]}`.'
-            ),
-        },
-        "paths": paths,
-        "components": {"schemas": top.get("$defs", {}), "securitySchemes": SECURITY_SCHEMES},
-    }
-    if server_url:
-        document["servers"] = [{"url": server_url}]
-    return document
-
-
-@bp.get("/api/openapi.json")
-def openapi_document():
-    app = current_app._get_current_object()
-    document = app.extensions.get("switchboard_openapi")
-    if document is None:  # built once per app: the models and routes do not change while it runs
-        server_url = str(app.config.get("PUBLIC_BASE_URL") or "").rstrip("/")
-        document = app.extensions["switchboard_openapi"] = build_document(app, server_url=server_url)
-    return jsonify(document)
-
-
-def undocumented_routes(app: Flask, operations: list[Operation] | None = None) -> list[str]:
-    """JSON routes in the URL map that the document does not describe (`METHOD path endpoint`)."""
-    documented = {(op.endpoint, op.method.upper(), op.path) for op in (operations or all_operations(app))}
-    missing = []
-    for rule in app.url_map.iter_rules():
-        if not rule.rule.startswith(JSON_ROUTE_PREFIXES):
-            continue
-        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
-            key = (rule.endpoint, method, flask_rule_to_path(rule.rule))
-            if key not in documented:
-                missing.append(f"{method} {key[2]} ({rule.endpoint})")
-    return missing
-
-
-def stale_operations(app: Flask, operations: list[Operation] | None = None) -> list[str]:
-    """Documented operations that no route in the URL map serves."""
-    served = {
-        (rule.endpoint, method, flask_rule_to_path(rule.rule))
-        for rule in app.url_map.iter_rules()
-        for method in (rule.methods or set())
-    }
-    return [
-        f"{op.method.upper()} {op.path} ({op.endpoint})"
-        for op in (operations or all_operations(app))
-        if (op.endpoint, op.method.upper(), op.path) not in served
-    ]
