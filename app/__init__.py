@@ -48,6 +48,7 @@ def register_extensions(app: Flask) -> None:
     from app import models  # noqa: F401  (register every table on the metadata)
     from app.services import login_throttle
     from app.services.access import revision  # noqa: F401  (its session events keep revisions current)
+    from app.web import unit_of_work
     from app.web.security import install_request_security
 
     db.init_app(app)
@@ -57,6 +58,7 @@ def register_extensions(app: Flask) -> None:
     login_manager.login_message = "Sign in to continue."
     csrf.init_app(app)
     htmx.init_app(app)
+    unit_of_work.install(app)  # first, so its commit runs after every other after_request hook
     install_request_security(app)
     login_throttle.init_app(app)
     if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):

@@ -25,6 +25,7 @@ from app.services.tenancy import get_membership
 from app.web.api.validation import parse_body
 from app.web.context import load_scoped
 from app.web.security import csrf_exempt_endpoint
+from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
 bp = Blueprint("oauth", __name__)
@@ -64,7 +65,6 @@ def start(connection_id):
         interaction_id=interaction_id,
         opener_origin=request.headers.get("Origin") if interaction_id else None,
     )
-    db.session.commit()
     return redirect(url, code=303)
 
 
@@ -82,7 +82,6 @@ def start_json(connection_id):
         interaction_id=interaction_id,
         opener_origin=request.headers.get("Origin") if interaction_id else None,
     )
-    db.session.commit()
     return jsonify({"authorizationUrl": url})
 
 
@@ -100,8 +99,7 @@ def callback():
     except oauth_errors.InvalidOAuthState:
         db.session.rollback()
         return _invalid_state()
-    # The state is spent before anything else happens: a second callback with it finds nothing.
-    db.session.commit()
+    commit_point(Reason.OAUTH_STATE_SPENT)
     # Kept as read now: resolving the card deletes its sign-in states, this one included.
     db.session.refresh(state)
     db.session.expunge(state)
@@ -129,20 +127,18 @@ def callback():
         db.session.rollback()
         reason = getattr(err, "reason", "forbidden")
         oauth_callback.record_failure(current_user.id, state, reason)
-        db.session.commit()
         if state.interaction_id:
             intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
-            db.session.commit()
             return _opener_page(state, intent_setup.card_outcome(state.interaction_id))
+        commit_point(Reason.OAUTH_FAILURE_RECORDED)
         return _failure_page(err.message, connection, app_definition, err.status)
     except ServiceError:
         db.session.rollback()
         oauth_callback.record_failure(current_user.id, state, "provider_error")
-        db.session.commit()
+        commit_point(Reason.OAUTH_FAILURE_RECORDED)
         raise
     if not state.interaction_id:
         oauth_callback.store_authorization(membership, state, connection, signed_in)
-        db.session.commit()
         return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
     return _finish_card(membership, state, connection, signed_in)
 
@@ -157,12 +153,9 @@ def _finish_card(membership, state, connection, signed_in):
     except (intent_setup.CardCompletionFailed, Forbidden) as err:
         db.session.rollback()
         oauth_callback.record_failure(current_user.id, state, "completion_refused")
-        db.session.commit()
         intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
-        db.session.commit()
         return _opener_page(state, intent_setup.card_outcome(state.interaction_id), error=err.message)
-    db.session.commit()
-    deliver_continuation(state.interaction_id)
+    after_commit(lambda: deliver_continuation(state.interaction_id))
     return _opener_page(state, intent_setup.card_outcome(state.interaction_id))
 
 

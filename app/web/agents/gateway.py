@@ -20,6 +20,7 @@ from app.services.gateway import tools as gateway_tools
 from app.services.runtime import context as runtime_tools
 from app.web.agents import jsonrpc
 from app.web.security import request_run_claims
+from app.web.unit_of_work import Reason, commit_point
 
 bp = Blueprint("gateway", __name__)
 
@@ -65,15 +66,12 @@ def _call_tool(id_, claims: dict, params: dict) -> Response:
         db.session.rollback()
         return jsonrpc.rpc(id_, result=jsonrpc.tool_error(err.message))
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
-    db.session.commit()
+    commit_point(Reason.GATEWAY_DECISION)
     if prepared.unknown:
         return jsonrpc.unknown_tool(id_, name)
     if prepared.ready:
         target = gateway_calls.prepare_target(prepared)
-        # End the transaction: the database connection goes back to the pool before the provider is called, so
-        # a slow provider never holds one (board pages and runtime tools would queue for them).
-        db.session.commit()
+        commit_point(Reason.PROVIDER_CALL)
         if target is not None:
             prepared.result = gateway_calls.execute_call(prepared, target)
-    db.session.commit()
     return jsonrpc.rpc(id_, result=prepared.result)

@@ -57,9 +57,7 @@ def run_search(claims: dict, body: SearchBody) -> dict:
 
 def run_request(claims: dict, body: RequestBody) -> dict:
     ctx = context.load_run_context(claims)
-    result = runtime_tools_request.request_connection(ctx, body.service)
-    db.session.commit()
-    return result
+    return runtime_tools_request.request_connection(ctx, body.service)
 
 
 # --- REST ----------------------------------------------------------------------------------------------------

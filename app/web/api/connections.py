@@ -22,6 +22,7 @@ from app.services.intents import setup as intent_setup
 from app.web.api import bp
 from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid
+from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
 ShortText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000)]
@@ -161,7 +162,7 @@ def connect_app(company_id):
         requester = resolution.requester_of(card)
         audience = body.audience.to_audience() if body.audience else Audience(False, (requester,))
         intent_setup.save_card_audience(card.id, membership, connection, audience)
-    db.session.commit()
+    commit_point(Reason.DRAFT_BEFORE_VERIFY)
     if body.credentials:
         try:
             resolved = intent_setup.finish_setup(
@@ -172,9 +173,8 @@ def connect_app(company_id):
             return jsonify({"error": err.message, "connectionId": str(connection.id)}), 422
         except intent_setup.CardCompletionFailed as err:
             return _card_refused(err, connection, membership)
-        db.session.commit()
         if resolved is not None:
-            deliver_continuation(resolved.id)
+            after_commit(lambda: deliver_continuation(resolved.id))
     return jsonify(connection_json(connection)), 201
 
 
@@ -197,7 +197,7 @@ def _card_refused(err: intent_setup.CardCompletionFailed, connection: ToolConnec
     """The card refused this connection: nothing of the finish is kept, the card asks to try again."""
     db.session.rollback()
     intent_setup.mark_needs_retry(err.interaction_id, membership.user_id)
-    db.session.commit()
+    commit_point(Reason.CARD_NEEDS_RETRY)
     return jsonify({"error": err.message, "connectionId": str(connection.id)}), 409
 
 
@@ -219,9 +219,8 @@ def finish_app(company_id, connection_id):
         )
     except intent_setup.CardCompletionFailed as err:
         return _card_refused(err, connection, membership)
-    db.session.commit()
     if resolved is not None:
-        deliver_continuation(resolved.id)
+        after_commit(lambda: deliver_continuation(resolved.id))
     return jsonify(connection_json(connection))
 
 
@@ -245,7 +244,6 @@ def patch_connection(connection_id):
         audience=body.audience.to_audience() if body.audience is not None else UNSET,
         tool_policies=arg("toolPolicies", body.toolPolicies),
     )
-    db.session.commit()
     return jsonify(connection_json(connection))
 
 

@@ -20,6 +20,7 @@ from app.services.intents import resolution
 from app.web.api import bp
 from app.web.api.validation import StrictBody, parse_body
 from app.web.context import membership_for, parse_uuid
+from app.web.unit_of_work import after_commit
 from app.workers.continuations import deliver as deliver_continuation
 
 
@@ -58,7 +59,6 @@ def intent_phase(interaction_id):
     interaction = _addressed_intent(interaction_id)
     body = parse_body(PhaseBody)
     updated = resolution.set_phase(interaction.id, current_user.id, body.phase or "")
-    db.session.commit()
     return jsonify(resolution.interaction_json(updated))
 
 
@@ -67,8 +67,7 @@ def intent_complete(interaction_id):
     interaction = _addressed_intent(interaction_id)
     body = parse_body(CompleteBody)
     resolved = resolution.complete_intent(interaction.id, current_user.id, body.connectionId)
-    db.session.commit()
-    deliver_continuation(resolved.id)
+    after_commit(lambda: deliver_continuation(resolved.id))
     return jsonify(resolution.interaction_json(resolved))
 
 
@@ -77,6 +76,5 @@ def intent_decline(interaction_id):
     interaction = _addressed_intent(interaction_id)
     body = parse_body(DeclineBody)
     resolved = resolution.decline_intent(interaction.id, current_user.id, body.reason)
-    db.session.commit()
-    deliver_continuation(resolved.id)
+    after_commit(lambda: deliver_continuation(resolved.id))
     return jsonify(resolution.interaction_json(resolved))

@@ -64,7 +64,6 @@ def _save(membership, connection, app_definition, state: EditorState, value: dic
         db.session.rollback()
         state.error = f"{SAVE_FAILED} {err.message}"
         return 403
-    db.session.commit()
     return 200
 
 

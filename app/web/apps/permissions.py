@@ -176,7 +176,6 @@ def save_audience(connection_id):
         except Forbidden as err:
             status, errors = 403, [err.message]
     if status == 200:
-        db.session.commit()
         if not htmx:
             return back_to_page(connection)
         state = access_state(connection, saved=True)
@@ -216,7 +215,6 @@ def save_configuration(connection_id):
     except Forbidden as err:
         status, errors = 403, {"": err.message}
     if status == 200:
-        db.session.commit()
         if not htmx:
             return back_to_page(connection)
         state = config_state(connection, app_definition, saved=True)
@@ -251,7 +249,6 @@ def save_tool_policy(connection_id):
         except Forbidden as err:
             status, error = 403, err.message
     if status == 200:
-        db.session.commit()
         if not htmx:
             return back_to_page(connection)
         tool = tools_with_policies([connection.id])[connection.id]

@@ -5,7 +5,6 @@ import secrets
 from flask import redirect, render_template, url_for
 
 from app.core.errors import Forbidden, Unprocessable
-from app.extensions import db
 from app.models import Membership
 from app.models.tenancy import MANAGE_MEMBERS
 from app.services.accounts import find_user_by_email
@@ -55,7 +54,6 @@ def add_member():
     invite_member(
         membership, email=form.email.data, name=form.name.data, role=form.role.data, password=password
     )
-    db.session.commit()
     if existing is not None:
         return _render(membership, existing_account=existing.email)
     return _render(membership, created_password=None if form.password.data else password)
@@ -69,5 +67,4 @@ def change_role(membership_id):
     if not form.validate_on_submit():
         raise Unprocessable("Choose a valid role")
     change_member(membership, target, role=form.role.data)
-    db.session.commit()
     return redirect(url_for("board.members"), code=303)

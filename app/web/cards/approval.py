@@ -11,7 +11,7 @@ from flask import Blueprint, redirect, render_template, url_for
 from flask_login import login_required
 
 from app.core.errors import Unprocessable
-from app.extensions import db, htmx
+from app.extensions import htmx
 from app.models import ThreadInteraction
 from app.services.gateway import approvals
 from app.web.context import load_scoped
@@ -32,7 +32,6 @@ def _answer(interaction_id, answer):
     if not EmptyForm().validate_on_submit():
         raise Unprocessable("The form is missing its security token")
     answer(membership, card)
-    db.session.commit()
     if htmx:
         return render_template("interactions/_tool_approval.html", item=card)
     return redirect(url_for("board.task", issue_id=card.issue_id) + f"#item-{card.id}", code=303)

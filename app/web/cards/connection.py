@@ -41,6 +41,7 @@ from app.web.apps.setup_flow import (
     start_or_resume_draft,
 )
 from app.web.context import membership_for, parse_uuid, require_write
+from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
 bp = Blueprint("intent_cards", __name__)
@@ -265,8 +266,8 @@ def _flow_response(interaction, membership, flow, status: int):
 
 
 def _resolved(interaction: ThreadInteraction):
-    """After a resolution commits: deliver the continuation (errors are retried by the worker), show the card."""
-    deliver_continuation(interaction.id)
+    """Show the resolved card; once the request commits, deliver the continuation (errors are retried by the worker)."""
+    after_commit(lambda: deliver_continuation(interaction.id))
     return _card_response(interaction)
 
 
@@ -304,7 +305,6 @@ def decline(interaction_id):
     if interaction.status != "pending":
         return _card_response(interaction)
     resolved = intents_resolution.decline_intent(interaction.id, current_user.id, request.form.get("reason"))
-    db.session.commit()
     return _resolved(resolved)
 
 
@@ -321,7 +321,6 @@ def use_connection(interaction_id, connection_id):
         if interaction.status != "pending":
             return _card_response(interaction)
         return _dialog_response(interaction, membership, 422, error=err.message)
-    db.session.commit()
     return _resolved(resolved)
 
 
@@ -332,7 +331,6 @@ def phase(interaction_id):
     if interaction.status != "pending":
         return _card_response(interaction)
     intents_resolution.set_phase(interaction.id, current_user.id, request.form.get("phase", ""))
-    db.session.commit()
     return _card_response(interaction)
 
 
@@ -386,7 +384,7 @@ def setup_submit(interaction_id):
         if step.method_config is not UNSET:
             update_connection(membership, draft, app_definition, method_config=step.method_config)
         # The saved setup outlives a refused key or a refused completion: Continue setup and Try again restore it.
-        db.session.commit()
+        commit_point(Reason.DRAFT_BEFORE_VERIFY)
         if saving:
             return _card_response(interaction)
         if step.needs_sign_in:
@@ -399,18 +397,16 @@ def setup_submit(interaction_id):
     except intent_setup.CardCompletionFailed as err:
         db.session.rollback()
         intent_setup.mark_needs_retry(interaction.id, current_user.id)
-        db.session.commit()
+        commit_point(Reason.CARD_NEEDS_RETRY)
         return _dialog_response(interaction, membership, 422, error=err.message)
     except Conflict:
         # The card stopped waiting meanwhile (task closed or reassigned): show what it became.
         db.session.rollback()
         return _card_response(interaction)
-    db.session.commit()
     return _resolved(resolved)
 
 
 def _begin_oauth(interaction, membership, draft):
     """The audience is saved on the card already: mark the card `authorizing` and offer the sign-in."""
     intents_resolution.set_phase(interaction.id, current_user.id, "authorizing")
-    db.session.commit()
     return _dialog_response(interaction, membership, oauth_draft=draft)
