@@ -32,7 +32,7 @@ def create_app(config_override: dict | None = None) -> Flask:
         # X-Forwarded-For entries. Off by default: the header is never trusted unless configured.
         from werkzeug.middleware.proxy_fix import ProxyFix
 
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXY_COUNT"]))
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXY_COUNT"]))  # type: ignore[method-assign]
 
     register_extensions(app)
     register_blueprints(app)

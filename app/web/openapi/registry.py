@@ -61,9 +61,9 @@ SECURITY_SCHEMES = {
         "description": "The short-lived, run-bound runtime-tools token handed to an agent's heartbeat run.",
     },
 }
-BOARD_READ = ({"apiKey": []}, {"session": []})
-BOARD_WRITE = ({"apiKey": []}, {"session": [], "csrfToken": []})
-RUNTIME = ({"runToken": []},)
+BOARD_READ: tuple[dict, ...] = ({"apiKey": []}, {"session": []})
+BOARD_WRITE: tuple[dict, ...] = ({"apiKey": []}, {"session": [], "csrfToken": []})
+RUNTIME: tuple[dict, ...] = ({"runToken": []},)
 PUBLIC: tuple[dict, ...] = ()
 
 
