@@ -6,7 +6,8 @@ connection with the official MCP SDK client (`streamable_http_client` over an `h
 `ClientSession.initialize()`), do their work and close it; nothing is kept between calls.
 
 Callers are synchronous (Flask request threads and workers, with no running event loop), so the public functions run
-the async code with `anyio.run`; `list_tools_async` and `call_tool_async` are there for async callers.
+the async code with `anyio.run`. There is deliberately no async entry point: each call goes through the
+outbound guard (`guard=`), which an async shortcut would skip.
 
 Every failure becomes a `ProviderError` whose `.message` is plain words that are safe to show a user: it never
 contains the credential, the request headers or the query string. Outbound requests always carry timeouts, and the
@@ -89,26 +90,6 @@ def call_tool(
     ProviderTimeout counts towards opening the breaker.
     """
     return anyio.run(_run_call_tool, server_url, headers, tool_name, arguments, timeout, guard, limits)
-
-
-async def list_tools_async(
-    server_url: str, *, headers: dict[str, str] | None = None, timeout: float = 10.0
-) -> list[ProviderTool]:
-    """`list_tools` for callers that already run an event loop."""
-    return await _run_list_tools(server_url, headers, timeout)
-
-
-async def call_tool_async(
-    server_url: str,
-    *,
-    headers: dict[str, str] | None = None,
-    tool_name: str,
-    arguments: dict,
-    timeout: float = 30.0,
-    limits: provider_limits.Limits | None = None,
-) -> dict:
-    """`call_tool` for callers that already run an event loop."""
-    return await _run_call_tool(server_url, headers, tool_name, arguments, timeout, limits=limits)
 
 
 # -- the exchange ------------------------------------------------------------------------------------------------

@@ -207,7 +207,6 @@ def finish_connection(
     first_activation = activate_connection(actor, connection, grant, secrets, tools, audience=audience)
     record_setup_finished(actor, connection, grant, tools, before_instructions, first_activation)
     return connection
-    return connection
 
 
 def activate_connection(

@@ -41,7 +41,7 @@ def _uuid(value) -> uuid.UUID | None:
 
 
 def _check_live_run(run: HeartbeatRun | None, claims: dict) -> HeartbeatRun:
-    """Steps 1-2 of run validation: the token's run exists, matches its claims and is still running."""
+    """The first steps of run validation: the token's run exists, matches its claims and is still running."""
     if (
         run is None
         or str(run.company_id) != claims.get("company_id")
@@ -59,13 +59,13 @@ def _check_live_run(run: HeartbeatRun | None, claims: dict) -> HeartbeatRun:
 
 
 def load_live_run(claims: dict) -> HeartbeatRun:
-    """The live run of a token (steps 1-2), for calls that need no task context."""
+    """The live run of a token (`_check_live_run`), for calls that need no task context."""
     run_id = _uuid(claims.get("run_id"))
     return _check_live_run(db.session.get(HeartbeatRun, run_id) if run_id else None, claims)
 
 
 def load_live_run_and_revision(claims: dict) -> tuple[HeartbeatRun, int]:
-    """The live run of a token (steps 1-2) and its company's access revision, in one statement."""
+    """The live run of a token (`_check_live_run`) and its company's access revision, in one statement."""
     run_id = _uuid(claims.get("run_id"))
     row = None
     if run_id is not None:
@@ -79,10 +79,13 @@ def load_live_run_and_revision(claims: dict) -> tuple[HeartbeatRun, int]:
 
 
 def load_run_context(claims: dict) -> RunContext:
-    """Full validation for a tool use, in the reference order (each step with its own status and message).
+    """Full validation for a tool use, each step with its own status and message, in this order: the token's run
+    exists, matches its claims and is running (`RunRejected`); the run has a responsible person (403); it is bound
+    to a task (422); task and agent exist in the run's company (404); the responsible person still has write
+    access (403); the agent still owns the task (409); the task is open (409). The first failing step answers.
 
     Every runtime call pays this, so the run, its task, its agent and the responsible person's membership come
-    back in one statement; the checks below still run in the reference order on what it returned.
+    back in one statement; the checks then run in that order on what it returned.
     """
     run_id = _uuid(claims.get("run_id"))
     row = None
