@@ -37,7 +37,7 @@ class AccessRevision(Model):
     """A counter per company, raised in the same transaction as any change to what its agents can reach or find
     (connections, grants, installs, tools, policies, delegations, memberships, the catalog).
 
-    Runtime search and gateway listings keep per-process answers keyed on it (`app.services.access_revision`). It
+    Runtime search and gateway listings keep per-process answers keyed on it (`app.services.access.revision`). It
     has its own table, so the commit-time raise never contends with locks on the company row (the issue counter).
     """
 

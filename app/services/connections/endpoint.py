@@ -14,7 +14,7 @@ from app.models import (
     GrantSecret,
     ToolConnection,
 )
-from app.services.connections import provider_tools as provider_mcp
+from app.services.connections import provider_tools
 from app.services.secrets_box import decrypt
 
 # Secret keys under which OAuth grants keep their tokens (encrypted like every credential).
@@ -78,7 +78,7 @@ def provider_headers(method, secrets: dict[str, str]) -> tuple[dict, dict]:
     value = secrets.get(key_field.key) if key_field else None
     if not value:
         return {}, {}
-    return provider_mcp.headers_for_key(method.keyPlacement.model_dump(), value)
+    return provider_tools.headers_for_key(method.keyPlacement.model_dump(), value)
 
 
 def connection_endpoint(
@@ -90,5 +90,5 @@ def connection_endpoint(
     headers, query = provider_headers(method, secrets)
     url = server_url_for(connection, app_definition, method, secrets)
     if query:
-        url = provider_mcp.url_with_query(url, query)
+        url = provider_tools.url_with_query(url, query)
     return url, headers

@@ -85,7 +85,7 @@ def call_tool(
 
     Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool}`; a tool that ran and
     reported failure comes back with `isError: true`, not as an exception. With `limits`, the call takes a slot in
-    the provider's bulkhead and passes its circuit breaker first (`app.services.provider_limits`): a full bulkhead
+    the provider's bulkhead and passes its circuit breaker first (`app.services.connections.provider_limits`): a full bulkhead
     raises ProviderBusy and an open breaker ProviderPaused at once, without contacting the provider, and a
     ProviderTimeout counts towards opening the breaker.
     """

@@ -10,7 +10,6 @@ from sqlalchemy.exc import IntegrityError
 from app.extensions import db
 from app.models import ThreadInteraction
 from app.models.base import utcnow
-from app.services.connections import provider_mcp as provider_mcp
 from app.services.gateway.arguments import canonical_digest, redact_arguments
 from app.services.gateway.results import (
     APPROVAL_DENIED,

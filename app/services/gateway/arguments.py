@@ -9,7 +9,6 @@ from typing import Any
 from app.catalog.loader import get_method
 from app.models import ToolConnection
 from app.services.activity import SECRET_KEY_HINTS
-from app.services.connections import provider_mcp as provider_mcp
 
 REDACTED = "[redacted]"
 

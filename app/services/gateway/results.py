@@ -5,8 +5,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from app.services.connections import provider_mcp as provider_mcp
-
 APPROVAL_REQUIRED = "approval_required"
 APPROVAL_DENIED = "approval_denied"
 TARGET_CHANGED = "approved_tool_target_changed"

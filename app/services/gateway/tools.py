@@ -12,7 +12,6 @@ from app.catalog.loader import get_apps
 from app.models import HeartbeatRun, ToolConnection
 from app.services.access.effective import ConnectionAccess, ToolAccess, effective_access
 from app.services.access.revision import RevisionCache
-from app.services.connections import provider_mcp as provider_mcp
 from app.services.gateway.arguments import managed_arguments, project_schema
 
 SERVER_NAME = "switchboard-tool-gateway"

@@ -25,7 +25,7 @@ from app.services.connections.setup import finish_connection
 from app.services.intents import audience as intents_audience
 from app.services.intents import card as intents_card
 from app.services.intents import resolution, service
-from app.services.oauth import callback as oauth_service
+from app.services.oauth import callback as oauth_callback
 from app.services.oauth.errors import CARD_CLOSED
 
 NO_AUDIENCE = Audience(all_agents=False)
@@ -205,7 +205,7 @@ def finish_card_oauth(
     membership: Membership,
     state: OAuthState,
     connection: ToolConnection,
-    signed_in: oauth_service.SignedIn,
+    signed_in: oauth_callback.SignedIn,
 ) -> ThreadInteraction:
     """Store a card's sign-in and complete the card, in one transaction with the task and card locked.
 
@@ -218,7 +218,7 @@ def finish_card_oauth(
         resolution.active_task(interaction)
     except Conflict:
         raise CardClosed() from None
-    oauth_service.store_authorization(membership, state, connection, signed_in)
+    oauth_callback.store_authorization(membership, state, connection, signed_in)
     return _complete(interaction.id, membership, connection)
 
 

@@ -30,7 +30,7 @@ class RunContext:
     issue: Issue
     responsible_user_id: uuid.UUID
     membership: Membership
-    access_revision: int = 0  # the company's, read with the run (see `app.services.access_revision`)
+    access_revision: int = 0  # the company's, read with the run (see `app.services.access.revision`)
 
 
 def _uuid(value) -> uuid.UUID | None:

@@ -17,7 +17,7 @@ from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.gateway import calls as gateway_calls
 from app.services.gateway import tools as gateway_tools
-from app.services.runtime import context as runtime_tools
+from app.services.runtime import context as run_context
 from app.web.agents import jsonrpc
 from app.web.security import request_run_claims
 from app.web.unit_of_work import Reason, commit_point
@@ -33,7 +33,7 @@ def _claims() -> dict:
 
 @bp.get(URL)
 def discovery():
-    runtime_tools.load_live_run(_claims())
+    run_context.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or jsonify(
         {"name": gateway_tools.SERVER_NAME, "protocolVersion": jsonrpc.PROTOCOL_VERSION}
     )
@@ -42,7 +42,7 @@ def discovery():
 @bp.post(URL)
 def rpc():
     claims = _claims()
-    run, access_revision = runtime_tools.load_live_run_and_revision(claims)
+    run, access_revision = run_context.load_live_run_and_revision(claims)
     return jsonrpc.dispatch(
         server_name=gateway_tools.SERVER_NAME,
         list_tools=lambda: gateway_tools.list_tool_definitions(run, access_revision),
@@ -59,8 +59,8 @@ def _call_tool(id_, claims: dict, params: dict) -> Response:
     if not isinstance(arguments, dict):
         return jsonrpc.rpc(id_, result=jsonrpc.tool_error("Validation error: arguments must be an object"))
     try:
-        ctx = runtime_tools.load_run_context(claims)
-    except runtime_tools.RunRejected:
+        ctx = run_context.load_run_context(claims)
+    except run_context.RunRejected:
         raise
     except ServiceError as err:
         db.session.rollback()

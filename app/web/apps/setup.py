@@ -18,7 +18,7 @@ from app.models import Membership, ToolConnection
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.connections.settings import UNSET
 from app.services.intents import setup as intent_setup
-from app.services.oauth import flow as oauth_service
+from app.services.oauth import flow as oauth_flow
 from app.web.apps import bp
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
@@ -137,7 +137,7 @@ def _sign_in(membership, connection, app_definition, method_config, audience):
     card = intent_setup.save_setup_choices(
         membership, connection, app_definition, method_config=method_config, audience=audience
     )
-    url = oauth_service.start_authorization(
+    url = oauth_flow.start_authorization(
         membership, connection, app_definition, interaction_id=card.id if card is not None else None
     )
     return redirect(url, code=303)

@@ -178,7 +178,7 @@ def _runtime_post(endpoint, path, summary, body, answer: Answer) -> Operation:
 
 
 def mcp_operations(path: str, endpoints: tuple[str, str], tag: str, what: str) -> list[Operation]:
-    """The two operations of a stateless MCP-over-HTTP endpoint (shared transport rules, see app/web/jsonrpc.py).
+    """The two operations of a stateless MCP-over-HTTP endpoint (shared transport rules, see app/web/agents/jsonrpc.py).
 
     `endpoints` names the Flask endpoints of the GET (discovery) and POST (JSON-RPC) views.
     """
