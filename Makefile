@@ -24,7 +24,8 @@ run: install
 	@if $(BIN)/switchboard catalog --help >/dev/null 2>&1; then $(BIN)/switchboard catalog ingest --definitions-only; fi
 	@$(BIN)/switchboard demo
 	@echo "Serving on http://$(HOST):$(PORT)  (Ctrl+C to stop)"
-	RUN_WORKER_IN_PROCESS=1 $(BIN)/switchboard run --host $(HOST) --port $(PORT) --no-reload
+	RUN_WORKER_IN_PROCESS=1 PUBLIC_BASE_URL=$${PUBLIC_BASE_URL:-http://$(HOST):$(PORT)} \
+		$(BIN)/switchboard run --host $(HOST) --port $(PORT) --no-reload
 
 lint: install
 	$(BIN)/ruff check .

@@ -37,6 +37,13 @@ def create_app(config_override: dict | None = None) -> Flask:
     register_extensions(app)
     register_blueprints(app)
     register_cli(app)
+    if app.config.get("CATALOG_INGEST_ON_START"):
+        # A deployment never serves an empty or stale catalog: ingest when the definition files changed (one
+        # query when they did not; several workers starting together ingest once, see app/catalog/sync.py).
+        from app.catalog.sync import ensure_catalog_current
+
+        with app.app_context():
+            ensure_catalog_current()
     if app.config.get("RUN_WORKER_IN_PROCESS") and not app.config.get("TESTING"):
         from app.workers.loop import start_in_process_worker
 

@@ -28,7 +28,7 @@ TEST_DATABASE_URL = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "")
 _TMP = Path(tempfile.mkdtemp(prefix="switchboard-tests-"))
 os.environ.setdefault("SWITCHBOARD_INSTANCE_PATH", str(_TMP / "instance"))
 # Tables that hold reference data loaded once per session (not per-test state).
-PRESERVED_TABLES = {"alembic_version", "catalog_apps"}
+PRESERVED_TABLES = {"alembic_version", "catalog_apps", "catalog_state"}
 
 
 def backend_name() -> str:
@@ -71,6 +71,8 @@ TEST_CONFIG = {
     "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
     "PUBLIC_BASE_URL": "http://127.0.0.1:5000",
     "SERVER_NAME": None,
+    # The session's app ingests once, after migrating (`_after_migrate`); apps made by tests do not ingest at start.
+    "CATALOG_INGEST_ON_START": False,
 }
 
 

@@ -278,3 +278,35 @@ def test_a_run_abandoned_by_a_dead_worker_is_failed_and_the_next_wake_runs(db, t
     db.session.expire_all()
     runs = runs_of(db, agent)
     assert [(r.status, r.error) for r in runs] == [("failed", ABANDONED_MESSAGE), ("succeeded", None)]
+
+
+def test_the_example_agent_fails_its_run_when_it_cannot_reach_the_runtime_tools(app, db, make, monkeypatch):
+    """A runtime URL nobody answers (a server started on another port than PUBLIC_BASE_URL says): the agent exits
+    non-zero, so its run is failed with the reason in its log, not reported as succeeded."""
+    import socket
+
+    with socket.socket() as probe:  # a loopback port that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    monkeypatch.setitem(app.config, "PUBLIC_BASE_URL", f"http://127.0.0.1:{closed}")
+    company = make.company("Acme")
+    owner = make.member(company, "owner")
+    agent = make.agent(
+        company,
+        "Builder",
+        adapter_type="process",
+        adapter_config={"command": [sys.executable, EXAMPLE_AGENT]},
+    )
+    issue = make.issue(
+        company,
+        title="Write the launch notes in Notion",
+        status="in_progress",
+        assignee=agent,
+        responsible=owner,
+    )
+    wake(db, agent, issue)
+    assert execute_next_run()
+    [run] = runs_of(db, agent)
+    log = db.session.get(RunLog, run.id)
+    assert run.status == "failed", (run.status, log.stdout, log.stderr)
+    assert "runtime tools failed:" in log.stderr and "Connection refused" in log.stderr

@@ -1,4 +1,5 @@
-"""`switchboard catalog ...`: validate the definition files and regenerate the cached catalog from them."""
+"""`switchboard catalog ...`: validate the definition files, regenerate the cached catalog from them, and import
+MCP Registry server.json documents as new definitions."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from app.catalog.loader import DEFINITIONS_DIR, CatalogError, ingest_definitions, load_definition_files
+from app.catalog.loader import (
+    DEFINITIONS_DIR,
+    CatalogError,
+    definition_directories,
+    extra_definitions_dir,
+    ingest_definitions,
+    load_definition_files,
+)
 from app.cli import needs_database
 from app.extensions import db
 
@@ -48,6 +56,10 @@ def ingest_command(definitions_only: bool, directory: Path):
         _fail(error)
         return
     db.session.commit()
+    report_ingest(report)
+
+
+def report_ingest(report: dict[str, list[str]]) -> None:
     counts = ", ".join(f"{len(report[kind])} {kind}" for kind in ("added", "updated", "removed", "unchanged"))
     click.echo(f"Catalog ingested: {counts}.")
     for kind in ("added", "updated", "removed"):
@@ -65,3 +77,53 @@ def validate_command(directory: Path):
         _fail(error)
         return
     click.echo(f"{len(definitions)} app definition(s) are valid.")
+
+
+@catalog_group.command("import")
+@click.argument("source", metavar="FILE_OR_URL")
+@click.option(
+    "--slug", default=None, help="The app's slug (default: from the server name, e.g. remote-weather)."
+)
+@click.option(
+    "--auth",
+    "auth_without_key",
+    type=click.Choice(["oauth", "none"]),
+    default="oauth",
+    show_default=True,
+    help="How remotes without a secret header sign in.",
+)
+@click.option("--force", is_flag=True, help="Replace an earlier import of the same slug in the same folder.")
+@needs_database
+def import_command(source: str, slug: str | None, auth_without_key: str, force: bool):
+    """Turn an MCP Registry server.json (a file or an http(s) URL) into an app definition and ingest it.
+
+    The definition is written to SWITCHBOARD_CATALOG_EXTRA_DIR when set, else to app/catalog/definitions/.
+    """
+    from app.catalog.registry_import import ImportRefused, import_document, read_server_json, write_definition
+
+    directory = extra_definitions_dir() or DEFINITIONS_DIR
+    existing = {
+        p.stem for d in definition_directories(DEFINITIONS_DIR) if d.is_dir() for p in d.glob("*.json")
+    }
+    try:
+        document = read_server_json(source)
+        definition, notes = import_document(document, slug=slug, auth_without_key=auth_without_key)
+        path = write_definition(definition, directory, existing, force=force)
+    except ImportRefused as refused:
+        for message in refused.messages:
+            click.echo(message, err=True)
+        click.echo("Nothing was imported.", err=True)
+        raise SystemExit(1) from None
+    labels = ", ".join(m["label"] for m in definition["methods"])
+    click.echo(f"Imported {document['name']} as {definition['slug']!r} ({labels}): {path}")
+    for note in notes:
+        click.echo(f"  note: {note}")
+    try:
+        report = ingest_definitions()
+    except CatalogError as error:
+        db.session.rollback()
+        path.unlink()
+        _fail(error)
+        return
+    db.session.commit()
+    report_ingest(report)

@@ -1,9 +1,10 @@
 """Load, validate and ingest app definitions; read the cached catalog at runtime.
 
-The JSON files under `definitions/` are the source of truth. `ingest_definitions` validates all of them and
-regenerates the `catalog_apps` table (the cached catalog) from them, including each app's `agentInstructions`
-template, so edits and removals in a file are reflected exactly. Nothing here contacts a network: remote MCP
-"instructions" prose is never read or adopted.
+The JSON files under `definitions/` (plus, when set, the operator's own folder `SWITCHBOARD_CATALOG_EXTRA_DIR`) are
+the source of truth. `ingest_definitions` validates all of them and regenerates the `catalog_apps` table (the cached
+catalog) from them, including each app's `agentInstructions` template, so edits and removals in a file are reflected
+exactly, and records the files' fingerprint in `catalog_state` (see `app.catalog.sync` for the ingest at app start).
+Nothing here contacts a network: remote MCP "instructions" prose is never read or adopted.
 
 Runtime code reads only the cached catalog (`get_app`, `list_apps`), never the files.
 """
@@ -13,18 +14,25 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from flask import current_app, has_app_context
 from pydantic import ValidationError
 from sqlalchemy import select
 
 from app.catalog.schema import AppDefinition, DefinitionError, Method
 from app.extensions import db
 from app.models.base import utcnow
-from app.models.connections import CUSTOM_APP_SLUG, CatalogApp
+from app.models.connections import CUSTOM_APP_SLUG, CatalogApp, CatalogState
 
-DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
+CATALOG_DIR = Path(__file__).resolve().parent
+DEFINITIONS_DIR = CATALOG_DIR / "definitions"
+EXTRA_DIR_ENV = "SWITCHBOARD_CATALOG_EXTRA_DIR"
+# The code that turns files into cached rows: a change to it re-ingests at the next start like a changed file does.
+_FINGERPRINTED_CODE = (CATALOG_DIR / "schema.py", CATALOG_DIR / "loader.py")
 
 log = logging.getLogger(__name__)
 
@@ -97,17 +105,62 @@ def validate_definition(data: Any, file_name: str) -> tuple[AppDefinition | None
         return None, messages
 
 
-def load_definition_files(directory: Path | str = DEFINITIONS_DIR) -> list[AppDefinition]:
-    """Validate every `*.json` in `directory`, sorted by file name; raise CatalogError listing every problem."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise CatalogError([f"{directory}: not a directory"])
-    paths = sorted(directory.glob("*.json"))
-    if not paths:
-        # An empty directory would otherwise remove the whole cached catalog.
-        raise CatalogError([f"{directory}: no app definitions (*.json) found"])
-    definitions: list[AppDefinition] = []
+def extra_definitions_dir() -> Path | None:
+    """The operator's own definitions folder: app config `CATALOG_EXTRA_DIR`, else env SWITCHBOARD_CATALOG_EXTRA_DIR."""
+    configured = current_app.config.get("CATALOG_EXTRA_DIR") if has_app_context() else None
+    value = configured or os.environ.get(EXTRA_DIR_ENV) or ""
+    return Path(value) if value.strip() else None
+
+
+def definition_directories(
+    directory: Path | str = DEFINITIONS_DIR, extra: Path | str | None = None
+) -> list[Path]:
+    """The folders one catalog is read from: `directory` (the shipped definitions by default), then the extra
+    folder (`extra`, else the configured one) when there is one."""
+    extra_dir = Path(extra) if extra is not None else extra_definitions_dir()
+    directories = [Path(directory)]
+    if extra_dir is not None and extra_dir.resolve() != Path(directory).resolve():
+        directories.append(extra_dir)
+    return directories
+
+
+def _definition_paths(directories: Iterable[Path]) -> tuple[list[Path], list[str]]:
+    paths: list[Path] = []
     errors: list[str] = []
+    for directory in directories:
+        if not directory.is_dir():
+            errors.append(f"{directory}: not a directory")
+            continue
+        paths.extend(sorted(directory.glob("*.json")))
+    return paths, errors
+
+
+def definitions_fingerprint(directories: Iterable[Path | str]) -> str:
+    """A digest of every definition file (folder order, name, bytes) and of the code that ingests them: equal digests
+    mean an ingest would write the same catalog. Reading the files costs no query."""
+    digest = hashlib.sha256()
+    for code in _FINGERPRINTED_CODE:
+        digest.update(code.read_bytes())
+    for index, directory in enumerate(Path(d) for d in directories):
+        paths = sorted(directory.glob("*.json")) if directory.is_dir() else []
+        for path in paths:
+            digest.update(f"\0{index}\0{path.name}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def load_definition_files(
+    directory: Path | str = DEFINITIONS_DIR, *, extra: Path | str | None = None
+) -> list[AppDefinition]:
+    """Validate every `*.json` in `directory` and in the extra folder (see `definition_directories`), sorted by file
+    name per folder; raise CatalogError listing every problem (a slug defined twice is one)."""
+    directories = definition_directories(directory, extra)
+    paths, errors = _definition_paths(directories)
+    if not paths and not errors:
+        # An empty directory would otherwise remove the whole cached catalog.
+        raise CatalogError([f"{directories[0]}: no app definitions (*.json) found"])
+    definitions: list[AppDefinition] = []
+    seen: dict[str, Path] = {}
     for path in paths:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -117,6 +170,12 @@ def load_definition_files(directory: Path | str = DEFINITIONS_DIR) -> list[AppDe
         definition, problems = validate_definition(data, path.name)
         errors.extend(problems)
         if definition is not None:
+            if definition.slug in seen:
+                errors.append(
+                    f"{path}: slug {definition.slug!r} is already defined by {seen[definition.slug]}"
+                )
+                continue
+            seen[definition.slug] = path
             definitions.append(definition)
     if errors:
         raise CatalogError(errors)
@@ -134,13 +193,16 @@ def content_hash(definition_json: dict) -> str:
     return hashlib.sha256(canonical_json(definition_json).encode("utf-8")).hexdigest()
 
 
-def ingest_definitions(directory: Path | str = DEFINITIONS_DIR) -> dict[str, list[str]]:
-    """Regenerate the cached catalog from the definition files; the caller commits.
+def ingest_definitions(
+    directory: Path | str = DEFINITIONS_DIR, *, extra: Path | str | None = None
+) -> dict[str, list[str]]:
+    """Regenerate the cached catalog from the definition files and record their fingerprint; the caller commits.
 
     Everything is validated before anything is written, so an invalid file leaves the table untouched. Returns
     `{"added", "updated", "removed", "unchanged"}`, each a sorted list of slugs.
     """
-    definitions = load_definition_files(directory)
+    directories = definition_directories(directory, extra)
+    definitions = load_definition_files(directory, extra=extra)
     report: dict[str, list[str]] = {"added": [], "updated": [], "removed": [], "unchanged": []}
     existing = {row.slug: row for row in db.session.scalars(select(CatalogApp))}
     now = utcnow()
@@ -186,8 +248,19 @@ def ingest_definitions(directory: Path | str = DEFINITIONS_DIR) -> dict[str, lis
     for slug, row in existing.items():
         db.session.delete(row)
         report["removed"].append(slug)
+    _record_ingest(definitions_fingerprint(directories), now)
     db.session.flush()
     return {kind: sorted(slugs) for kind, slugs in report.items()}
+
+
+def _record_ingest(fingerprint: str, now) -> None:
+    state = db.session.get(CatalogState, 1)
+    if state is None:
+        db.session.add(CatalogState(id=1, definitions_hash=fingerprint, ingest_count=1, ingested_at=now))
+        return
+    state.definitions_hash = fingerprint
+    state.ingest_count = (state.ingest_count or 0) + 1
+    state.ingested_at = now
 
 
 def search_fields(payload: dict) -> dict:

@@ -17,7 +17,9 @@ UPGRADE_FIRST = "run `switchboard db upgrade` first"
 def _create_app():
     from app import create_app
 
-    return create_app()
+    # Commands manage the catalog themselves (`db upgrade` and `catalog ingest` ingest it, `catalog validate` must
+    # not need a database), so the CLI's app skips the ingest at start.
+    return create_app({"CATALOG_INGEST_ON_START": False})
 
 
 @click.group(cls=FlaskGroup, create_app=_create_app)
@@ -104,7 +106,56 @@ def api_keys_create(email: str, name: str, as_json: bool):
     _emit({"token": token, "id": str(key.id), "name": key.name}, as_json)
 
 
+def _upgrade_then_ingest(upgrade: click.Command) -> click.Command:
+    """Flask-Migrate's `db upgrade`, followed by a catalog ingest once the database is at this version's head, so a
+    fresh deployment serves the shipped catalog right after its first `switchboard db upgrade`."""
+
+    @functools.wraps(upgrade.callback)
+    def upgraded(*args, **kwargs):
+        upgrade.callback(*args, **kwargs)
+        if kwargs.get("sql") or schema_problem() is not None:
+            return  # offline SQL output, or an upgrade to an older revision: the tables may not fit this version
+        from app.catalog.cli import report_ingest
+        from app.catalog.loader import CatalogError, ingest_definitions
+
+        try:
+            report = ingest_definitions()
+        except CatalogError as error:
+            db.session.rollback()
+            for message in error.messages:
+                click.echo(message, err=True)
+            raise SystemExit(1) from None
+        db.session.commit()
+        report_ingest(report)
+
+    return click.Command(
+        name=upgrade.name,
+        params=upgrade.params,
+        callback=with_appcontext(upgraded),
+        help=upgrade.help,
+        short_help=upgrade.short_help,
+    )
+
+
+def _database_group(app) -> None:
+    """Our `db` group: Flask-Migrate's commands, with `upgrade` also ingesting the catalog (a copy, so Flask-Migrate's
+    own group object, shared by every app in the process, is left as it is)."""
+    migrate_group = app.cli.commands.get("db")
+    if migrate_group is None or not isinstance(migrate_group, click.Group):
+        return
+    group = click.Group(
+        name=migrate_group.name,
+        commands=dict(migrate_group.commands),
+        params=migrate_group.params,
+        callback=migrate_group.callback,
+        help=migrate_group.help,
+    )
+    group.add_command(_upgrade_then_ingest(migrate_group.commands["upgrade"]))
+    app.cli.add_command(group, "db")
+
+
 def register_commands(app) -> None:
+    _database_group(app)
     app.cli.add_command(demo_command)
     app.cli.add_command(api_keys_group)
     from app.catalog.cli import catalog_group

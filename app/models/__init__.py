@@ -4,6 +4,7 @@ from app.models.activity import ActivityLog
 from app.models.agents import Agent
 from app.models.connections import (
     CatalogApp,
+    CatalogState,
     ConnectionGrant,
     ConnectionInstall,
     ConnectionTool,
@@ -24,6 +25,7 @@ __all__ = [
     "AgentTaskSession",
     "RunLog",
     "CatalogApp",
+    "CatalogState",
     "ConnectionGrant",
     "ConnectionInstall",
     "ConnectionIntentDelivery",

@@ -10,6 +10,7 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     Index,
+    Integer,
     String,
     Text,
     UniqueConstraint,
@@ -53,6 +54,21 @@ class CatalogApp(Model):
     search_text: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
     name_key: Mapped[str] = mapped_column(String(200), nullable=False, default="", server_default="")
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
+
+
+class CatalogState(Model):
+    """One row (id 1): the fingerprint of the definition files the cached catalog was last ingested from.
+
+    App start compares it with the shipped files (one query) and ingests only when they differ; `ingest_count` counts
+    every ingest, so concurrent starts can be shown to ingest once.
+    """
+
+    __tablename__ = "catalog_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    definitions_hash: Mapped[str] = mapped_column(String(64), nullable=False, default="", server_default="")
+    ingest_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    ingested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class ToolConnection(IdMixin, TimestampMixin, Model):

@@ -230,7 +230,24 @@ def main(argv: list[str]) -> int:
     print(json.dumps({"result": result}))
     session = os.environ.get("PAPERCLIP_SESSION_ID") or f"example-{uuid.uuid4()}"
     print(json.dumps({"paperclipSession": {"id": session}}))
+    failure = failure_of(result)
+    if failure:
+        # A run that could not reach its tools did not do its work: say so, and let the run fail.
+        print(f"runtime tools failed: {failure}", file=sys.stderr)
+        return 1
     return 0
+
+
+def failure_of(result: dict) -> str | None:
+    """Why this turn failed, when a runtime tool or gateway call did not answer or answered an error."""
+    if result.get("status") in ("error", "no_service") and result.get("detail"):
+        return str(result["detail"])
+    if result.get("error"):
+        return str(result["error"])
+    tool_call = result.get("toolCall") or {}
+    if tool_call.get("gateway") == "error":
+        return str(tool_call.get("detail"))
+    return None
 
 
 if __name__ == "__main__":

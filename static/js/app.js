@@ -27,3 +27,20 @@ document.addEventListener("htmx:load", function (event) {
   var target = event.detail.elt.querySelector && event.detail.elt.querySelector("[data-autofocus]");
   if (target) target.focus();
 });
+
+// The phone navigation: Menu shows and hides the main links (on wide screens the button stays hidden by CSS).
+function enableNavToggles(root) {
+  (root.querySelectorAll ? root : document).querySelectorAll(".nav-toggle[hidden]").forEach(function (button) {
+    button.hidden = false;
+    button.closest("nav").classList.add("nav-collapsible");
+  });
+}
+document.addEventListener("DOMContentLoaded", function () { enableNavToggles(document); });
+document.addEventListener("htmx:load", function (event) { enableNavToggles(event.detail.elt); });
+document.addEventListener("click", function (event) {
+  var button = event.target.closest && event.target.closest(".nav-toggle");
+  if (!button) return;
+  var open = button.getAttribute("aria-expanded") !== "true";
+  button.setAttribute("aria-expanded", open ? "true" : "false");
+  button.closest("nav").classList.toggle("nav-open", open);
+});

@@ -1,4 +1,9 @@
-"""The Apps catalog: search and category filter over the cached catalog, one card per app."""
+"""The Apps catalog: search and category filter over the cached catalog, one card per app.
+
+Both filters are query parameters of one GET page (`q`, `category`), so the page works without JavaScript; htmx swaps
+only the `#app-list` fragment while typing. Filtering runs over the parsed definitions the loader caches per
+process, so a page costs the same two light catalog queries with 30 apps as with 10.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +37,16 @@ def category_label(category: str) -> str:
     return category.replace("-", " ").capitalize()
 
 
+def category_counts(apps, query: str) -> dict[str, int]:
+    """How many apps that match `query` each category holds (the numbers on the category filters)."""
+    counts: dict[str, int] = {}
+    for app_definition in apps:
+        if matches(app_definition, query, None):
+            for category in app_definition.categories:
+                counts[category] = counts.get(category, 0) + 1
+    return counts
+
+
 @bp.get("/apps")
 def catalog():
     current_membership()
@@ -41,11 +56,14 @@ def catalog():
     category = request.args.get("category") or None
     if category not in categories:
         category = None
+    counts = category_counts(apps, query)
     context = {
         "apps": [a for a in apps if matches(a, query, category)],
         "query": query,
         "category": category,
         "categories": [(c, category_label(c)) for c in categories],
+        "category_counts": counts,
+        "matching_total": sum(1 for a in apps if matches(a, query, None)),
         "logo_url": logo_url,
     }
     if htmx and htmx.target == "app-list":
