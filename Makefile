@@ -1,4 +1,4 @@
-# Two commands for a newcomer: `make run` (the app with demo data on SQLite) and `make test` (lint + the suite).
+# Two commands for a newcomer: `make run` (the app with demo data on SQLite) and `make test` (lint, types, the suite).
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
@@ -30,6 +30,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff check --fix .

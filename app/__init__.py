@@ -32,7 +32,7 @@ def create_app(config_override: dict | None = None) -> Flask:
         # X-Forwarded-For entries. Off by default: the header is never trusted unless configured.
         from werkzeug.middleware.proxy_fix import ProxyFix
 
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXY_COUNT"]))
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXY_COUNT"]))  # type: ignore[method-assign]
 
     register_extensions(app)
     register_blueprints(app)
@@ -53,10 +53,9 @@ def create_app(config_override: dict | None = None) -> Flask:
 
 def register_extensions(app: Flask) -> None:
     from app import models  # noqa: F401  (register every table on the metadata)
-    from app.services import (
-        access_revision,  # noqa: F401  (its session events keep revisions current)
-        login_throttle,
-    )
+    from app.services import login_throttle
+    from app.services.access import revision  # noqa: F401  (its session events keep revisions current)
+    from app.web import unit_of_work
     from app.web.security import install_request_security
 
     db.init_app(app)
@@ -66,6 +65,7 @@ def register_extensions(app: Flask) -> None:
     login_manager.login_message = "Sign in to continue."
     csrf.init_app(app)
     htmx.init_app(app)
+    unit_of_work.install(app)  # first, so its commit runs after every other after_request hook
     install_request_security(app)
     login_throttle.init_app(app)
     if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
@@ -76,26 +76,28 @@ def register_extensions(app: Flask) -> None:
 
 
 def register_blueprints(app: Flask) -> None:
-    from app.web import api, apps, auth, board, errors, health, runtime
-    from app.web import approvals as approvals_web
-    from app.web import gateway as gateway_web
+    from app.web import api, apps, auth, board, errors, health, oauth
     from app.web import notifications as notifications_web  # notifications: issue 15
-    from app.web import oauth as oauth_web
-    from app.web import openapi as openapi_web
-    from app.web.intent_cards import bp as intent_cards_bp
+    from app.web.agents import gateway, runtime
+    from app.web.cards import approval, connection
+    from app.web.openapi import document as openapi
 
-    app.register_blueprint(auth.bp)
-    app.register_blueprint(health.bp)
-    app.register_blueprint(board.bp)
-    app.register_blueprint(apps.bp)
-    app.register_blueprint(api.bp)
-    app.register_blueprint(oauth_web.bp)
-    app.register_blueprint(runtime.bp)
-    app.register_blueprint(intent_cards_bp)
-    app.register_blueprint(gateway_web.bp)
-    app.register_blueprint(approvals_web.bp)
-    app.register_blueprint(openapi_web.bp)
-    app.register_blueprint(notifications_web.bp)  # notifications: issue 15
+    doors = (
+        auth,
+        health,
+        board,
+        apps,
+        api,
+        oauth,
+        runtime,
+        connection,
+        gateway,
+        approval,
+        openapi,
+        notifications_web,
+    )
+    for door in doors:
+        app.register_blueprint(door.bp)
     errors.register_error_handlers(app)
 
 

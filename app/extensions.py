@@ -1,5 +1,7 @@
 """Extension singletons; the factory binds them to an app with init_app."""
 
+from typing import TYPE_CHECKING
+
 from flask_htmx import HTMX
 from flask_login import LoginManager
 from flask_migrate import Migrate
@@ -22,6 +24,10 @@ class Base(DeclarativeBase):
 
 
 db = SQLAlchemy(model_class=Base)
+if TYPE_CHECKING:
+    Model = Base  # what type checkers see: `db.Model` is Flask-SQLAlchemy's subclass of Base, made at runtime
+else:
+    Model = db.Model
 migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()

@@ -214,7 +214,7 @@ def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dic
     """Statements and in-process milliseconds per operation (the second of two calls: caches warm)."""
     from app.extensions import db
     from app.models import HeartbeatRun
-    from app.services.run_context import resolve_instructions_for_run
+    from app.services.runs.snapshot import resolve_instructions_for_run
 
     # No app context is pushed around the requests: each test-client request gets its own context and session,
     # as in production (a shared session would answer repeated lookups from its identity map).
@@ -265,7 +265,7 @@ def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dic
 
 def _cold_search(client, bearer):
     """A search right after an access change: the audience's index is rebuilt (what a cache miss costs)."""
-    from app.services.runtime_tools import clear_search_indexes
+    from app.services.runtime.search import clear_search_indexes
 
     clear_search_indexes()
     return client.post("/runtime-tools/connections/search", json={"query": "notion pages"}, headers=bearer)
@@ -273,7 +273,7 @@ def _cold_search(client, bearer):
 
 def _cold_listing(client, bearer):
     """A listing right after an access change: built again from the agent's tools (what a cache miss costs)."""
-    from app.services.gateway import clear_listings
+    from app.services.gateway.tools import clear_listings
 
     clear_listings()
     return client.post("/mcp/gateway", json=rpc("tools/list"), headers=bearer)
@@ -295,7 +295,7 @@ def _check(label: str, response) -> None:
 def eligible_sources(app, seeded: seed.Seeded) -> int:
     from app.extensions import db
     from app.models import HeartbeatRun
-    from app.services.run_context import instruction_sources_for_run
+    from app.services.runs.snapshot import instruction_sources_for_run
 
     with app.app_context():
         count = len(instruction_sources_for_run(db.session.get(HeartbeatRun, seeded.run_id)))
@@ -312,14 +312,16 @@ def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
 
     from app.extensions import db
     from app.models import Agent
-    from app.services import intents
-    from app.services.run_tokens import open_run
+    from app.services.intents import creation
+    from app.services.intents import resolution as intents_resolution
+    from app.services.intents import service as intents_service
+    from app.services.runs.tokens import open_run
     from app.services.work import create_issue
     from app.workers.continuations import sweep_pending
 
     with app.app_context():
         agent = db.session.get(Agent, seeded.agent_ids[1])
-        service = intents.resolve_service(seeded.company_id, "linear", seeded.owner_id, agent.id)
+        service = intents_service.resolve_service(seeded.company_id, "linear", seeded.owner_id, agent.id)
         for n in range(cards):
             issue = create_issue(
                 seeded.company_id,
@@ -330,11 +332,11 @@ def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
             )
             db.session.flush()
             run = open_run(agent, issue, seeded.owner_id)
-            interaction, _ = intents.create_connection_intent(
+            interaction, _ = creation.create_connection_intent(
                 issue, agent, service, addressee_user_id=seeded.owner_id, run_id=run.id
             )
             run.status = "succeeded"
-            intents.decline_intent(interaction.id, seeded.owner_id, None)
+            intents_resolution.decline_intent(interaction.id, seeded.owner_id, None)
         db.session.commit()
         db.session.remove()
     delivered = [0, 0]
@@ -423,7 +425,7 @@ def run(args, env: dict, url: str, scratch: Path) -> None:
     from app import create_app
     from app.extensions import db
     from app.models import HeartbeatRun
-    from app.services.run_tokens import mint_run_token
+    from app.services.runs.tokens import mint_run_token
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": url})
     gateway = any(rule.rule == "/mcp/gateway" for rule in app.url_map.iter_rules())

@@ -259,7 +259,7 @@ def seed_company(scale: float) -> Seeded:
     from app.models import Agent, Issue
     from app.services.accounts import create_user
     from app.services.agents import create_agent
-    from app.services.run_tokens import open_run
+    from app.services.runs.tokens import open_run
     from app.services.tenancy import add_membership, create_company
     from app.services.work import create_issue
 

@@ -65,7 +65,7 @@ def prepare(env: dict) -> dict:
     from app.extensions import db
     from app.models import Agent, Issue
     from app.services.demo import load_demo
-    from app.services.run_tokens import mint_run_token, open_run
+    from app.services.runs.tokens import mint_run_token, open_run
 
     app = create_app()
     with app.app_context():

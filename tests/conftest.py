@@ -155,7 +155,7 @@ def _empty_tables(_db) -> None:
 @pytest.fixture(autouse=True)
 def process_wide_limits_reset():
     """Provider bulkheads and breakers are process-wide: each test starts with none."""
-    from app.services import provider_limits
+    from app.services.connections import provider_limits
 
     provider_limits.reset()
     yield

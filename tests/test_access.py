@@ -10,7 +10,7 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
-from app.services.access import effective_access
+from app.services.access.effective import effective_access
 from tests.conftest import count_statements
 
 

@@ -11,7 +11,8 @@ from sqlalchemy import func, select
 
 from app.catalog.loader import get_app, template_default
 from app.models import ConnectionInstall, ConnectionTool, GrantSecret, ToolConnection, ToolPolicy
-from app.services.connections import Audience, set_audience, start_connection
+from app.services.connections.audience import Audience, set_audience
+from app.services.connections.setup import start_connection
 from app.web.apps.agent_section import agent_connection_instructions
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import HONCHO_KEY

@@ -21,8 +21,9 @@ from app.models import (
     ToolConnection,
     WakeupRequest,
 )
-from app.services.connections import stored_secrets
-from app.services.intents import BROADEN_FORBIDDEN, CARD_CLOSED, RESPONSIBLE_CHANGED
+from app.services.connections.endpoint import stored_secrets
+from app.services.intents.card import BROADEN_FORBIDDEN, RESPONSIBLE_CHANGED
+from app.services.oauth.errors import CARD_CLOSED
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.test_intent_cards import Htmx, assert_fragment, setup_form
 from tests.test_intent_cards import providers as providers  # noqa: PLC0414 (the shared fixture)

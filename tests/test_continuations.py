@@ -10,9 +10,10 @@ from sqlalchemy import func, select, update
 
 from app.models import ConnectionIntentDelivery, HeartbeatRun, Membership, WakeupRequest
 from app.models.base import utcnow
-from app.services import intents
-from app.services.run_context import prepare_invocation
-from app.services.run_tokens import open_run
+from app.services.intents import creation, resolution
+from app.services.intents import service as intents_service
+from app.services.runs.invocation import prepare_invocation
+from app.services.runs.tokens import open_run
 from app.workers import continuations
 from app.workers.continuations import (
     ALREADY_WOKEN,
@@ -40,8 +41,8 @@ def team(make):
 def card(db, company, owner, agent, issue, slug="notion"):
     """A pending connection card opened by a run of the agent, committed."""
     source = open_run(agent, issue, owner.id)
-    service = intents.resolve_service(company.id, slug, owner.id, agent.id)
-    interaction, _ = intents.create_connection_intent(
+    service = intents_service.resolve_service(company.id, slug, owner.id, agent.id)
+    interaction, _ = creation.create_connection_intent(
         issue, agent, service, addressee_user_id=owner.id, run_id=source.id
     )
     source.status = "succeeded"
@@ -52,7 +53,7 @@ def card(db, company, owner, agent, issue, slug="notion"):
 def declined(db, team):
     company, owner, agent, issue = team
     interaction = card(db, company, owner, agent, issue)
-    intents.decline_intent(interaction.id, owner.id, "Not now")
+    resolution.decline_intent(interaction.id, owner.id, "Not now")
     db.session.commit()
     return interaction
 
@@ -110,7 +111,7 @@ def test_connected_card_wakes_with_the_connected_outcome(db, team):
     company, owner, agent, issue = team
     connection = add_connection(db, company, slug="notion", name="Notion", config={})
     interaction = card(db, company, owner, agent, issue)
-    intents.complete_intent(interaction.id, owner.id, connection.id)
+    resolution.complete_intent(interaction.id, owner.id, connection.id)
     db.session.commit()
     assert sweep_pending() == {WOKEN: 1}
     [wake] = wakes_for(db, interaction.id)
@@ -135,7 +136,7 @@ def test_a_crash_after_enqueue_gives_exactly_one_wake(db, team, monkeypatch):
     monkeypatch.undo()
 
     # A previous worker enqueued the wake and died before marking the row delivered.
-    from app.services.runs import request_wakeup
+    from app.services.runs.wakeups import request_wakeup
 
     request_wakeup(
         agent, issue=issue, source="automation", idempotency_key=wake_key(interaction.id, "declined")
@@ -168,7 +169,7 @@ def test_closed_task_and_lost_membership_retire(db, make, team):
 
     other_issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
     second = card(db, company, owner, agent, other_issue)
-    intents.decline_intent(second.id, owner.id, None)
+    resolution.decline_intent(second.id, owner.id, None)
     db.session.execute(update(Membership).where(Membership.user_id == owner.id).values(status="suspended"))
     db.session.commit()
     assert deliver(second.id) == RETIRED
@@ -193,11 +194,11 @@ def test_continuation_queues_behind_an_active_run(db, make, team):
     agent = make.agent(company, "Runner", adapter_type="process", adapter_config={"command": ["true"]})
     issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
     interaction = card(db, company, owner, agent, issue)
-    from app.services.runs import request_wakeup
+    from app.services.runs.wakeups import request_wakeup
 
     request_wakeup(agent, issue=issue)
     db.session.commit()
-    intents.decline_intent(interaction.id, owner.id, None)
+    resolution.decline_intent(interaction.id, owner.id, None)
     db.session.commit()
     assert deliver(interaction.id) == WOKEN
     [wake] = wakes_for(db, interaction.id)
@@ -216,7 +217,7 @@ def test_two_workers_deliver_200_resolutions_exactly_once(app, db, make, team):
     ids = []
     for n in range(200):
         interaction = card(db, company, owner, agent, issues[n % 20])
-        intents.decline_intent(interaction.id, owner.id, None)
+        resolution.decline_intent(interaction.id, owner.id, None)
         db.session.commit()
         ids.append(interaction.id)
     db.session.remove()

@@ -22,9 +22,10 @@ from sqlalchemy import select
 
 from app.adapters.process import runtime_tools_env
 from app.models import ActivityLog, ConnectionGrant, ConnectionInstall, ThreadInteraction, ToolConnection
-from app.services import gateway
-from app.services.access import effective_access
-from app.services.run_context import runtime_tools_descriptor
+from app.services.access.effective import effective_access
+from app.services.gateway import calls as gateway_calls
+from app.services.gateway import tools as gateway_tools
+from app.services.runs.runtime_tools import runtime_tools_descriptor
 from tests.conftest import count_statements, serving, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 from tests.test_run_tokens import TOKEN_INVALID, bearer, start_run
@@ -126,7 +127,7 @@ def gateway_activity(db):
     db.session.expire_all()
     return db.session.scalars(
         select(ActivityLog)
-        .where(ActivityLog.action == gateway.ACTIVITY_ACTION)
+        .where(ActivityLog.action == gateway_calls.ACTIVITY_ACTION)
         .order_by(ActivityLog.created_at)
     ).all()
 
@@ -145,7 +146,7 @@ def test_listing_matches_effective_access_and_hides_managed_and_blocked(db, worl
     tools = {t.name: t for t in run_agent(live_server, world.token, scenario)}
     expected = set()
     for access in effective_access(world.company.id, world.agent.id, world.owner.id):
-        slug = gateway.connection_slug(access.connection.name)
+        slug = gateway_tools.connection_slug(access.connection.name)
         expected |= {f"{slug}__{t.tool.name}" for t in access.usable_tools}
     assert set(tools) == expected
     assert {"honcho__search_memory", "honcho__save_memory", "github__search_notes"} <= set(tools)
@@ -181,9 +182,9 @@ def test_names_never_collide_across_connections(db, world):
     )
     assert unknown.status_code == 404
     assert unknown.json["error"] == {"code": -32601, "message": "Unknown tool: team-notes__search_notes"}
-    assert gateway.connection_slug("  Ünïcode / Notes!! ") == "n-code-notes"
-    assert gateway.connection_slug("x" * 100) == "x" * gateway.SLUG_MAX_LENGTH
-    assert len(gateway.visible_name("s", "t" * 300)) == gateway.NAME_MAX_LENGTH
+    assert gateway_tools.connection_slug("  Ünïcode / Notes!! ") == "n-code-notes"
+    assert gateway_tools.connection_slug("x" * 100) == "x" * gateway_tools.SLUG_MAX_LENGTH
+    assert len(gateway_tools.visible_name("s", "t" * 300)) == gateway_tools.NAME_MAX_LENGTH
 
 
 def test_tools_list_statement_count_is_constant_as_connections_grow(app, db, world):
@@ -635,7 +636,7 @@ def test_answering_an_approval_wakes_the_agent_to_retry_or_move_on(db, world, li
 
 
 def test_projected_schemas_hide_managed_arguments_and_leave_the_stored_schema_alone():
-    from app.services.gateway import project_schema
+    from app.services.gateway.arguments import project_schema
 
     stored = {
         "type": "object",

@@ -7,8 +7,10 @@ import re
 
 import pytest
 
-from app.services import intents
-from app.services.run_tokens import open_run
+from app.services.intents import creation as intents_creation
+from app.services.intents import resolution as intents_resolution
+from app.services.intents import service as intents_service
+from app.services.runs.tokens import open_run
 from tests.conftest import count_statements, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.test_gateway import connect, rpc, world  # noqa: F401  (the gateway's fixture: a run on a task)
@@ -18,8 +20,8 @@ SLUGS = ("notion", "github", "linear", "slack", "mem0", "zep")
 
 def open_card(db, company, owner, agent, issue, slug="notion"):
     run = open_run(agent, issue, owner.id)
-    service = intents.resolve_service(company.id, slug, owner.id, agent.id)
-    interaction, _ = intents.create_connection_intent(
+    service = intents_service.resolve_service(company.id, slug, owner.id, agent.id)
+    interaction, _ = intents_creation.create_connection_intent(
         issue, agent, service, addressee_user_id=owner.id, run_id=run.id
     )
     db.session.commit()
@@ -127,10 +129,10 @@ def test_pollers_answer_204_or_304_until_something_changes(db, client, team):
     fragment = client.get(f"/inbox/list?v={tag}", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert fragment.startswith('<section id="inbox-list"') and f"intent-card-{card.id}" in fragment
     # Opening the card's dialog (a phase change) does not count as a change: the list is not replaced under it.
-    intents.set_phase(card.id, owner.id, "authorizing")
+    intents_resolution.set_phase(card.id, owner.id, "authorizing")
     db.session.commit()
     assert client.get(f"/inbox/list?v={new_tag}").status_code == 204
-    intents.decline_intent(card.id, owner.id, None)
+    intents_resolution.decline_intent(card.id, owner.id, None)
     db.session.commit()
     assert client.get(f"/inbox/list?v={new_tag}").status_code == 200
 

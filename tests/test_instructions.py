@@ -6,7 +6,7 @@ import json
 import pytest
 
 from app.catalog.loader import get_app, template_default
-from app.services.instructions import (
+from app.services.connections.instructions import (
     InstructionSource,
     compose_snapshot,
     differs_from_template,

@@ -18,7 +18,7 @@ from app.models import (
     ThreadInteraction,
     WakeupRequest,
 )
-from app.services.intents import expire_intents_for_issue
+from app.services.intents.expiry import expire_intents_for_issue
 from tests import test_runtime_rest
 from tests.conftest import sign_in
 from tests.test_run_tokens import search, start_run

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.services.net_guard import UnsafeUrl, check_outbound_url
+from app.core.net_guard import UnsafeUrl, check_outbound_url
 
 
 @pytest.mark.parametrize(

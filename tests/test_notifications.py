@@ -15,9 +15,11 @@ from sqlalchemy.exc import IntegrityError
 
 from app.models import NotificationDelivery, NotificationPreference
 from app.models.base import utcnow
-from app.services import intents, notifications
-from app.services.connections import update_connection
-from app.services.run_tokens import open_run
+from app.services import notifications
+from app.services.connections.settings import update_connection
+from app.services.intents import creation as intents_creation
+from app.services.intents import service as intents_service
+from app.services.runs.tokens import open_run
 from app.workers import outbox
 from app.workers.loop import run_once
 from tests.conftest import TEST_CONFIG, _database_url, sign_in
@@ -50,8 +52,8 @@ def team(make):
 def open_card(db, team, slug="notion", *, commit=True):
     company, owner, agent, issue = team
     run = open_run(agent, issue, owner.id)
-    service = intents.resolve_service(company.id, slug, owner.id, agent.id)
-    interaction, _ = intents.create_connection_intent(
+    service = intents_service.resolve_service(company.id, slug, owner.id, agent.id)
+    interaction, _ = intents_creation.create_connection_intent(
         issue, agent, service, addressee_user_id=owner.id, run_id=run.id
     )
     if commit:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.services import oauth as oauth_service
-from app.services.connections import OAUTH_REFRESH_TOKEN_KEY, _store_secret
+from app.services.connections.endpoint import OAUTH_REFRESH_TOKEN_KEY
+from app.services.connections.setup import _store_secret
+from app.services.oauth.errors import ReauthorizationRequired
+from app.services.oauth.tokens import get_valid_access_token
 from app.workers import outbox
 from tests.test_notifications import deliveries, smtp  # noqa: F401  (the loopback SMTP peer)
 from tests.test_oauth import Browser, _connection, _expire_access_token, _grant, live, owner  # noqa: F401
@@ -20,8 +22,8 @@ def test_a_rejected_refresh_mails_the_connection_owner(app, db, smtp, live, owne
     grant = _expire_access_token(db, connection_id)
     _store_secret(grant, OAUTH_REFRESH_TOKEN_KEY, "revoked-or-unknown-refresh-token")
     db.session.commit()
-    with pytest.raises(oauth_service.ReauthorizationRequired):
-        oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+    with pytest.raises(ReauthorizationRequired):
+        get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
     [mail] = deliveries(db)
     assert (mail.event, mail.recipient_user_id) == ("connection.needs_reauthorization", user.id)
     assert outbox.sweep_pending() == {outbox.DELIVERED: 1}

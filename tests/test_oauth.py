@@ -28,13 +28,15 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
-from app.services import oauth as oauth_service
-from app.services.connections import (
-    OAUTH_ACCESS_TOKEN_KEY,
-    OAUTH_REFRESH_TOKEN_KEY,
-    _store_secret,
-    stored_secrets,
-)
+from app.models.base import utcnow
+from app.services.connections.endpoint import OAUTH_ACCESS_TOKEN_KEY, OAUTH_REFRESH_TOKEN_KEY, stored_secrets
+from app.services.connections.setup import _store_secret
+from app.services.oauth import callback as oauth_callback
+from app.services.oauth import clients as oauth_clients
+from app.services.oauth import errors as oauth_errors
+from app.services.oauth import flow as oauth_flow
+from app.services.oauth import tokens as oauth_tokens
+from app.services.secrets_box import decrypt
 from tests.conftest import serving
 from tests.factories import DEFAULT_PASSWORD
 
@@ -112,7 +114,7 @@ class Browser:
 
     def authorize(self, authorization_url: str, *, login: str = "alice", deny: bool = False) -> str:
         """Follow the provider's login and consent forms; returns our callback URL (not yet visited)."""
-        callback_prefix = f"{self.base}{oauth_service.CALLBACK_PATH}"
+        callback_prefix = f"{self.base}{oauth_clients.CALLBACK_PATH}"
         response = self.http.get(authorization_url, allow_redirects=False, timeout=10)
         for _ in range(20):
             if response.status_code in (302, 303):
@@ -263,7 +265,7 @@ def test_replayed_tampered_and_expired_state_are_400_and_store_nothing(live, own
     db.session.execute(
         update(OAuthState)
         .where(OAuthState.connection_id == _uuid(second_id))
-        .values(expires_at=oauth_service.utcnow() - oauth_service.STATE_TTL)
+        .values(expires_at=utcnow() - oauth_flow.STATE_TTL)
     )
     db.session.commit()
     expired = browser.callback(callback_url)
@@ -323,7 +325,7 @@ def test_dynamic_registration_happens_once_per_company_and_app(live, owner, make
     assert oidc.stats()["registrations"] == 1
     assert db.session.scalar(select(func.count()).select_from(OAuthClientRegistration)) == 1
     registration = db.session.scalars(select(OAuthClientRegistration)).one()
-    secret = oauth_service.decrypt(registration.client_secret_ciphertext)
+    secret = decrypt(registration.client_secret_ciphertext)
     assert secret and secret not in json.dumps(registration.registration)
     assert "registration_access_token" not in registration.registration
 
@@ -385,7 +387,7 @@ def test_concurrent_refresh_is_single_flight(live, owner, app, db, oidc):
                 select(ConnectionGrant).where(ConnectionGrant.connection_id == connection.id)
             ).one()
             barrier.wait(timeout=10)
-            return oauth_service.get_valid_access_token(connection, grant)
+            return oauth_tokens.get_valid_access_token(connection, grant)
 
     with ThreadPoolExecutor(max_workers=10) as pool:
         tokens = list(pool.map(use, range(10)))
@@ -448,14 +450,14 @@ def test_rotated_refresh_token_is_saved_and_kept_when_none_comes_back(live, owne
 
     oidc.configure(rotate=True)
     connection = _connection(db, connection_id)
-    oauth_service.get_valid_access_token(connection, _grant(db, connection_id))
+    oauth_tokens.get_valid_access_token(connection, _grant(db, connection_id))
     rotated = stored_secrets(_grant(db, connection_id))
     assert rotated[OAUTH_REFRESH_TOKEN_KEY] != first[OAUTH_REFRESH_TOKEN_KEY]
     assert rotated[OAUTH_ACCESS_TOKEN_KEY] != first[OAUTH_ACCESS_TOKEN_KEY]
 
     oidc.configure(rotate=False)
     _expire_access_token(db, connection_id)
-    token = oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+    token = oauth_tokens.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
     kept = stored_secrets(_grant(db, connection_id))
     assert kept[OAUTH_REFRESH_TOKEN_KEY] == rotated[OAUTH_REFRESH_TOKEN_KEY]
     assert kept[OAUTH_ACCESS_TOKEN_KEY] == token != rotated[OAUTH_ACCESS_TOKEN_KEY]
@@ -463,7 +465,7 @@ def test_rotated_refresh_token_is_saved_and_kept_when_none_comes_back(live, owne
 
     # Not due: no request at all.
     assert (
-        oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+        oauth_tokens.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
         == token
     )
     assert oidc.token_requests("refresh_token") == 2
@@ -476,31 +478,31 @@ def test_outage_keeps_credentials_but_invalid_grant_needs_reauthorization(live, 
     before = stored_secrets(_expire_access_token(db, connection_id))
 
     oidc.configure(tokenOutage=503)
-    with pytest.raises(oauth_service.TokenRefreshUnavailable):
-        oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+    with pytest.raises(oauth_errors.TokenRefreshUnavailable):
+        oauth_tokens.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
     assert stored_secrets(_grant(db, connection_id)) == before
     assert _grant(db, connection_id).status == "active"
     assert _connection(db, connection_id).health_status == "healthy"
     assert oidc.stats()["tokenRequests"]["outage"] == 1
     # Backing off: callers during the outage fail at once, without another request to the provider.
     retry_at = _grant(db, connection_id).provider_tenant["refreshRetryAt"]
-    assert 0 < retry_at - time.time() <= oauth_service.REFRESH_BACKOFF_SECONDS
-    with pytest.raises(oauth_service.TokenRefreshUnavailable):
-        oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+    assert 0 < retry_at - time.time() <= oauth_tokens.REFRESH_BACKOFF_SECONDS
+    with pytest.raises(oauth_errors.TokenRefreshUnavailable):
+        oauth_tokens.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
     assert oidc.stats()["tokenRequests"]["outage"] == 1
     grant = _grant(db, connection_id)
     grant.provider_tenant = {**grant.provider_tenant, "refreshRetryAt": int(time.time()) - 1}  # time passes
     db.session.commit()
 
     oidc.configure(tokenOutage=0)
-    oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+    oauth_tokens.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
     assert "refreshRetryAt" not in _grant(db, connection_id).provider_tenant  # recovered: no back-off left
 
     grant = _expire_access_token(db, connection_id)
     _store_secret(grant, OAUTH_REFRESH_TOKEN_KEY, "revoked-or-unknown-refresh-token")
     db.session.commit()
-    with pytest.raises(oauth_service.ReauthorizationRequired):
-        oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+    with pytest.raises(oauth_errors.ReauthorizationRequired):
+        oauth_tokens.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
     assert _grant(db, connection_id).status == "needs_reauthorization"
     connection = _connection(db, connection_id)
     assert connection.health_status == "needs_reauthorization"
@@ -513,9 +515,9 @@ def test_outage_keeps_credentials_but_invalid_grant_needs_reauthorization(live, 
 
 
 def test_resource_indicators_are_canonical_server_uris():
-    assert oauth_service.resource_indicator("HTTPS://MCP.Example.com/mcp/") == "https://mcp.example.com/mcp"
-    assert oauth_service.resource_indicator("http://127.0.0.1:8123/mcp?x=1#f") == "http://127.0.0.1:8123/mcp"
-    assert oauth_service.resource_indicator("https://mcp.example.com/") == "https://mcp.example.com"
+    assert oauth_flow.resource_indicator("HTTPS://MCP.Example.com/mcp/") == "https://mcp.example.com/mcp"
+    assert oauth_flow.resource_indicator("http://127.0.0.1:8123/mcp?x=1#f") == "http://127.0.0.1:8123/mcp"
+    assert oauth_flow.resource_indicator("https://mcp.example.com/") == "https://mcp.example.com"
 
 
 def test_id_token_labels_are_taken_only_from_tokens_for_us_from_the_issuer():
@@ -528,22 +530,22 @@ def test_id_token_labels_are_taken_only_from_tokens_for_us_from_the_issuer():
         token = jwt.encode(
             {**claims, **changes}, "a-signing-key-the-label-check-does-not-need", algorithm="HS256"
         )
-        return oauth_service._id_token_label(token, "https://id.example/", "client-1")
+        return oauth_callback._id_token_label(token, "https://id.example/", "client-1")
 
     assert label() == "a@example.test"
     assert label(aud="someone-else") is None
     assert label(iss="https://evil.example") is None
     assert label(exp=now - 120) is None
-    assert oauth_service._id_token_label("not-a-jwt", "https://id.example", "client-1") is None
+    assert oauth_callback._id_token_label("not-a-jwt", "https://id.example", "client-1") is None
 
 
 def test_expiry_from_expires_at_or_unknown():
-    assert oauth_service._expires_at({"expires_at": 2_000_000_000}) == 2_000_000_000
-    assert abs(oauth_service._expires_at({"expires_in": 3600}) - (time.time() + 3600)) < 5
-    assert oauth_service._expires_at({}) is None
-    assert oauth_service._is_due({"expiresAt": None}) is False
-    assert oauth_service._is_due({"expiresAt": time.time() + 30}) is True  # inside the 60 s skew
-    assert oauth_service._is_due({"expiresAt": time.time() + 600}) is False
+    assert oauth_callback._expires_at({"expires_at": 2_000_000_000}) == 2_000_000_000
+    assert abs(oauth_callback._expires_at({"expires_in": 3600}) - (time.time() + 3600)) < 5
+    assert oauth_callback._expires_at({}) is None
+    assert oauth_tokens._is_due({"expiresAt": None}) is False
+    assert oauth_tokens._is_due({"expiresAt": time.time() + 30}) is True  # inside the 60 s skew
+    assert oauth_tokens._is_due({"expiresAt": time.time() + 600}) is False
 
 
 # -- reconnect and secrecy -----------------------------------------------------------------------------------------
@@ -594,10 +596,10 @@ def test_tokens_never_appear_in_pages_api_activity_or_logs(live, owner, db, oidc
     connection_id = browser.connect(company)
     grant = _expire_access_token(db, connection_id)
     first = stored_secrets(grant)
-    oauth_service.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
+    oauth_tokens.get_valid_access_token(_connection(db, connection_id), _grant(db, connection_id))
     second = stored_secrets(_grant(db, connection_id))
     registration = db.session.scalars(select(OAuthClientRegistration)).one()
-    client_secret = oauth_service.decrypt(registration.client_secret_ciphertext)
+    client_secret = decrypt(registration.client_secret_ciphertext)
 
     for path in (
         f"/apps/{connection_id}/permissions",

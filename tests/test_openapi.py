@@ -15,8 +15,10 @@ import schemathesis
 from pydantic import BaseModel
 from schemathesis.specs.openapi.definitions import OPENAPI_31
 
-from app.web import openapi
 from app.web.api.validation import StrictBody
+from app.web.openapi import document as openapi_document
+from app.web.openapi import registry as openapi_registry
+from app.web.openapi import responses as openapi_responses
 
 DOC_URL = "/api/openapi.json"
 
@@ -119,40 +121,44 @@ def test_every_operation_documents_its_errors(document):
 
 
 def test_every_json_route_is_documented(app):
-    missing = openapi.undocumented_routes(app)
+    missing = openapi_document.undocumented_routes(app)
     assert not missing, (
         "JSON routes missing from app/web/openapi.py (add an Operation for each): " + ", ".join(missing)
     )
 
 
 def test_no_documented_operation_is_stale(app):
-    stale = openapi.stale_operations(app)
+    stale = openapi_document.stale_operations(app)
     assert not stale, "Operations in app/web/openapi.py without a route: " + ", ".join(stale)
 
 
 def test_drift_check_notices_a_missing_entry(app):
-    fewer = [op for op in openapi.all_operations(app) if op.endpoint != "api.create_comment"]
-    assert openapi.undocumented_routes(app, fewer) == [
+    fewer = [op for op in openapi_registry.all_operations(app) if op.endpoint != "api.create_comment"]
+    assert openapi_document.undocumented_routes(app, fewer) == [
         "POST /api/issues/{issue_id}/comments (api.create_comment)"
     ]
 
 
 def test_served_document_is_the_built_one(app, document):
-    built = openapi.build_document(app, server_url=app.config["PUBLIC_BASE_URL"].rstrip("/"))
+    built = openapi_document.build_document(app, server_url=app.config["PUBLIC_BASE_URL"].rstrip("/"))
     assert document == built
-    assert set(document["paths"]) == {op.path for op in openapi.all_operations(app)}
+    assert set(document["paths"]) == {op.path for op in openapi_registry.all_operations(app)}
 
 
 # --- the request models are the routes' own ----------------------------------------------------------------
 
 
 def _operations_with_bodies():
-    return [op for op in [*openapi.OPERATIONS, *openapi.GATEWAY_OPERATIONS] if op.body is not None]
+    return [
+        op
+        for op in [*openapi_registry.OPERATIONS, *openapi_registry.GATEWAY_OPERATIONS]
+        if op.body is not None
+    ]
 
 
 def _route_validated_bodies():
     # MCP endpoints parse JSON-RPC by hand: their JsonRpcRequest model documents the message shape only.
-    return [op for op in _operations_with_bodies() if op.body is not openapi.JsonRpcRequest]
+    return [op for op in _operations_with_bodies() if op.body is not openapi_responses.JsonRpcRequest]
 
 
 @pytest.mark.parametrize("op", _route_validated_bodies(), ids=lambda op: op.endpoint)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from app.models import HeartbeatRun
-from app.services.run_context import resolve_instructions_for_run
+from app.services.runs.snapshot import resolve_instructions_for_run
 from tests import test_runtime_rest
 from tests.test_gateway import rpc
 from tests.test_intents_api import as_user, open_honcho_card, personal_honcho_for_nobody

@@ -17,8 +17,10 @@ import httpx
 import pytest
 
 from app.catalog.schema import AppDefinition
-from app.services import gateway, provider_limits
-from app.services.provider_mcp import ProviderBusy, ProviderPaused, ProviderTimeout, call_tool
+from app.services.connections import provider_limits
+from app.services.connections.provider_errors import ProviderBusy, ProviderPaused, ProviderTimeout
+from app.services.connections.provider_mcp import call_tool
+from app.services.gateway import calls as gateway
 from tests.conftest import serving, sign_in
 from tests.factories import DEFAULT_PASSWORD
 from tests.peers.mcp_servers import NOTES_KEY, start_frozen_server

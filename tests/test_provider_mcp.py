@@ -10,15 +10,16 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from app.services import provider_mcp
-from app.services.provider_mcp import (
+from app.services.connections import provider_errors, provider_mcp
+from app.services.connections.provider_errors import (
     ProviderAuthRejected,
     ProviderTimeout,
     ProviderToolError,
     ProviderUnavailable,
-    call_tool,
+)
+from app.services.connections.provider_mcp import call_tool, list_tools
+from app.services.connections.provider_tools import (
     headers_for_key,
-    list_tools,
     tool_is_write,
     tool_version_hash,
     url_with_query,
@@ -413,10 +414,10 @@ def test_keys_stay_out_of_the_logs(caplog, mcp_server_factory):
 
 @pytest.mark.parametrize("bad_value", ["sk-live-trailing ", "sk-live-abc\r\nX-Injected: 1"])
 def test_a_header_that_is_not_valid_http_gives_a_plain_error(open_server, bad_value):
-    with pytest.raises(provider_mcp.ProviderError) as caught:
+    with pytest.raises(provider_errors.ProviderError) as caught:
         list_tools(open_server.url, headers={"X-Api-Key": bad_value})
 
-    assert type(caught.value) is provider_mcp.ProviderError
+    assert type(caught.value) is provider_errors.ProviderError
     assert "not valid HTTP" in caught.value.message
     assert "sk-live" not in caught.value.message
     assert open_server.requests == []

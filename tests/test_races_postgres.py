@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, text, update
 
+from app.core.errors import ServiceError
 from app.models import (
     ConnectionInstall,
     ConnectionIntentDelivery,
@@ -32,9 +33,13 @@ from app.models import (
     WakeupRequest,
 )
 from app.models.base import utcnow
-from app.services import intents, runtime_tools
-from app.services.errors import ServiceError
-from app.services.run_tokens import mint_run_token, open_run, verify_run_token
+from app.services.intents import card as intents_card
+from app.services.intents import creation
+from app.services.intents import resolution as intents_resolution
+from app.services.intents import service as intents_service
+from app.services.runs.tokens import mint_run_token, open_run, verify_run_token
+from app.services.runtime import context as runtime_tools_context
+from app.services.runtime import request as runtime_tools_request
 from app.services.tenancy import change_member
 from app.services.work import update_issue
 from app.workers import continuations
@@ -101,8 +106,8 @@ def in_thread_session(fn: Callable) -> Callable[[], object]:
 def open_card(db, company, addressee, agent, issue, slug: str = "notion") -> uuid.UUID:
     """A pending connection card opened by a (finished) run of the agent, committed; returns its id."""
     source = open_run(agent, issue, addressee.id)
-    service = intents.resolve_service(company.id, slug, addressee.id, agent.id)
-    interaction, created = intents.create_connection_intent(
+    service = intents_service.resolve_service(company.id, slug, addressee.id, agent.id)
+    interaction, created = creation.create_connection_intent(
         issue, agent, service, addressee_user_id=addressee.id, run_id=source.id
     )
     assert created
@@ -170,11 +175,11 @@ def sweep_with_two_workers(app) -> list[str]:
 
 
 def complete(interaction_id, user_id, connection_id):
-    return lambda: intents.complete_intent(interaction_id, user_id, connection_id).status
+    return lambda: intents_resolution.complete_intent(interaction_id, user_id, connection_id).status
 
 
 def decline(interaction_id, user_id):
-    return lambda: intents.decline_intent(interaction_id, user_id, "Not now").status
+    return lambda: intents_resolution.decline_intent(interaction_id, user_id, "Not now").status
 
 
 def close_task(issue_id, actor_user_id, company_id):
@@ -258,7 +263,9 @@ def test_complete_decline_and_close_resolve_each_card_once(app, db, make, team, 
 
 def repeat_request(claims: dict, slug: str):
     """What the runtime request door does for a call of the run's token (validation, then the request)."""
-    return lambda: runtime_tools.request_connection(runtime_tools.load_run_context(claims), slug)
+    return lambda: runtime_tools_request.request_connection(
+        runtime_tools_context.load_run_context(claims), slug
+    )
 
 
 def test_decline_racing_a_repeat_request_never_leaves_a_new_pending_card(app, db, make, team):
@@ -268,7 +275,9 @@ def test_decline_racing_a_repeat_request_never_leaves_a_new_pending_card(app, db
         run = open_run(agent, issue, owner.id)
         db.session.commit()
         claims = verify_run_token(mint_run_token(run).token)
-        first = runtime_tools.request_connection(runtime_tools.load_run_context(claims), "notion")
+        first = runtime_tools_request.request_connection(
+            runtime_tools_context.load_run_context(claims), "notion"
+        )
         db.session.commit()
         card_id = first["interactionId"]
         outcomes = race(
@@ -281,7 +290,7 @@ def test_decline_racing_a_repeat_request_never_leaves_a_new_pending_card(app, db
         for kind, value in outcomes[1:]:
             # Before the decline committed the request reused the pending card; after it, the refusal.
             assert (kind == "ok" and value["interactionId"] == card_id) or (
-                kind == "refused" and value == runtime_tools.DECLINED_IN_CONTINUATION
+                kind == "refused" and value == runtime_tools_request.DECLINED_IN_CONTINUATION
             ), outcomes
         db.session.expire_all()
         cards = db.session.scalars(
@@ -290,7 +299,7 @@ def test_decline_racing_a_repeat_request_never_leaves_a_new_pending_card(app, db
         assert [(str(c.id), c.status) for c in cards] == [(card_id, "rejected")]
         # And once the decline is committed, the same run is refused.
         again = race(app, repeat_request(claims, "notion"))
-        assert again == [("refused", runtime_tools.DECLINED_IN_CONTINUATION)]
+        assert again == [("refused", runtime_tools_request.DECLINED_IN_CONTINUATION)]
 
 
 # --- membership revocation vs complete -----------------------------------------------------------------------
@@ -372,7 +381,7 @@ def test_revocation_racing_complete_never_leaves_a_half_connection(app, db, make
             seen.add("complete first")
         else:
             # Revocation committed first: complete wrote nothing at all.
-            assert outcomes[0] == ("refused", intents.NO_WRITE_ACCESS), outcomes
+            assert outcomes[0] == ("refused", intents_card.NO_WRITE_ACCESS), outcomes
             assert interaction.status == "pending"
             assert after == before == {**before, "agent_installs": 0, "outbox": 0}
             seen.add("revocation first")
@@ -445,7 +454,7 @@ def test_revocation_committed_while_complete_waits_writes_nothing(app, db, make,
         may_commit.set()
     for thread in threads:
         thread.join(JOIN_SECONDS)
-    assert outcome == {"complete": intents.NO_WRITE_ACCESS}
+    assert outcome == {"complete": intents_card.NO_WRITE_ACCESS}
     assert writes_of(db, interaction_id, connection.id, agent.id) == {
         "delegations": 0,
         "agent_installs": 0,
@@ -462,7 +471,7 @@ def declined_cards(db, make, company, owner, agent, count: int) -> list[uuid.UUI
     for _ in range(count):
         issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
         interaction_id = open_card(db, company, owner, agent, issue)
-        intents.decline_intent(interaction_id, owner.id, None)
+        intents_resolution.decline_intent(interaction_id, owner.id, None)
         db.session.commit()
         ids.append(interaction_id)
     db.session.commit()  # end the transaction; objects reload on access
@@ -606,7 +615,7 @@ def test_concurrent_access_writes_each_raise_the_revision_once(app, db, make, te
     """Eight writers holding a task lock and the company row (issue numbering) all commit, and each raises the
     revision exactly once: the raise is their last statement, on its own row, so none is lost or refused."""
     from app.models import AccessRevision, ToolConnection
-    from app.services.connections import add_agent_install
+    from app.services.connections.audience import add_agent_install
     from app.services.tenancy import allocate_issue_identifier
 
     company, owner, agent = team

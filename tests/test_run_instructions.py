@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import delete
 
 from app.adapters.http import request_body
+from app.core.errors import Forbidden
 from app.models import (
     ConnectionGrant,
     ConnectionInstall,
@@ -22,9 +23,10 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
-from app.services.errors import Forbidden
-from app.services.run_context import prepare_invocation, resolve_instructions_for_run
-from app.services.runs import claim_next_run, complete_run, request_wakeup
+from app.services.runs.invocation import prepare_invocation
+from app.services.runs.lifecycle import complete_run
+from app.services.runs.snapshot import resolve_instructions_for_run
+from app.services.runs.wakeups import claim_next_run, request_wakeup
 
 _names = itertools.count(1)
 CUSTOM_CONFIG = {

@@ -14,7 +14,7 @@ import jwt
 import pytest
 
 from app.models import HeartbeatRun
-from app.services.run_tokens import company_key, instance_id, mint_run_token, open_run, verify_run_token
+from app.services.runs.tokens import company_key, instance_id, mint_run_token, open_run, verify_run_token
 
 TOKEN_INVALID = {"error": "Runtime tools token is missing, invalid, or expired"}
 SEARCH_URL = "/runtime-tools/connections/search"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from app.cli.worker import worker_command
 from app.models import HeartbeatRun, WakeupRequest
 from app.models.run_logs import RUN_LOG_LIMIT, AgentTaskSession, RunLog
-from app.services.runs import WakeAlreadyExists, claim_next_run, request_wakeup
-from app.worker_cli import worker_command
+from app.services.runs.wakeups import WakeAlreadyExists, claim_next_run, request_wakeup
 from app.workers.run_executor import execute_next_run, execute_pending_runs
 from tests.conftest import serving
 from tests.test_run_instructions import add_connection
@@ -220,7 +220,7 @@ def live_base_url(app, db):
 
 def test_example_process_agent_requests_a_connection_and_continues_after_the_decline(db, make, live_base_url):
     from app.models import ThreadInteraction
-    from app.services import intents
+    from app.services.intents import resolution as intents
     from app.workers.continuations import WOKEN, deliver
 
     company = make.company("Acme")
@@ -264,7 +264,7 @@ def test_a_run_abandoned_by_a_dead_worker_is_failed_and_the_next_wake_runs(db, t
     from datetime import timedelta
 
     from app.models.base import utcnow
-    from app.services.runs import ABANDONED_MESSAGE, recover_abandoned_runs
+    from app.services.runs.lifecycle import ABANDONED_MESSAGE, recover_abandoned_runs
 
     _company, _owner, agent, issue = team
     wake(db, agent, issue, reason="assigned")

@@ -13,7 +13,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy import select
 
 from app.models import ThreadInteraction
-from app.services.runtime_tools import GUIDANCE, TOOL_DEFINITIONS
+from app.services.runs.runtime_tools import GUIDANCE, TOOL_DEFINITIONS
 from tests import test_run_tokens
 from tests.conftest import serving, sign_in
 from tests.test_run_tokens import TOKEN_INVALID, bearer

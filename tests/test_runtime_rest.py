@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 
 from app.extensions import db as _db
 from app.models import ActivityLog, HeartbeatRun, ThreadInteraction
-from app.services.run_tokens import mint_run_token
-from app.services.runtime_tools import clear_search_indexes
+from app.services.runs.tokens import mint_run_token
+from app.services.runtime.search import clear_search_indexes
 from tests import test_run_tokens
 from tests.conftest import count_statements, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY

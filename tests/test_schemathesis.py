@@ -32,8 +32,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from app.services.accounts import create_api_key
-from app.services.run_tokens import mint_run_token, open_run
-from app.web import openapi
+from app.services.runs.tokens import mint_run_token, open_run
+from app.web.openapi import registry as openapi
 from tests.conftest import serving, sign_in
 from tests.factories import DEFAULT_PASSWORD
 

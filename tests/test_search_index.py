@@ -10,8 +10,8 @@ from sqlalchemy import delete, select
 
 from app.catalog.loader import DEFINITIONS_DIR, ingest_definitions
 from app.models import AccessRevision, ConnectionInstall
-from app.services import access_revision
-from app.services.runtime_tools import clear_search_indexes
+from app.services.access import revision as access_revision
+from app.services.runtime.search import clear_search_indexes
 from tests import test_runtime_rest
 from tests.conftest import count_statements
 from tests.test_run_tokens import search

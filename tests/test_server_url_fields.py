@@ -17,8 +17,8 @@ from sqlalchemy import select
 
 from app.catalog.loader import get_app, template_default
 from app.models import GrantSecret, HeartbeatRun, ToolConnection
-from app.services import gateway
-from app.services.run_context import resolve_instructions_for_run
+from app.services.gateway import tools as gateway
+from app.services.runs.snapshot import resolve_instructions_for_run
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import COGNEE_KEY, COGNEE_PROVIDER_INSTRUCTIONS, start_cognee_like_server
 from tests.test_apps_pages import post

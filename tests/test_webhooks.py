@@ -14,7 +14,9 @@ from standardwebhooks.webhooks import Webhook
 from app.models import NotificationDelivery, WebhookAttempt, WebhookEndpoint
 from app.models.base import utcnow
 from app.models.notifications import WEBHOOK_EVENTS
-from app.services import intents
+from app.services.intents import creation as intents_creation
+from app.services.intents import resolution as intents_resolution
+from app.services.intents import service as intents_service
 from app.services.secrets_box import decrypt
 from app.workers import outbox
 from tests.conftest import sign_in
@@ -97,12 +99,12 @@ def test_every_card_event_arrives_signed_with_ids_names_and_states_only(db, worl
         f"/approvals/{approval_id}/deny", headers={"X-CSRFToken": world.csrf, "HX-Request": "true"}
     )
     assert answered.status_code == 200
-    service = intents.resolve_service(world.company.id, "notion", world.owner.id, world.agent.id)
-    card, _ = intents.create_connection_intent(
+    service = intents_service.resolve_service(world.company.id, "notion", world.owner.id, world.agent.id)
+    card, _ = intents_creation.create_connection_intent(
         world.issue, world.agent, service, addressee_user_id=world.owner.id, run_id=world.run.id
     )
     db.session.commit()
-    intents.decline_intent(card.id, world.owner.id, "Not now")
+    intents_resolution.decline_intent(card.id, world.owner.id, "Not now")
     db.session.commit()
 
     assert outbox.sweep_pending() == {outbox.DELIVERED: 5}

@@ -1,6 +1,6 @@
 """Adapters: how a run reaches an agent (a local process or an HTTP agent service).
 
-Adapters receive a fully built `Invocation` (see `app.services.run_context.prepare_invocation`) and know nothing
+Adapters receive a fully built `Invocation` (see `app.services.runs.invocation.prepare_invocation`) and know nothing
 about the database: they run the turn and hand back an `AdapterResult` with bounded output and the session id the
 agent reported, if any. The server-owned fields of the invocation (the instruction snapshot, the runtime-tools
 descriptor, the wake prompt) were already written over anything a caller supplied.

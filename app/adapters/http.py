@@ -10,7 +10,7 @@ paperclipRuntimeTools, sessionId}`: the server-owned fields come last, so a temp
 (null: start fresh). A 2xx answer means the turn succeeded; a JSON answer may carry `sessionId` to report the
 agent's session. Redirects are not followed.
 
-The URL must pass the outbound guard (`app.services.net_guard`): no loopback, private, link-local or metadata
+The URL must pass the outbound guard (`app.core.net_guard`): no loopback, private, link-local or metadata
 addresses after DNS resolution, unless the operator allow-lists the host in `SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS`.
 """
 
@@ -21,7 +21,7 @@ import json
 import httpx
 
 from app.adapters import AdapterResult, Invocation, TailBuffer
-from app.services.net_guard import UnsafeUrl, check_outbound_url, guarded_transport
+from app.core.net_guard import UnsafeUrl, check_outbound_url, guarded_transport
 
 DEFAULT_READ_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0

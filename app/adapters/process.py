@@ -72,7 +72,7 @@ def command_of(config: dict) -> list[str]:
 
 
 def runtime_tools_env(descriptor: dict | None) -> dict[str, str]:
-    """The `PAPERCLIP_RUNTIME_TOOLS_*` projection of a runtime-tools descriptor (reference section 3), plus
+    """The `PAPERCLIP_RUNTIME_TOOLS_*` projection of a runtime-tools descriptor (`runtime_descriptor`), plus
     `PAPERCLIP_TOOL_GATEWAY_MCP_URL` (the tool gateway, authenticated with the same token)."""
     if not descriptor:
         return {"PAPERCLIP_RUNTIME_TOOLS_AVAILABLE": ""}

@@ -31,8 +31,8 @@ from flask import current_app
 from jsonschema.validators import validator_for
 
 from app.catalog.loader import CATALOG_DIR, validate_definition
-from app.services.errors import ProviderRefused
-from app.services.net_guard import check_outbound_url, guarded_transport
+from app.core.errors import ProviderRefused
+from app.core.net_guard import check_outbound_url, guarded_transport
 
 SCHEMA_PATH = CATALOG_DIR / "registry" / "server.schema.json"
 MAX_DOCUMENT_BYTES = 1024 * 1024

@@ -8,13 +8,13 @@ from datetime import datetime
 from sqlalchemy import DateTime, ForeignKey, Index, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.extensions import db
+from app.extensions import Model
 from app.models.base import IdMixin, JSONType, utcnow
 
 ACTOR_TYPES = ("user", "agent", "system")
 
 
-class ActivityLog(IdMixin, db.Model):
+class ActivityLog(IdMixin, Model):
     __tablename__ = "activity_log"
     __table_args__ = (Index("ix_activity_log_company_created", "company_id", "created_at"),)
 

@@ -7,14 +7,14 @@ import uuid
 from sqlalchemy import ForeignKey, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.extensions import db
+from app.extensions import Model
 from app.models.base import IdMixin, JSONType, TimestampMixin
 
 ADAPTER_TYPES = ("process", "http", "manual")
 AGENT_STATUSES = ("active", "paused", "archived")
 
 
-class Agent(IdMixin, TimestampMixin, db.Model):
+class Agent(IdMixin, TimestampMixin, Model):
     __tablename__ = "agents"
 
     company_id: Mapped[uuid.UUID] = mapped_column(

@@ -13,11 +13,11 @@ from datetime import datetime
 from sqlalchemy import DateTime, ForeignKey, Index, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.extensions import db
+from app.extensions import Model
 from app.models.base import utcnow
 
 
-class ConnectionIntentDelivery(db.Model):
+class ConnectionIntentDelivery(Model):
     __tablename__ = "connection_intent_deliveries"
     __table_args__ = (Index("ix_connection_intent_deliveries_pending", "delivered_at", "next_attempt_at"),)
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import Boolean, DateTime, ForeignKey, Index, Integer, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.extensions import db
+from app.extensions import Model
 from app.models.base import IdMixin, JSONType, TimestampMixin, utcnow
 
 CHANNELS = ("email", "webhook")
@@ -31,7 +31,7 @@ WEBHOOK_EVENTS = (
 )
 
 
-class NotificationDelivery(IdMixin, TimestampMixin, db.Model):
+class NotificationDelivery(IdMixin, TimestampMixin, Model):
     """One message to send: an email to a person or a webhook call to an endpoint."""
 
     __tablename__ = "notification_deliveries"
@@ -62,7 +62,7 @@ class NotificationDelivery(IdMixin, TimestampMixin, db.Model):
     last_error: Mapped[str | None] = mapped_column(Text)
 
 
-class WebhookEndpoint(IdMixin, TimestampMixin, db.Model):
+class WebhookEndpoint(IdMixin, TimestampMixin, Model):
     """A company's outbound webhook: where to POST which events, signed with a secret kept encrypted."""
 
     __tablename__ = "webhook_endpoints"
@@ -79,7 +79,7 @@ class WebhookEndpoint(IdMixin, TimestampMixin, db.Model):
     )
 
 
-class WebhookAttempt(IdMixin, db.Model):
+class WebhookAttempt(IdMixin, Model):
     """One try at delivering a webhook: what came back and how long it took."""
 
     __tablename__ = "webhook_attempts"
@@ -96,7 +96,7 @@ class WebhookAttempt(IdMixin, db.Model):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
 
 
-class NotificationPreference(db.Model):
+class NotificationPreference(Model):
     """A person's notification settings (no row: the defaults, email on)."""
 
     __tablename__ = "notification_preferences"

@@ -12,11 +12,11 @@ from datetime import datetime
 from sqlalchemy import DateTime, ForeignKey, Index, String, Text, UniqueConstraint, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.extensions import db
+from app.extensions import Model
 from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin, utcnow
 
 
-class OAuthState(db.Model):
+class OAuthState(Model):
     """One authorization in flight: single use (`consumed_at`), short-lived, bound to its user and draft connection."""
 
     __tablename__ = "oauth_states"
@@ -50,7 +50,7 @@ class OAuthState(db.Model):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
 
 
-class OAuthClientRegistration(IdMixin, TimestampMixin, db.Model):
+class OAuthClientRegistration(IdMixin, TimestampMixin, Model):
     """A client registered with a provider's authorization server (RFC 7591): once per company and app."""
 
     __tablename__ = "oauth_client_registrations"

@@ -14,13 +14,13 @@ from datetime import datetime
 from sqlalchemy import Boolean, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.extensions import db
+from app.extensions import Model
 from app.models.base import IdMixin, TimestampMixin, utcnow
 
 RUN_LOG_LIMIT = 64 * 1024
 
 
-class RunLog(db.Model):
+class RunLog(Model):
     __tablename__ = "run_logs"
 
     run_id: Mapped[uuid.UUID] = mapped_column(
@@ -43,7 +43,7 @@ class RunLog(db.Model):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
 
 
-class AgentTaskSession(IdMixin, TimestampMixin, db.Model):
+class AgentTaskSession(IdMixin, TimestampMixin, Model):
     __tablename__ = "agent_task_sessions"
     __table_args__ = (UniqueConstraint("agent_id", "issue_id"),)
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import DateTime, ForeignKey, Index, String, Text, Uuid, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.extensions import db
+from app.extensions import Model
 from app.models.agents import Agent
 from app.models.base import IdMixin, JSONType, TimestampMixin
 
@@ -17,7 +17,7 @@ ACTIVE_RUN_STATUSES = ("queued", "running")
 WAKEUP_STATUSES = ("queued", "claimed", "finished", "skipped", "failed", "cancelled")
 
 
-class HeartbeatRun(IdMixin, TimestampMixin, db.Model):
+class HeartbeatRun(IdMixin, TimestampMixin, Model):
     __tablename__ = "heartbeat_runs"
 
     company_id: Mapped[uuid.UUID] = mapped_column(
@@ -46,7 +46,7 @@ class HeartbeatRun(IdMixin, TimestampMixin, db.Model):
     agent: Mapped[Agent] = relationship()
 
 
-class WakeupRequest(IdMixin, TimestampMixin, db.Model):
+class WakeupRequest(IdMixin, TimestampMixin, Model):
     __tablename__ = "wakeup_requests"
     __table_args__ = (
         # Exactly-once continuation wakes: a live wake for a connection-intent key can exist only once.

@@ -9,7 +9,7 @@ from flask_login import UserMixin
 from sqlalchemy import Boolean, DateTime, ForeignKey, Integer, String, UniqueConstraint, Uuid
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.extensions import db
+from app.extensions import Model
 from app.models.base import IdMixin, JSONType, TimestampMixin, utcnow
 
 ROLES = ("owner", "admin", "member", "viewer")
@@ -25,7 +25,7 @@ DEFAULT_ROLE_PERMISSIONS = {
 }
 
 
-class Company(IdMixin, TimestampMixin, db.Model):
+class Company(IdMixin, TimestampMixin, Model):
     __tablename__ = "companies"
 
     name: Mapped[str] = mapped_column(String(200), nullable=False)
@@ -33,11 +33,11 @@ class Company(IdMixin, TimestampMixin, db.Model):
     issue_counter: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
 
 
-class AccessRevision(db.Model):
+class AccessRevision(Model):
     """A counter per company, raised in the same transaction as any change to what its agents can reach or find
     (connections, grants, installs, tools, policies, delegations, memberships, the catalog).
 
-    Runtime search and gateway listings keep per-process answers keyed on it (`app.services.access_revision`). It
+    Runtime search and gateway listings keep per-process answers keyed on it (`app.services.access.revision`). It
     has its own table, so the commit-time raise never contends with locks on the company row (the issue counter).
     """
 
@@ -49,7 +49,7 @@ class AccessRevision(db.Model):
     revision: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
 
 
-class User(IdMixin, TimestampMixin, UserMixin, db.Model):
+class User(IdMixin, TimestampMixin, UserMixin, Model):
     __tablename__ = "users"
 
     email: Mapped[str] = mapped_column(String(320), unique=True, nullable=False)
@@ -63,7 +63,7 @@ class User(IdMixin, TimestampMixin, UserMixin, db.Model):
         return str(self.id)
 
 
-class Membership(IdMixin, TimestampMixin, db.Model):
+class Membership(IdMixin, TimestampMixin, Model):
     __tablename__ = "memberships"
     __table_args__ = (UniqueConstraint("company_id", "user_id"),)
 
@@ -97,7 +97,7 @@ class Membership(IdMixin, TimestampMixin, db.Model):
         )
 
 
-class ApiKey(IdMixin, TimestampMixin, db.Model):
+class ApiKey(IdMixin, TimestampMixin, Model):
     """A personal board API key. Only the SHA-256 of the token is stored; the token is shown once."""
 
     __tablename__ = "api_keys"
@@ -114,7 +114,7 @@ class ApiKey(IdMixin, TimestampMixin, db.Model):
     user: Mapped[User] = relationship()
 
 
-class LoginFailure(IdMixin, db.Model):
+class LoginFailure(IdMixin, Model):
     """One failed sign-in; recent rows for an email throttle further attempts."""
 
     __tablename__ = "login_failures"

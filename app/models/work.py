@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import DateTime, ForeignKey, Index, String, Text, UniqueConstraint, Uuid, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.extensions import db
+from app.extensions import Model
 from app.models.agents import Agent
 from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin
 from app.models.tenancy import User
@@ -17,7 +17,7 @@ ISSUE_STATUSES = ("todo", "in_progress", "in_review", "blocked", "done", "cancel
 CLOSED_ISSUE_STATUSES = ("done", "cancelled")
 
 
-class Project(IdMixin, TimestampMixin, db.Model):
+class Project(IdMixin, TimestampMixin, Model):
     __tablename__ = "projects"
 
     company_id: Mapped[uuid.UUID] = mapped_column(
@@ -27,7 +27,7 @@ class Project(IdMixin, TimestampMixin, db.Model):
     description: Mapped[str] = mapped_column(Text, nullable=False, default="")
 
 
-class Issue(IdMixin, TimestampMixin, db.Model):
+class Issue(IdMixin, TimestampMixin, Model):
     __tablename__ = "issues"
     __table_args__ = (UniqueConstraint("company_id", "identifier"),)
 
@@ -55,7 +55,7 @@ class Issue(IdMixin, TimestampMixin, db.Model):
         return self.status in CLOSED_ISSUE_STATUSES
 
 
-class Comment(IdMixin, TimestampMixin, db.Model):
+class Comment(IdMixin, TimestampMixin, Model):
     __tablename__ = "comments"
 
     company_id: Mapped[uuid.UUID] = mapped_column(
@@ -76,7 +76,7 @@ class Comment(IdMixin, TimestampMixin, db.Model):
     author_agent: Mapped[Agent | None] = relationship()
 
 
-class ThreadInteraction(IdMixin, TimestampMixin, db.Model):
+class ThreadInteraction(IdMixin, TimestampMixin, Model):
     """A typed card in a task thread (connection intents, approvals) answered by an addressed person."""
 
     __tablename__ = "thread_interactions"

@@ -12,11 +12,11 @@ from flask import current_app
 from sqlalchemy import delete, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from app.core.errors import NotFound, TooManyRequests
 from app.extensions import db
 from app.models import ApiKey, LoginFailure, User
 from app.models.base import as_utc, utcnow
 from app.services import login_throttle
-from app.services.errors import NotFound, TooManyRequests
 
 API_KEY_PREFIX = "sbk_"
 # How stale `last_used_at` may get before a request refreshes it: one write per key per minute, not per request.

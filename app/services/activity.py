@@ -77,7 +77,8 @@ def list_activity(
 
 def actor_names(rows: list[ActivityLog]) -> dict[str, str]:
     """Display names for the people and agents in a page of activity (two queries, whatever the page size)."""
-    user_ids, agent_ids = set(), set()
+    user_ids: set[uuid.UUID] = set()
+    agent_ids: set[uuid.UUID] = set()
     for row in rows:
         target = user_ids if row.actor_type == "user" else agent_ids if row.actor_type == "agent" else None
         if target is not None:

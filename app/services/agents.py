@@ -6,11 +6,11 @@ import uuid
 
 from sqlalchemy import select
 
+from app.core.errors import Unprocessable
 from app.extensions import db
 from app.models import Agent, Membership
 from app.models.agents import ADAPTER_TYPES
 from app.services.activity import record_activity
-from app.services.errors import Unprocessable
 
 AGENT_INSTRUCTIONS_MAX = 20000
 

@@ -7,12 +7,12 @@ import uuid
 
 from sqlalchemy import select, update
 
+from app.core.errors import Conflict, Forbidden, Unprocessable
 from app.extensions import db
 from app.models import Company, Membership, User
 from app.models.tenancy import KNOWN_PERMISSIONS, MANAGE_MEMBERS, ROLES
 from app.services.accounts import create_user, find_user_by_email
 from app.services.activity import record_activity
-from app.services.errors import Conflict, Forbidden, Unprocessable
 
 
 def create_company(name: str, issue_prefix: str | None = None) -> Company:

@@ -7,13 +7,13 @@ import uuid
 from sqlalchemy import select
 
 from app.adapters import EXECUTABLE_ADAPTERS
+from app.core.errors import Unprocessable
 from app.extensions import db
 from app.models import Agent, Comment, HeartbeatRun, Issue, Membership, ThreadInteraction, WakeupRequest
 from app.models.work import ISSUE_STATUSES
 from app.services.activity import record_activity
-from app.services.errors import Unprocessable
-from app.services.intents import expire_intents_for_issue, supersede_intents_for_responsible_change
-from app.services.runs import request_wakeup
+from app.services.intents.expiry import expire_intents_for_issue, supersede_intents_for_responsible_change
+from app.services.runs.wakeups import request_wakeup
 from app.services.tenancy import allocate_issue_identifier, get_membership
 
 

@@ -3,10 +3,10 @@
 from flask import Blueprint, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 
-from app.extensions import db
+from app.core.errors import TooManyRequests
 from app.services.accounts import authenticate, safe_next
-from app.services.errors import TooManyRequests
 from app.web.forms import EmptyForm, LoginForm
+from app.web.unit_of_work import Reason, commit_point
 
 bp = Blueprint("auth", __name__)
 
@@ -23,11 +23,11 @@ def login():
     try:
         user = authenticate(form.email.data, form.password.data, request.remote_addr)
     except TooManyRequests as err:
-        db.session.commit()
+        commit_point(Reason.SIGN_IN_ATTEMPT)
         page = render_template("auth/login.html", form=form, next_url=next_url, error=err.message)
         return page, 429, {"Retry-After": str(getattr(err, "retry_after", 60))}
-    db.session.commit()
     if user is None:
+        commit_point(Reason.SIGN_IN_ATTEMPT)
         return render_template(
             "auth/login.html", form=form, next_url=next_url, error="Invalid email or password."
         ), 401

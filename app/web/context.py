@@ -11,9 +11,9 @@ import uuid
 from flask import abort, g, session
 from flask_login import current_user
 
+from app.core.errors import Forbidden
 from app.extensions import db
 from app.models import Membership
-from app.services.errors import Forbidden
 from app.services.tenancy import active_memberships, get_membership
 
 WRITE_FORBIDDEN = "You have read-only access to this company"

@@ -6,7 +6,7 @@ from flask import Flask, current_app, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
-from app.services.errors import ServiceError
+from app.core.errors import ServiceError
 from app.web.api.validation import BodyValidationError, validation_error_response
 
 JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz")
@@ -35,7 +35,7 @@ def error_response(message: str, status: int):
 
 def too_large_response():
     """413 for a body over MAX_CONTENT_LENGTH: a JSON-RPC error on the MCP doors, the usual error shape elsewhere."""
-    from app.web.jsonrpc import rpc
+    from app.web.agents.jsonrpc import rpc
 
     limit = current_app.config.get("MAX_CONTENT_LENGTH")
     message = f"Request body too large (at most {limit} bytes)"

@@ -13,15 +13,19 @@ from flask_login import current_user, login_required
 from pydantic import BaseModel, ConfigDict
 
 from app.catalog.loader import get_app
+from app.core.errors import Forbidden, NotFound, ServiceError
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection
-from app.services import intent_setup, intents
-from app.services import oauth as oauth_service
-from app.services.errors import Forbidden, NotFound, ServiceError
+from app.services.intents import setup as intent_setup
+from app.services.oauth import callback as oauth_callback
+from app.services.oauth import errors as oauth_errors
+from app.services.oauth import flow as oauth_flow
+from app.services.oauth.errors import CARD_CLOSED
 from app.services.tenancy import get_membership
 from app.web.api.validation import parse_body
 from app.web.context import load_scoped
 from app.web.security import csrf_exempt_endpoint
+from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
 bp = Blueprint("oauth", __name__)
@@ -54,14 +58,13 @@ def start(connection_id):
     interaction_id = _optional_uuid(request.form.get("interaction_id")) or intent_setup.bound_card_id(
         connection, current_user.id
     )
-    url = oauth_service.start_authorization(
+    url = oauth_flow.start_authorization(
         membership,
         connection,
         app_definition,
         interaction_id=interaction_id,
         opener_origin=request.headers.get("Origin") if interaction_id else None,
     )
-    db.session.commit()
     return redirect(url, code=303)
 
 
@@ -72,14 +75,13 @@ def start_json(connection_id):
     connection, membership, app_definition = _connection_and_app(connection_id)
     body = parse_body(StartBody)
     interaction_id = body.interactionId or intent_setup.bound_card_id(connection, current_user.id)
-    url = oauth_service.start_authorization(
+    url = oauth_flow.start_authorization(
         membership,
         connection,
         app_definition,
         interaction_id=interaction_id,
         opener_origin=request.headers.get("Origin") if interaction_id else None,
     )
-    db.session.commit()
     return jsonify({"authorizationUrl": url})
 
 
@@ -87,18 +89,17 @@ def start_json(connection_id):
 @login_required
 def callback():
     raw_state = request.args.get("state", "")
-    state = oauth_service.peek_state(raw_state)
+    state = oauth_flow.peek_state(raw_state)
     if state is None:
         return _unknown_state(raw_state)
     if state.user_id != current_user.id:
-        return _failure_page(oauth_service.WRONG_USER, None, None, 403)
+        return _failure_page(oauth_errors.WRONG_USER, None, None, 403)
     try:
-        state = oauth_service.consume_state(raw_state, current_user.id)
-    except oauth_service.InvalidOAuthState:
+        state = oauth_flow.consume_state(raw_state, current_user.id)
+    except oauth_errors.InvalidOAuthState:
         db.session.rollback()
         return _invalid_state()
-    # The state is spent before anything else happens: a second callback with it finds nothing.
-    db.session.commit()
+    commit_point(Reason.OAUTH_STATE_SPENT)
     # Kept as read now: resolving the card deletes its sign-in states, this one included.
     db.session.refresh(state)
     db.session.expunge(state)
@@ -113,7 +114,7 @@ def callback():
     if connection is None or app_definition is None or membership is None or not membership.is_active_member:
         return _invalid_state()
     try:
-        signed_in = oauth_service.exchange_authorization(
+        signed_in = oauth_callback.exchange_authorization(
             membership,
             state,
             connection,
@@ -122,24 +123,22 @@ def callback():
             error=request.args.get("error"),
             iss=request.args.get("iss"),
         )
-    except (oauth_service.OAuthFlowError, Forbidden) as err:
+    except (oauth_errors.OAuthFlowError, Forbidden) as err:
         db.session.rollback()
         reason = getattr(err, "reason", "forbidden")
-        oauth_service.record_failure(current_user.id, state, reason)
-        db.session.commit()
+        oauth_callback.record_failure(current_user.id, state, reason)
         if state.interaction_id:
             intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
-            db.session.commit()
             return _opener_page(state, intent_setup.card_outcome(state.interaction_id))
+        commit_point(Reason.OAUTH_FAILURE_RECORDED)
         return _failure_page(err.message, connection, app_definition, err.status)
     except ServiceError:
         db.session.rollback()
-        oauth_service.record_failure(current_user.id, state, "provider_error")
-        db.session.commit()
+        oauth_callback.record_failure(current_user.id, state, "provider_error")
+        commit_point(Reason.OAUTH_FAILURE_RECORDED)
         raise
     if not state.interaction_id:
-        oauth_service.store_authorization(membership, state, connection, signed_in)
-        db.session.commit()
+        oauth_callback.store_authorization(membership, state, connection, signed_in)
         return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
     return _finish_card(membership, state, connection, signed_in)
 
@@ -153,13 +152,10 @@ def _finish_card(membership, state, connection, signed_in):
         return _card_closed_page(state)
     except (intent_setup.CardCompletionFailed, Forbidden) as err:
         db.session.rollback()
-        oauth_service.record_failure(current_user.id, state, "completion_refused")
-        db.session.commit()
+        oauth_callback.record_failure(current_user.id, state, "completion_refused")
         intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
-        db.session.commit()
         return _opener_page(state, intent_setup.card_outcome(state.interaction_id), error=err.message)
-    db.session.commit()
-    deliver_continuation(state.interaction_id)
+    after_commit(lambda: deliver_continuation(state.interaction_id))
     return _opener_page(state, intent_setup.card_outcome(state.interaction_id))
 
 
@@ -178,7 +174,7 @@ def _card_closed_page_for(interaction: ThreadInteraction | None):
     return (
         render_template(
             "oauth/card_closed.html",
-            message=intents.CARD_CLOSED,
+            message=CARD_CLOSED,
             task_url=url_for("board.task", issue_id=interaction.issue_id) if interaction else None,
         ),
         409,
@@ -196,7 +192,7 @@ def _optional_uuid(value) -> uuid.UUID | None:
 
 def _unknown_state(raw_state: str):
     """A state that is gone: when it named a card of this person that stopped waiting, say that plainly."""
-    card_id = oauth_service.card_of_state(raw_state)
+    card_id = oauth_flow.card_of_state(raw_state)
     interaction = db.session.get(ThreadInteraction, card_id) if card_id is not None else None
     if (
         interaction is not None
@@ -209,7 +205,7 @@ def _unknown_state(raw_state: str):
 
 
 def _invalid_state():
-    return render_template("oauth/failed.html", message=oauth_service.INVALID_STATE, connection=None), 400
+    return render_template("oauth/failed.html", message=oauth_errors.INVALID_STATE, connection=None), 400
 
 
 def _failure_page(message: str, connection, app_definition, status: int):
@@ -232,7 +228,7 @@ def _opener_page(state, outcome: str, error: str | None = None):
             "outcome": outcome,
         },
         target_origin=state.opener_origin
-        or oauth_service.normalize_origin(current_app.config["PUBLIC_BASE_URL"])
+        or oauth_flow.normalize_origin(current_app.config["PUBLIC_BASE_URL"])
         or "/",
         fallback_url=fallback,
         error=error,

@@ -18,6 +18,7 @@ from app.extensions import csrf, db, login_manager
 from app.models import User
 from app.services.accounts import safe_next, user_for_api_key
 from app.web.json_body import EMPTY, BodyNotJson, TextProblem, read_json_body, unstorable_text
+from app.web.unit_of_work import Reason, commit_point
 
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 # Agent-facing routes authenticate with their own bearer tokens and are never driven by a browser session.
@@ -61,9 +62,8 @@ def load_user_from_api_key(req) -> User | None:
     user = user_for_api_key(token)
     if user is not None:
         g.api_key_user = user
-        # Commit the key's "last used" now, before the view starts its own unit of work: read-only calls would
-        # otherwise roll it back, and on SQLite the pending UPDATE would hold the write lock for the whole request.
-        db.session.commit()
+        # On SQLite the pending UPDATE would otherwise hold the write lock for the whole request.
+        commit_point(Reason.API_KEY_LAST_USED)
     return user
 
 
@@ -100,7 +100,7 @@ def is_mcp_door() -> bool:
 
 def request_run_claims() -> dict:
     """The verified claims of the request's run token (checked once per request), else TokenInvalid (401)."""
-    from app.services.run_tokens import verify_run_token
+    from app.services.runs.tokens import verify_run_token
 
     if "run_claims" not in g:
         g.run_claims = verify_run_token(bearer_token())

@@ -23,8 +23,8 @@ from sqlalchemy import select, update
 from app.extensions import db
 from app.models import Agent, ConnectionIntentDelivery, Issue, Membership, ThreadInteraction
 from app.models.base import utcnow
-from app.services.access import effective_access
-from app.services.runs import WakeAlreadyExists, live_wake_for_key, request_wakeup
+from app.services.access.effective import effective_access
+from app.services.runs.wakeups import WakeAlreadyExists, live_wake_for_key, request_wakeup
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The worker loop: deliver continuations and execute runs, in `switchboard worker` or a thread of the web process.
 
 `run_worker_forever` polls both jobs; `start_in_process_worker` starts one daemon thread per job so a long agent run
-never delays continuation delivery (used under `make run` when `RUN_WORKER_IN_PROCESS` is set). `notify_worker()`
-wakes the in-process threads early, e.g. right after a card resolution commits.
+never delays continuation delivery (used under `make run` when `RUN_WORKER_IN_PROCESS` is set). A card resolution
+does not wait for the loop: the request delivers its continuation itself once it commits.
 """
 
 from __future__ import annotations
@@ -60,17 +60,18 @@ def run_worker_forever(
     jobs: tuple[str, ...] = JOBS,
     stop: threading.Event | None = None,
 ) -> None:
-    """Poll the jobs until `stop` is set; sleeps `poll_seconds` between idle passes (or until nudged)."""
+    """Poll the jobs until `stop` is set; sleeps `poll_seconds` between idle passes (or until stopped)."""
     stop = stop or threading.Event()
     while not stop.is_set():
         if run_once(app, jobs):
             continue
-        _nudge.wait(poll_seconds)
-        _nudge.clear()
+        # Idle: until the next poll, or sooner when a request left work (`notify_worker`).
+        if _nudge.wait(poll_seconds):
+            _nudge.clear()
 
 
 def notify_worker() -> None:
-    """Ask in-process workers to look for work now instead of at the next poll."""
+    """Ask in-process workers to look for work now instead of at the next poll (after a commit that queued some)."""
     _nudge.set()
 
 

@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
@@ -76,7 +76,7 @@ def claim_due(limit: int = SWEEP_LIMIT) -> list[uuid.UUID]:
             .values(next_attempt_at=now + timedelta(seconds=LEASE_SECONDS))
             .execution_options(synchronize_session=False)
         )
-        if result.rowcount == 1:
+        if getattr(result, "rowcount", 0) == 1:  # an UPDATE's CursorResult
             claimed.append(delivery_id)
     db.session.commit()
     return claimed
@@ -89,7 +89,7 @@ class _Work:
     channel: str
     event: str
     payload: dict
-    created_at: object
+    created_at: datetime | None
     attempts: int
     # email
     to_name: str | None = None
@@ -104,27 +104,31 @@ def _load(delivery_id: uuid.UUID) -> _Work | str:
     row = db.session.get(NotificationDelivery, delivery_id)
     if row is None or row.delivered_at is not None or row.gave_up_at is not None:
         return SKIPPED
-    base = {
-        "id": row.id,
-        "company_id": row.company_id,
-        "channel": row.channel,
-        "event": row.event,
-        "payload": dict(row.payload or {}),
-        "created_at": as_utc(row.created_at),
-        "attempts": row.attempts,
-    }
+
+    def work(**channel_fields) -> _Work:
+        return _Work(
+            id=row.id,
+            company_id=row.company_id,
+            channel=row.channel,
+            event=row.event,
+            payload=dict(row.payload or {}),
+            created_at=as_utc(row.created_at),
+            attempts=row.attempts,
+            **channel_fields,
+        )
+
     if row.channel == "email":
         user = db.session.get(User, row.recipient_user_id) if row.recipient_user_id else None
         if user is None or not user.email:
             return "No recipient"
         if not notifications.email_enabled(user.id):
             return "The person turned notification email off"
-        return _Work(**base, to_name=user.name, to_address=user.email)
+        return work(to_name=user.name, to_address=user.email)
     if row.channel == "webhook":
         endpoint = db.session.get(WebhookEndpoint, row.endpoint_id) if row.endpoint_id else None
         if endpoint is None or not endpoint.enabled:
             return "The webhook was removed or disabled"
-        return _Work(**base, url=endpoint.url, secret_ciphertext=endpoint.secret_ciphertext)
+        return work(url=endpoint.url, secret_ciphertext=endpoint.secret_ciphertext)
     return f"Unknown channel {row.channel!r}"
 
 
@@ -136,13 +140,15 @@ def _send(work: _Work) -> webhooks.Outcome:
                 work.event,
                 work.payload.get("data") or {},
                 to_name=work.to_name or "",
-                to_address=work.to_address,
+                to_address=work.to_address or "",
                 delivery_id=str(work.id),
             )
             mail.send(message)
         except Exception as exc:  # any SMTP, socket or configuration failure: retried later
             return webhooks.Outcome(False, None, f"{type(exc).__name__}: {exc}"[:500], 0)
         return webhooks.Outcome(True, None, None, int((time.monotonic() - started) * 1000))
+    if work.url is None or work.secret_ciphertext is None:
+        return webhooks.Outcome(False, None, "The webhook has no address or secret", 0)
     return webhooks.post(work.url, work.secret_ciphertext, str(work.id), work.payload)
 
 

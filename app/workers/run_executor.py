@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 
 from app.adapters import get_adapter
+from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import Agent
-from app.services.errors import ServiceError
-from app.services.run_context import prepare_invocation
-from app.services.runs import claim_next_run, complete_run, fail_run, recover_abandoned_runs
+from app.services.runs.invocation import prepare_invocation
+from app.services.runs.lifecycle import complete_run, fail_run, recover_abandoned_runs
+from app.services.runs.wakeups import claim_next_run
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ from playwright.sync_api import expect
 
 from app.catalog.loader import get_app, template_default
 from app.models import ConnectionTool, ToolConnection
-from app.services.connections import Audience, set_audience, start_connection
+from app.services.connections.audience import Audience, set_audience
+from app.services.connections.setup import start_connection
 from tests.browser.conftest import sign_in_through_the_form
 from tests.factories import DEFAULT_PASSWORD
 

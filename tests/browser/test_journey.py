@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from app.models import ActivityLog, ConnectionGrant, HeartbeatRun, ThreadInteraction, ToolConnection
 from app.models.run_logs import RunLog
-from app.services.connections import stored_secrets
+from app.services.connections.endpoint import stored_secrets
 from app.services.demo import load_demo
 from app.workers.loop import run_worker_forever
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS

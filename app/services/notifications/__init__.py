@@ -49,11 +49,12 @@ RESOLVED_EVENTS = {CONNECTION_CARD: "connection_intent.resolved", APPROVAL_CARD:
 
 
 def _session(session: Session | None) -> Session:
-    return session if session is not None else db.session
+    return session if session is not None else db.session()  # the request's session, not its scoped proxy
 
 
 def _iso(value) -> str | None:
-    return as_utc(value).isoformat() if value is not None else None
+    moment = as_utc(value)
+    return moment.isoformat() if moment is not None else None
 
 
 # --- preferences ---------------------------------------------------------------------------------------------

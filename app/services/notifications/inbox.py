@@ -95,7 +95,7 @@ def item_json(interaction: ThreadInteraction, issue: Issue) -> dict:
         "issueId": str(issue.id),
         "issueIdentifier": issue.identifier,
         "agentId": str(interaction.requesting_agent_id) if interaction.requesting_agent_id else None,
-        "createdAt": as_utc(interaction.created_at).isoformat(),
+        "createdAt": _iso(interaction.created_at),
     }
     if interaction.kind == "connection_intent":
         item["service"] = payload.get("serviceSlug")
@@ -103,8 +103,13 @@ def item_json(interaction: ThreadInteraction, issue: Issue) -> dict:
         item["tool"] = payload.get("toolName")
     if interaction.status != "pending":
         item["outcome"] = card_outcome(interaction)
-        item["resolvedAt"] = as_utc(interaction.resolved_at).isoformat() if interaction.resolved_at else None
+        item["resolvedAt"] = _iso(interaction.resolved_at)
         item["resolvedByUserId"] = (
             str(interaction.resolved_by_user_id) if interaction.resolved_by_user_id else None
         )
     return item
+
+
+def _iso(value) -> str | None:
+    moment = as_utc(value)
+    return moment.isoformat() if moment is not None else None

@@ -21,13 +21,13 @@ from flask import current_app
 from sqlalchemy import select
 from standardwebhooks.webhooks import Webhook
 
+from app.core.errors import Forbidden, NotFound, ValidationFailed
+from app.core.net_guard import check_outbound_url, guarded_transport
 from app.extensions import db
 from app.models import Membership, NotificationDelivery, WebhookAttempt, WebhookEndpoint
 from app.models.base import utcnow
 from app.models.notifications import WEBHOOK_EVENTS
 from app.models.tenancy import MANAGE_CONNECTIONS
-from app.services.errors import Forbidden, NotFound, ValidationFailed
-from app.services.net_guard import check_outbound_url, guarded_transport
 from app.services.secrets_box import decrypt, encrypt
 
 MANAGE_FORBIDDEN = "Managing webhooks needs connection-management authority"

@@ -9,22 +9,20 @@ from flask import abort, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
 from app.catalog.loader import get_app
+from app.core.errors import NotFound, ProviderRefused
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection
-from app.services import intent_setup, intents
-from app.services.access import tools_with_policies
-from app.services.connections import (
-    UNSET,
-    Audience,
-    audience_of,
-    list_connections,
-    start_connection,
-    update_connection,
-)
-from app.services.errors import NotFound, ProviderRefused
+from app.services.access.effective import tools_with_policies
+from app.services.connections.audience import Audience, audience_of
+from app.services.connections.settings import UNSET, list_connections, update_connection
+from app.services.connections.setup import start_connection
+from app.services.intents import card as intents_card
+from app.services.intents import resolution
+from app.services.intents import setup as intent_setup
 from app.web.api import bp
 from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid
+from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
 ShortText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000)]
@@ -161,10 +159,10 @@ def connect_app(company_id):
         agent_instructions=_instructions_arg(body),
     )
     if card is not None:
-        requester = intents.requester_of(card)
+        requester = resolution.requester_of(card)
         audience = body.audience.to_audience() if body.audience else Audience(False, (requester,))
         intent_setup.save_card_audience(card.id, membership, connection, audience)
-    db.session.commit()
+    commit_point(Reason.DRAFT_BEFORE_VERIFY)
     if body.credentials:
         try:
             resolved = intent_setup.finish_setup(
@@ -175,9 +173,8 @@ def connect_app(company_id):
             return jsonify({"error": err.message, "connectionId": str(connection.id)}), 422
         except intent_setup.CardCompletionFailed as err:
             return _card_refused(err, connection, membership)
-        db.session.commit()
         if resolved is not None:
-            deliver_continuation(resolved.id)
+            after_commit(lambda: deliver_continuation(resolved.id))
     return jsonify(connection_json(connection)), 201
 
 
@@ -188,7 +185,7 @@ def _card_for_draft(interaction_id: uuid.UUID | None, membership) -> ThreadInter
     card = db.session.get(ThreadInteraction, interaction_id)
     if (
         card is None
-        or card.kind != intents.KIND
+        or card.kind != intents_card.KIND
         or card.company_id != membership.company_id
         or card.addressee_user_id != membership.user_id
     ):
@@ -200,7 +197,7 @@ def _card_refused(err: intent_setup.CardCompletionFailed, connection: ToolConnec
     """The card refused this connection: nothing of the finish is kept, the card asks to try again."""
     db.session.rollback()
     intent_setup.mark_needs_retry(err.interaction_id, membership.user_id)
-    db.session.commit()
+    commit_point(Reason.CARD_NEEDS_RETRY)
     return jsonify({"error": err.message, "connectionId": str(connection.id)}), 409
 
 
@@ -222,9 +219,8 @@ def finish_app(company_id, connection_id):
         )
     except intent_setup.CardCompletionFailed as err:
         return _card_refused(err, connection, membership)
-    db.session.commit()
     if resolved is not None:
-        deliver_continuation(resolved.id)
+        after_commit(lambda: deliver_continuation(resolved.id))
     return jsonify(connection_json(connection))
 
 
@@ -248,7 +244,6 @@ def patch_connection(connection_id):
         audience=body.audience.to_audience() if body.audience is not None else UNSET,
         tool_policies=arg("toolPolicies", body.toolPolicies),
     )
-    db.session.commit()
     return jsonify(connection_json(connection))
 
 

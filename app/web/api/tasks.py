@@ -5,7 +5,6 @@ from __future__ import annotations
 from flask import jsonify
 from pydantic import Field
 
-from app.extensions import db
 from app.models import Comment, HeartbeatRun, Issue
 from app.models.base import as_utc
 from app.services.work import add_comment, list_issues
@@ -84,7 +83,6 @@ def create_comment(issue_id):
     require_write(membership)
     body = parse_body(CommentBody)
     comment = add_comment(issue, body.body, author_user_id=membership.user_id)
-    db.session.commit()
     return jsonify({"id": str(comment.id), "body": comment.body}), 201
 
 

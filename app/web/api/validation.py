@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 from flask import jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.services.errors import ValidationFailed
+from app.core.errors import ValidationFailed
 from app.web.json_body import EMPTY, NOT_JSON_MESSAGE, BodyNotJson, read_json_body
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

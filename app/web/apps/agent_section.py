@@ -16,8 +16,8 @@ from flask import url_for
 from app.catalog.loader import get_app
 from app.extensions import db
 from app.models import Agent, ToolConnection
-from app.services.access import installed_connections_query
-from app.services.instructions import instruction_context, parse_setting
+from app.services.access.effective import installed_connections_query
+from app.services.connections.instructions import instruction_context, parse_setting
 
 
 @dataclass(frozen=True)

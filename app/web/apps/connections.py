@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import render_template
 
 from app.catalog.loader import get_app, logo_url
-from app.services.access import can_configure
-from app.services.connections import list_connections
+from app.services.access.effective import can_configure
+from app.services.connections.settings import list_connections
 from app.web.apps import bp
 from app.web.context import current_membership
 

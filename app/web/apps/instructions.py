@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from flask import abort, render_template
 
+from app.core.errors import Forbidden, ValidationFailed
 from app.extensions import db, htmx
-from app.services.access import CONFIGURE_FORBIDDEN, can_configure
-from app.services.connections import update_connection
-from app.services.errors import Forbidden, ValidationFailed
-from app.services.instructions import INSTRUCTIONS_MAX_LENGTH, editor_saved_value, reset_to_template
+from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
+from app.services.connections.instructions import (
+    INSTRUCTIONS_MAX_LENGTH,
+    editor_saved_value,
+    reset_to_template,
+)
+from app.services.connections.settings import update_connection
 from app.web.apps import bp
 from app.web.apps.forms import InstructionsEditorForm
 from app.web.apps.instructions_state import EditorState, editor_state, has_editor
@@ -60,7 +64,6 @@ def _save(membership, connection, app_definition, state: EditorState, value: dic
         db.session.rollback()
         state.error = f"{SAVE_FAILED} {err.message}"
         return 403
-    db.session.commit()
     return 200
 
 

@@ -10,7 +10,11 @@ from dataclasses import dataclass
 
 from app.catalog.loader import template_default
 from app.models import ToolConnection
-from app.services.instructions import INSTRUCTIONS_MAX_LENGTH, differs_from_template, editor_saved_value
+from app.services.connections.instructions import (
+    INSTRUCTIONS_MAX_LENGTH,
+    differs_from_template,
+    editor_saved_value,
+)
 
 
 @dataclass

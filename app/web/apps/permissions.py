@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from flask import abort, redirect, render_template, request, url_for
 
 from app.catalog.loader import get_app, get_method, logo_url
+from app.core.errors import Forbidden, Unprocessable, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
-from app.services.access import CONFIGURE_FORBIDDEN, can_configure, tools_with_policies
+from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, tools_with_policies
 from app.services.agents import list_agents
-from app.services.connections import Audience, audience_of, public_fields, update_connection
-from app.services.errors import Forbidden, Unprocessable, ValidationFailed
-from app.services.instructions import instruction_context
+from app.services.connections.audience import Audience, audience_of
+from app.services.connections.instructions import instruction_context
+from app.services.connections.settings import public_fields, update_connection
 from app.web.apps import bp
 from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm
 from app.web.apps.instructions_state import EditorState, editor_state
@@ -175,7 +176,6 @@ def save_audience(connection_id):
         except Forbidden as err:
             status, errors = 403, [err.message]
     if status == 200:
-        db.session.commit()
         if not htmx:
             return back_to_page(connection)
         state = access_state(connection, saved=True)
@@ -215,7 +215,6 @@ def save_configuration(connection_id):
     except Forbidden as err:
         status, errors = 403, {"": err.message}
     if status == 200:
-        db.session.commit()
         if not htmx:
             return back_to_page(connection)
         state = config_state(connection, app_definition, saved=True)
@@ -250,7 +249,6 @@ def save_tool_policy(connection_id):
         except Forbidden as err:
             status, error = 403, err.message
     if status == 200:
-        db.session.commit()
         if not htmx:
             return back_to_page(connection)
         tool = tools_with_policies([connection.id])[connection.id]

@@ -12,13 +12,13 @@ from flask import abort, redirect, render_template, request, url_for
 from flask_login import current_user
 
 from app.catalog.loader import get_app, get_method
+from app.core.errors import Forbidden
 from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
-from app.services import intent_setup
-from app.services import oauth as oauth_service
-from app.services.access import CONFIGURE_FORBIDDEN, can_configure
-from app.services.connections import UNSET
-from app.services.errors import Forbidden
+from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
+from app.services.connections.settings import UNSET
+from app.services.intents import setup as intent_setup
+from app.services.oauth import flow as oauth_flow
 from app.web.apps import bp
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
@@ -29,6 +29,7 @@ from app.web.apps.setup_flow import (
     start_or_resume_draft,
 )
 from app.web.context import current_membership, load_scoped, require_write
+from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
 
@@ -112,7 +113,6 @@ def connect_submit(slug):
         return failed(status, **shown)
     except intent_setup.CardCompletionFailed as err:
         return _card_refused(err, failed)
-    db.session.commit()
     return _finished(draft, card)
 
 
@@ -120,14 +120,14 @@ def _card_refused(err: intent_setup.CardCompletionFailed, failed):
     """The draft finishes a card whose completion was refused: nothing is kept, the card asks to try again."""
     db.session.rollback()
     intent_setup.mark_needs_retry(err.interaction_id, current_user.id)
-    db.session.commit()
+    commit_point(Reason.CARD_NEEDS_RETRY)
     return failed(409, form_errors=[err.message])
 
 
 def _finished(connection: ToolConnection, card):
-    """After the commit: a card this setup resolved wakes its agent; the person lands on the permissions page."""
+    """A card this setup resolved wakes its agent once the request commits; the person lands on the permissions page."""
     if card is not None:
-        deliver_continuation(card.id)
+        after_commit(lambda: deliver_continuation(card.id))
     return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
 
 
@@ -137,10 +137,9 @@ def _sign_in(membership, connection, app_definition, method_config, audience):
     card = intent_setup.save_setup_choices(
         membership, connection, app_definition, method_config=method_config, audience=audience
     )
-    url = oauth_service.start_authorization(
+    url = oauth_flow.start_authorization(
         membership, connection, app_definition, interaction_id=card.id if card is not None else None
     )
-    db.session.commit()
     return redirect(url, code=303)
 
 
@@ -183,5 +182,4 @@ def reconnect(connection_id):
         return failed(status, **shown)
     except intent_setup.CardCompletionFailed as err:
         return _card_refused(err, failed)
-    db.session.commit()
     return _finished(connection, card)

@@ -14,19 +14,15 @@ from dataclasses import dataclass, field
 from werkzeug.datastructures import MultiDict
 
 from app.catalog.loader import get_method, logo_url
-from app.extensions import db
+from app.core.errors import Forbidden, ProviderRefused, ServiceError, ValidationFailed
 from app.models import Membership, ToolConnection
-from app.services.access import can_manage_connections
+from app.services.access.effective import can_manage_connections
 from app.services.agents import list_agents
-from app.services.connections import (
-    UNSET,
-    Audience,
-    audience_of,
-    public_fields,
-    start_connection,
-)
-from app.services.errors import Forbidden, ProviderRefused, ServiceError, ValidationFailed
-from app.services.intent_setup import finish_setup
+from app.services.connections.audience import Audience, audience_of
+from app.services.connections.settings import UNSET, public_fields
+from app.services.connections.setup import start_connection
+from app.services.intents.setup import finish_setup
+from app.web.unit_of_work import Reason, commit_point
 
 ORGANIZATION_EXPLANATION = (
     "Only people who can manage connections can connect an app for the whole organization."
@@ -275,7 +271,7 @@ def start_or_resume_draft(
             # A card's draft gets no audience of its own: the card keeps the one chosen.
             audience=draft_audience or submission.audience,
         )
-        db.session.commit()
+        commit_point(Reason.DRAFT_BEFORE_VERIFY)
         return SetupStep(draft, method.auth == "oauth")
     return SetupStep(draft, method.auth == "oauth", submission.method_config, submission.audience)
 

@@ -2,7 +2,7 @@
 
 from flask import redirect, render_template, url_for
 
-from app.extensions import db, htmx
+from app.extensions import htmx
 from app.models import Agent
 from app.services.agents import list_agents, update_agent_instructions
 from app.web.apps.agent_section import agent_connection_instructions
@@ -32,7 +32,6 @@ def agent_instructions(agent_id):
         require_write(membership)
         if form.validate():
             update_agent_instructions(membership, agent, form.instructions.data or "")
-            db.session.commit()
             saved = True
         else:
             status = 422

@@ -4,11 +4,10 @@ import secrets
 
 from flask import redirect, render_template, url_for
 
-from app.extensions import db
+from app.core.errors import Forbidden, Unprocessable
 from app.models import Membership
 from app.models.tenancy import MANAGE_MEMBERS
 from app.services.accounts import find_user_by_email
-from app.services.errors import Forbidden, Unprocessable
 from app.services.tenancy import change_member, company_members, invite_member
 from app.web.board import bp
 from app.web.context import current_membership, load_scoped
@@ -55,7 +54,6 @@ def add_member():
     invite_member(
         membership, email=form.email.data, name=form.name.data, role=form.role.data, password=password
     )
-    db.session.commit()
     if existing is not None:
         return _render(membership, existing_account=existing.email)
     return _render(membership, created_password=None if form.password.data else password)
@@ -69,5 +67,4 @@ def change_role(membership_id):
     if not form.validate_on_submit():
         raise Unprocessable("Choose a valid role")
     change_member(membership, target, role=form.role.data)
-    db.session.commit()
     return redirect(url_for("board.members"), code=303)

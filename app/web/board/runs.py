@@ -4,7 +4,7 @@ from flask import render_template
 
 from app.extensions import db
 from app.models import HeartbeatRun, Issue
-from app.services.runs import run_log
+from app.services.runs.lifecycle import run_log
 from app.web.board import bp
 from app.web.context import load_scoped
 

@@ -3,7 +3,6 @@
 from flask import redirect, render_template, url_for
 from flask_login import current_user
 
-from app.extensions import db
 from app.services.accounts import create_api_key, list_api_keys, revoke_api_key
 from app.web.board import bp
 from app.web.context import current_membership, parse_uuid
@@ -30,7 +29,6 @@ def create_key():
     status = 422
     if form.validate_on_submit():
         _key, new_token = create_api_key(current_user, form.name.data)
-        db.session.commit()
         status = 201
     return render_template(
         "board/api_keys.html",
@@ -46,5 +44,4 @@ def revoke_key(key_id):
     form = EmptyForm()
     if form.validate_on_submit():
         revoke_api_key(current_user, parse_uuid(key_id))
-        db.session.commit()
     return redirect(url_for("board.api_keys"), code=303)

@@ -3,12 +3,12 @@
 from flask import redirect, render_template, request, url_for
 from wtforms.fields.choices import SelectChoice
 
-from app.extensions import db, htmx
+from app.core.errors import Unprocessable
+from app.extensions import htmx
 from app.models import Issue
 from app.models.work import ISSUE_STATUSES
 from app.services.agents import list_agents
-from app.services.errors import Unprocessable
-from app.services.runs import recent_runs
+from app.services.runs.lifecycle import recent_runs
 from app.services.tenancy import company_members
 from app.services.work import add_comment, create_issue, list_issues, thread_items, update_issue
 from app.web.board import bp
@@ -94,7 +94,6 @@ def create_task():
         description=form.description.data or "",
         responsible_user_id=membership.user_id,
     )
-    db.session.commit()
     return redirect(url_for("board.task", issue_id=issue.id), code=303)
 
 
@@ -111,7 +110,6 @@ def post_comment(issue_id):
     form = CommentForm()
     if form.validate_on_submit():
         add_comment(issue, form.body.data, author_user_id=membership.user_id)
-        db.session.commit()
         if htmx:
             return render_template("board/_thread.html", **_task_context(issue, membership))
         return redirect(url_for("board.task", issue_id=issue.id), code=303)
@@ -129,7 +127,6 @@ def change_status(issue_id):
     if not form.validate_on_submit():
         raise Unprocessable("Choose a valid status")
     update_issue(membership, issue, status=form.status.data)
-    db.session.commit()
     return _task_fields_response(issue, membership)
 
 
@@ -145,7 +142,6 @@ def change_assignee(issue_id):
     update_issue(
         membership, issue, assignee_agent_id=parse_uuid(form.assignee.data) if form.assignee.data else None
     )
-    db.session.commit()
     return _task_fields_response(issue, membership)
 
 
@@ -163,7 +159,6 @@ def change_responsible(issue_id):
         issue,
         responsible_user_id=parse_uuid(form.responsible.data) if form.responsible.data else None,
     )
-    db.session.commit()
     return _task_fields_response(issue, membership)
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from flask import redirect, render_template, request, url_for
 from flask_login import current_user
 
-from app.extensions import db
+from app.core.errors import Unprocessable, ValidationFailed
 from app.services import notifications
-from app.services.errors import Unprocessable, ValidationFailed
 from app.services.notifications import webhooks
 from app.web.context import current_membership, parse_uuid
 from app.web.forms import EmptyForm
 from app.web.notifications import bp
 from app.web.notifications.forms import EmailSettingsForm, WebhookForm
+from app.web.unit_of_work import after_commit
 from app.workers.loop import notify_worker
 
 
@@ -30,7 +30,6 @@ def save_notification_settings():
     if not form.validate_on_submit():
         return render_template("settings/notifications.html", form=form, saved=False), 422
     notifications.set_email_enabled(current_user, bool(form.email_enabled.data))
-    db.session.commit()
     return redirect(url_for("inbox.notification_settings", saved=1), code=303)
 
 
@@ -65,7 +64,6 @@ def create_webhook():
         for detail in err.details:
             getattr(form, detail["loc"][0]).errors.append(detail["msg"])
         return _webhooks_page(membership, form, status=422)
-    db.session.commit()
     return _webhooks_page(membership, WebhookForm(formdata=None), new_secret=secret, status=201)
 
 
@@ -79,7 +77,6 @@ def delete_webhook(endpoint_id):
     membership = current_membership()
     _button_checked()
     webhooks.delete_endpoint(membership, webhooks.load_endpoint(membership, parse_uuid(endpoint_id)))
-    db.session.commit()
     return redirect(url_for("inbox.webhooks_page"), code=303)
 
 
@@ -88,6 +85,5 @@ def send_again(delivery_id):
     membership = current_membership()
     _button_checked()
     webhooks.send_again(membership, parse_uuid(delivery_id))
-    db.session.commit()
-    notify_worker()
+    after_commit(notify_worker)
     return redirect(url_for("inbox.webhooks_page"), code=303)

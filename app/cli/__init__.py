@@ -1,0 +1,170 @@
+"""The `switchboard` command: the app's Flask CLI plus our own commands."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import click
+from flask import current_app
+from flask.cli import FlaskGroup, with_appcontext
+
+from app.extensions import db
+
+UPGRADE_FIRST = "run `switchboard db upgrade` first"
+
+
+def _create_app():
+    from app import create_app
+
+    # Commands manage the catalog themselves (`db upgrade` and `catalog ingest` ingest it, `catalog validate` must
+    # not need a database), so the CLI's app skips the ingest at start.
+    return create_app({"CATALOG_INGEST_ON_START": False})
+
+
+@click.group(cls=FlaskGroup, create_app=_create_app)
+def main():
+    """Switchboard: connect AI agents to the services they need."""
+
+
+def schema_problem() -> str | None:
+    """Why the database cannot serve this version's commands (no tables, or another revision), else None."""
+    from alembic.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    with db.engine.connect() as connection:
+        current = set(MigrationContext.configure(connection).get_current_heads())
+    config = current_app.extensions["migrate"].migrate.get_config()
+    heads = set(ScriptDirectory.from_config(config).get_heads())
+    if not current:
+        return "The database has no tables yet"
+    if current != heads:
+        found, wanted = ", ".join(sorted(current)), ", ".join(sorted(heads))
+        return f"The database is at revision {found}; this version needs {wanted}"
+    return None
+
+
+def needs_database(command):
+    """`with_appcontext`, and refuse (exit 2, a sentence on stderr) on a database that was never migrated or is
+    at another revision, instead of a traceback from the first query ("no such table")."""
+
+    @functools.wraps(command)
+    def checked(*args, **kwargs):
+        problem = schema_problem()
+        if problem is not None:
+            click.echo(f"{problem}: {UPGRADE_FIRST}.", err=True)
+            raise SystemExit(2)
+        return command(*args, **kwargs)
+
+    return with_appcontext(checked)
+
+
+def _emit(data: dict, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        for key, value in data.items():
+            click.echo(f"{key}: {value}")
+
+
+@click.command("demo")
+@click.option("--json", "as_json", is_flag=True, help="Print the demo records as JSON.")
+@needs_database
+def demo_command(as_json: bool):
+    """Create (or show) the demo company, people, agents and tasks."""
+    from app.services.demo import load_demo
+
+    data = load_demo()
+    db.session.commit()
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(f"Demo company: {data['company']['name']}")
+        for user in data["users"]:
+            click.echo(f"  sign in as {user['email']} / {user['password']} ({user['role']})")
+
+
+@click.group("api-keys")
+def api_keys_group():
+    """Personal board API keys."""
+
+
+@api_keys_group.command("create")
+@click.option("--email", required=True)
+@click.option("--name", default="CLI key")
+@click.option("--json", "as_json", is_flag=True)
+@needs_database
+def api_keys_create(email: str, name: str, as_json: bool):
+    """Create an API key for a person and print it once."""
+    from app.services.accounts import create_api_key, find_user_by_email
+
+    user = find_user_by_email(email)
+    if user is None:
+        raise click.ClickException(f"No user with email {email}")
+    key, token = create_api_key(user, name)
+    db.session.commit()
+    _emit({"token": token, "id": str(key.id), "name": key.name}, as_json)
+
+
+def _upgrade_then_ingest(upgrade: click.Command) -> click.Command:
+    """Flask-Migrate's `db upgrade`, followed by a catalog ingest once the database is at this version's head, so a
+    fresh deployment serves the shipped catalog right after its first `switchboard db upgrade`."""
+
+    @functools.wraps(upgrade.callback)
+    def upgraded(*args, **kwargs):
+        upgrade.callback(*args, **kwargs)
+        if kwargs.get("sql") or schema_problem() is not None:
+            return  # offline SQL output, or an upgrade to an older revision: the tables may not fit this version
+        from app.catalog.cli import report_ingest
+        from app.catalog.loader import CatalogError, ingest_definitions
+
+        try:
+            report = ingest_definitions()
+        except CatalogError as error:
+            db.session.rollback()
+            for message in error.messages:
+                click.echo(message, err=True)
+            raise SystemExit(1) from None
+        db.session.commit()
+        report_ingest(report)
+
+    return click.Command(
+        name=upgrade.name,
+        params=upgrade.params,
+        callback=with_appcontext(upgraded),
+        help=upgrade.help,
+        short_help=upgrade.short_help,
+    )
+
+
+def _database_group(app) -> None:
+    """Our `db` group: Flask-Migrate's commands, with `upgrade` also ingesting the catalog (a copy, so Flask-Migrate's
+    own group object, shared by every app in the process, is left as it is)."""
+    migrate_group = app.cli.commands.get("db")
+    if migrate_group is None or not isinstance(migrate_group, click.Group):
+        return
+    group = click.Group(
+        name=migrate_group.name,
+        commands=dict(migrate_group.commands),
+        params=migrate_group.params,
+        callback=migrate_group.callback,
+        help=migrate_group.help,
+    )
+    group.add_command(_upgrade_then_ingest(migrate_group.commands["upgrade"]))
+    app.cli.add_command(group, "db")
+
+
+def register_commands(app) -> None:
+    _database_group(app)
+    app.cli.add_command(demo_command)
+    app.cli.add_command(api_keys_group)
+    from app.catalog.cli import catalog_group
+
+    app.cli.add_command(catalog_group)
+    from app.cli.runs import connections_group, runs_group
+
+    app.cli.add_command(runs_group)
+    app.cli.add_command(connections_group)
+    from app.cli.worker import worker_command
+
+    app.cli.add_command(worker_command)

@@ -1,0 +1,1 @@
+"""Shared plumbing that services, adapters and web all need: errors, the outbound guard."""

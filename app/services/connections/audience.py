@@ -1,0 +1,145 @@
+"""Who a connection serves (company, members, agents) and the installs that carry it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import delete, select
+
+from app.core.errors import Forbidden, ValidationFailed
+from app.extensions import db
+from app.models import (
+    Agent,
+    ConnectionInstall,
+    Membership,
+    ToolConnection,
+)
+from app.services.access.effective import can_manage_connections
+
+
+@dataclass(frozen=True)
+class Audience:
+    all_agents: bool
+    agent_ids: tuple[uuid.UUID, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"allAgents": self.all_agents, "agentIds": [str(a) for a in self.agent_ids]}
+
+
+def audience_of(connection: ToolConnection) -> Audience:
+    if connection.status == "draft":
+        draft = connection.config.get("draftAudience") or {"allAgents": True, "agentIds": []}
+        return Audience(draft.get("allAgents", True), tuple(uuid.UUID(a) for a in draft.get("agentIds", [])))
+    installs = db.session.scalars(
+        select(ConnectionInstall).where(ConnectionInstall.connection_id == connection.id)
+    )
+    all_agents = False
+    agent_ids = []
+    for install in installs:
+        if install.target_type == "company":
+            all_agents = True
+        else:
+            agent_ids.append(install.target_id)
+    return Audience(all_agents, tuple(sorted(agent_ids)))
+
+
+def _check_audience(actor: Membership, audience: Audience) -> None:
+    if audience.agent_ids:
+        found = set(
+            db.session.scalars(
+                select(Agent.id).where(Agent.company_id == actor.company_id, Agent.id.in_(audience.agent_ids))
+            )
+        )
+        unknown = [a for a in audience.agent_ids if a not in found]
+        if unknown:
+            raise ValidationFailed(
+                [
+                    {
+                        "loc": ["audience", "agentIds"],
+                        "msg": "Choose agents of this company",
+                        "type": "value_error",
+                    }
+                ]
+            )
+
+
+def set_audience(actor: Membership, connection: ToolConnection, audience: Audience) -> None:
+    """Apply the audience as installs in the same transaction; narrowing removes the matching installs.
+
+    Broadening an organization connection's audience needs connection-management authority.
+    """
+    identity = connection.config.get("identity", "organization")
+    _check_audience(actor, audience)
+    if connection.status == "draft":
+        connection.config = {**connection.config, "draftAudience": audience.to_json()}
+        return
+    current = audience_of(connection)
+    broadening = (audience.all_agents and not current.all_agents) or bool(
+        set(audience.agent_ids) - set(current.agent_ids)
+    )
+    if broadening and identity == "organization" and not can_manage_connections(actor):
+        raise Forbidden("Only connection managers can widen which agents use this connection")
+    if audience.all_agents and not current.all_agents:
+        add_company_install(connection, actor.user_id)
+    elif not audience.all_agents and current.all_agents:
+        db.session.execute(
+            delete(ConnectionInstall).where(
+                ConnectionInstall.connection_id == connection.id, ConnectionInstall.target_type == "company"
+            )
+        )
+    keep = set(audience.agent_ids)
+    removed = [a for a in current.agent_ids if a not in keep]
+    if removed:
+        db.session.execute(
+            delete(ConnectionInstall).where(
+                ConnectionInstall.connection_id == connection.id,
+                ConnectionInstall.target_type == "agent",
+                ConnectionInstall.target_id.in_(removed),
+            )
+        )
+    for agent_id in keep - set(current.agent_ids):
+        add_agent_install(connection, agent_id, actor.user_id)
+    db.session.flush()
+
+
+def add_company_install(connection: ToolConnection, created_by_user_id: uuid.UUID | None) -> None:
+    """Install the connection for every agent of the company (additive: an existing install is kept)."""
+    exists = db.session.scalar(
+        select(ConnectionInstall.id).where(
+            ConnectionInstall.connection_id == connection.id, ConnectionInstall.target_type == "company"
+        )
+    )
+    if exists is None:
+        db.session.add(
+            ConnectionInstall(
+                company_id=connection.company_id,
+                connection_id=connection.id,
+                target_type="company",
+                target_id=connection.company_id,
+                created_by_user_id=created_by_user_id,
+            )
+        )
+
+
+def add_agent_install(
+    connection: ToolConnection, agent_id: uuid.UUID, created_by_user_id: uuid.UUID | None
+) -> None:
+    """Install the connection for one agent (additive: an existing install is kept as it is)."""
+    exists = db.session.scalar(
+        select(ConnectionInstall.id).where(
+            ConnectionInstall.connection_id == connection.id,
+            ConnectionInstall.target_type == "agent",
+            ConnectionInstall.target_id == agent_id,
+        )
+    )
+    if exists is None:
+        db.session.add(
+            ConnectionInstall(
+                company_id=connection.company_id,
+                connection_id=connection.id,
+                target_type="agent",
+                target_id=agent_id,
+                created_by_user_id=created_by_user_id,
+            )
+        )

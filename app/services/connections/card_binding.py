@@ -1,0 +1,39 @@
+"""Which pending connection cards a draft connection is bound to (a card's saved audience names its draft).
+
+It lives in `connections` (which `intents` builds on) so that `setup.activate_connection` can ask it too: a draft bound to a card never applies an audience of its own, because the card's completion does.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+
+from app.extensions import db
+from app.models import ThreadInteraction, ToolConnection
+
+KIND = "connection_intent"
+AUDIENCE_KEY = "audience"
+
+
+def bound_draft_id(interaction: ThreadInteraction) -> uuid.UUID | None:
+    """The draft connection named by a card's saved audience, if any."""
+    saved = (interaction.payload or {}).get(AUDIENCE_KEY)
+    if not isinstance(saved, dict):
+        return None
+    try:
+        return uuid.UUID(str(saved.get("connectionId")))
+    except ValueError:
+        return None
+
+
+def pending_cards_bound_to(connection: ToolConnection) -> list[ThreadInteraction]:
+    """Pending cards whose saved setup this connection finishes (a handful at most: one per person asked)."""
+    rows = db.session.scalars(
+        select(ThreadInteraction).where(
+            ThreadInteraction.company_id == connection.company_id,
+            ThreadInteraction.kind == KIND,
+            ThreadInteraction.status == "pending",
+        )
+    )
+    return [row for row in rows if bound_draft_id(row) == connection.id]

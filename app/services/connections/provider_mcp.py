@@ -1,0 +1,255 @@
+"""Client for providers' remote MCP servers (Streamable HTTP), used with stored credentials.
+
+Switchboard talks to a provider's MCP server for two reasons: at setup time to verify an API key and index the
+provider's tools (`list_tools`), and later to call a tool on behalf of an agent (`call_tool`). Both open a fresh
+connection with the official MCP SDK client (`streamable_http_client` over an `httpx2.AsyncClient`, then
+`ClientSession.initialize()`), do their work and close it; nothing is kept between calls.
+
+Callers are synchronous (Flask request threads and workers, with no running event loop), so the public functions run
+the async code with `anyio.run`. There is deliberately no async entry point: each call goes through the
+outbound guard (`guard=`), which an async shortcut would skip.
+
+Every failure becomes a `ProviderError` whose `.message` is plain words that are safe to show a user: it never
+contains the credential, the request headers or the query string. Outbound requests always carry timeouts, and the
+whole exchange runs under one overall deadline; missing it is a `ProviderTimeout` ("did not answer within N
+seconds"), not a failure to reach the server. `call_tool(..., limits=...)` first takes a slot in the provider's
+bulkhead and passes its circuit breaker (`provider_limits`), so one frozen provider cannot hold every request thread.
+Nothing here reads Flask's request or touches the database."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+import mcp_types
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from app.core.net_guard import guarded_async_transport
+from app.services.connections import provider_limits
+from app.services.connections.provider_errors import (
+    ProviderBusy,
+    ProviderError,
+    ProviderPaused,
+    ProviderTimeout,
+    ProviderUnavailable,
+    _cause_name,
+    _scrub,
+    _secret_values,
+    _translate,
+)
+from app.services.connections.provider_tools import (
+    CLIENT_INFO,
+    CONNECT_TIMEOUT_CAP,
+    MAX_TOOL_PAGES,
+    ProviderTool,
+    _provider_tool,
+)
+
+logger = logging.getLogger(__name__)
+
+
+# -- public calls ------------------------------------------------------------------------------------------------
+
+
+def list_tools(
+    server_url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float = 10.0,
+    guard: frozenset[str] | None = None,
+) -> list[ProviderTool]:
+    """Connect, initialize and list every tool (following pagination cursors). Raises ProviderError.
+
+    `guard` (the outbound guard's allowed hosts) pins connections to addresses checked at connect time; pass it
+    for URLs a member typed.
+    """
+    return anyio.run(_run_list_tools, server_url, headers, timeout, guard)
+
+
+def call_tool(
+    server_url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    tool_name: str,
+    arguments: dict,
+    timeout: float = 30.0,
+    guard: frozenset[str] | None = None,
+    limits: provider_limits.Limits | None = None,
+) -> dict:
+    """Connect, initialize and call one tool once. Raises ProviderError (`guard` as for `list_tools`).
+
+    Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool}`; a tool that ran and
+    reported failure comes back with `isError: true`, not as an exception. With `limits`, the call takes a slot in
+    the provider's bulkhead and passes its circuit breaker first (`app.services.connections.provider_limits`): a full bulkhead
+    raises ProviderBusy and an open breaker ProviderPaused at once, without contacting the provider, and a
+    ProviderTimeout counts towards opening the breaker.
+    """
+    return anyio.run(_run_call_tool, server_url, headers, tool_name, arguments, timeout, guard, limits)
+
+
+# -- the exchange ------------------------------------------------------------------------------------------------
+
+
+class _Exchange:
+    """One connection to a provider: builds the HTTP client and remembers the first HTTP error status it saw.
+
+    The SDK transport turns an HTTP error answer into a generic JSON-RPC error, so the status (401 vs 500) is caught
+    here with an httpx response hook instead of being dug out of the exception afterwards.
+    """
+
+    def __init__(
+        self,
+        server_url: str,
+        headers: Mapping[str, str] | None,
+        timeout: float,
+        guard: frozenset[str] | None = None,
+    ):
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        parts = urlsplit(server_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ProviderUnavailable("the server address is not an http(s) URL")
+        self.server_url = server_url
+        self.host = parts.hostname
+        self.headers = dict(headers or {})
+        self.timeout = timeout
+        self.guard = guard
+        self.error_status: int | None = None
+        self.secrets = _secret_values(self.headers, parts.query)
+
+    async def _on_response(self, response: httpx2.Response) -> None:
+        if response.status_code >= 400 and self.error_status is None:
+            self.error_status = response.status_code
+
+    def http_client(self) -> httpx2.AsyncClient:
+        timeout = httpx2.Timeout(
+            self.timeout,
+            connect=min(self.timeout, CONNECT_TIMEOUT_CAP),
+            read=self.timeout,
+            write=self.timeout,
+            pool=self.timeout,
+        )
+        return httpx2.AsyncClient(
+            headers=self.headers,
+            timeout=timeout,
+            event_hooks={"response": [self._on_response]},
+            transport=guarded_async_transport(self.guard) if self.guard is not None else None,
+        )
+
+    def session(self, read: Any, write: Any) -> ClientSession:
+        return ClientSession(read, write, read_timeout_seconds=self.timeout, client_info=CLIENT_INFO)
+
+    def translate(self, exc: BaseException, *, calling: str | None = None) -> ProviderError:
+        """Map whatever the SDK/httpx raised (ExceptionGroups included) to a ProviderError with a safe message."""
+        error = _translate(exc, self.error_status, self.timeout, calling)
+        error.message = _scrub(error.message, self.secrets)
+        error.args = (error.message,)
+        logger.warning(
+            "Provider MCP exchange with %s failed: %s (%s)",
+            self.host,
+            error.message,
+            _cause_name(exc),
+        )
+        return error
+
+
+async def _run_list_tools(
+    server_url: str, headers: Mapping[str, str] | None, timeout: float, guard: frozenset[str] | None = None
+) -> list[ProviderTool]:
+    exchange = _Exchange(server_url, headers, timeout, guard)
+    try:
+        with anyio.fail_after(timeout):
+            async with (
+                exchange.http_client() as http,
+                streamable_http_client(server_url, http_client=http) as (read, write),
+                exchange.session(read, write) as session,
+            ):
+                await session.initialize()
+                tools = await _all_tools(session)
+    except ProviderError:
+        raise
+    except Exception as exc:
+        raise exchange.translate(exc) from None
+    return tools
+
+
+async def _all_tools(session: ClientSession) -> list[ProviderTool]:
+    tools: dict[str, ProviderTool] = {}
+    cursor: str | None = None
+    seen_cursors: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        for tool in page.tools:
+            tools.setdefault(tool.name, _provider_tool(tool))
+        cursor = page.next_cursor
+        if not cursor or cursor in seen_cursors:
+            break
+        seen_cursors.add(cursor)
+    return list(tools.values())
+
+
+async def _run_call_tool(
+    server_url: str,
+    headers: Mapping[str, str] | None,
+    tool_name: str,
+    arguments: dict,
+    timeout: float,
+    guard: frozenset[str] | None = None,
+    limits: provider_limits.Limits | None = None,
+) -> dict:
+    if limits is None:
+        return await _call_once(server_url, headers, tool_name, arguments, timeout, guard)
+    try:
+        with provider_limits.slot(provider_limits.provider_key(server_url), limits) as call:
+            try:
+                return await _call_once(server_url, headers, tool_name, arguments, timeout, guard)
+            except ProviderTimeout:
+                call.timed_out()
+                raise
+    except provider_limits.Busy as busy:
+        raise ProviderBusy(busy.limit) from None
+    except provider_limits.Paused as paused:
+        raise ProviderPaused(paused.timeouts, paused.retry_after_seconds) from None
+
+
+async def _call_once(
+    server_url: str,
+    headers: Mapping[str, str] | None,
+    tool_name: str,
+    arguments: dict,
+    timeout: float,
+    guard: frozenset[str] | None,
+) -> dict:
+    exchange = _Exchange(server_url, headers, timeout, guard)
+    try:
+        with anyio.fail_after(timeout):
+            async with (
+                exchange.http_client() as http,
+                streamable_http_client(server_url, http_client=http) as (read, write),
+                exchange.session(read, write) as session,
+            ):
+                await session.initialize()
+                # send_request rather than session.call_tool: the latter lists tools first to validate the result
+                # against the tool's output schema, and would turn a call that already ran at the provider into an
+                # error when the provider's result does not match its own schema. We pass through what it said.
+                request = mcp_types.CallToolRequest(
+                    params=mcp_types.CallToolRequestParams(name=tool_name, arguments=arguments)
+                )
+                result = await session.send_request(request, mcp_types.CallToolResult)
+    except ProviderError:
+        raise
+    except Exception as exc:
+        raise exchange.translate(exc, calling=tool_name) from None
+    return {
+        "content": [
+            block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
+        ],
+        "structuredContent": result.structured_content,
+        "isError": bool(result.is_error),
+    }

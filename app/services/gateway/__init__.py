@@ -1,0 +1,44 @@
+"""The tool gateway: agents call the tools of their granted connections through Switchboard.
+
+Listing and calling both ask the one access service (`effective_access`) for the run's stored company, agent
+and responsible person on every request, so a revoked grant, a removed install or a new block policy takes
+effect on the next `tools/list` and refuses the next `tools/call`. Nothing here trusts the agent's view of
+which connection a tool belongs to: the visible name is looked up again in a freshly built map.
+
+Visible names. A tool is shown as `<connection-slug>__<tool>`: the slug is the connection's name lowercased,
+every run of characters other than `a-z0-9` turned into one `-`, trimmed and capped at 32 characters
+(`connection` when nothing is left). When two connections the agent can see share a slug, each of them gets
+`-<first 8 hex of its id>` appended, so names never collide and only change when a same-named connection
+appears. A name longer than 128 characters keeps its first part and ends in `-<8 hex of a hash of the tool
+name>`. Blocked tools are never listed (but a call naming one is still refused with a denial, never
+forwarded).
+
+Action policy. `allow` runs; `block` answers an isError result naming the denial (`tool_blocked`); `ask_first`
+puts one `tool_approval` card in the task thread addressed to the run's responsible person and answers isError
+`approval_required` with the approval id. Once approved, exactly one retry with the same projected arguments
+runs (the card is consumed atomically); the next identical call needs a new approval. A denial refuses the
+same call for the rest of the run (`approval_denied`).
+
+Managed arguments. A connection's public tenant configuration can pin tool arguments: the Honcho workspace
+(`config.methodConfig.workspaceId`) becomes the `workspace_id` argument of every tool that declares one. The
+value is applied after the caller's arguments (a forged value is overwritten) and the argument is removed from
+the visible schema (`properties` and `required`). Without a configured value the caller's argument passes
+through. Which tenant field pins which argument comes from the field's `toolArgument` in the app definition.
+Approvals store a digest of the projected arguments and are compared against the current projection, so
+changing the workspace invalidates an approved call (`approved_tool_target_changed`, the provider is never
+called).
+
+Provider limits. A call that reaches the provider takes a slot in the provider's bulkhead and passes its circuit
+breaker (`provider_limits`): a full bulkhead answers isError `provider_busy` and an open breaker `provider_paused`
+at once, without contacting the provider; a call that outlives its timeout (the app definition's
+`callTimeoutSeconds`, else `PROVIDER_CALL_TIMEOUT_SECONDS`) answers `provider_timeout`. No database connection is
+held while the provider works.
+
+Activity. Every call writes `tool_gateway.call` (tool, connection, run, decision, duration in ms); arguments
+and credentials are never written.
+
+Modules: `tools` (visible names and the run's tool map), `arguments` (managed arguments, projected schemas,
+redaction), `results` (the prepared call, refusals and reason codes), `approval_cards` (ask-first cards the
+gateway opens and consumes), `approvals` (the responsible person answering them), `calls` (prepare, contact the
+provider, record).
+"""

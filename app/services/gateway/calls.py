@@ -1,0 +1,234 @@
+"""A gateway `tools/call`: prepare (policy, approval), reach the provider under its limits, record the outcome."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from flask import current_app
+
+from app.catalog.loader import get_app, get_method
+from app.core.errors import ServiceError
+from app.extensions import db
+from app.models import ConnectionGrant, ToolConnection
+from app.services.activity import record_activity
+from app.services.connections import endpoint, provider_errors, provider_limits, provider_mcp
+from app.services.gateway.approval_cards import _approval_step
+from app.services.gateway.arguments import REDACTED, project_arguments
+from app.services.gateway.results import (
+    PROVIDER_BUSY,
+    PROVIDER_ERROR,
+    PROVIDER_PAUSED,
+    PROVIDER_TIMEOUT,
+    TOOL_BLOCKED,
+    PreparedCall,
+    _refusal,
+)
+from app.services.gateway.tools import find_tool
+from app.services.oauth import tokens as oauth_tokens
+
+ACTIVITY_ACTION = "tool_gateway.call"
+DEFAULT_CALL_TIMEOUT = 30.0
+
+
+def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
+    """Resolve the tool again, apply the action policy and approvals. No provider is contacted here.
+
+    `ctx` is a validated `runtime_tools.RunContext`. The caller commits before `execute_call`, so a consumed
+    approval and a new card are durable before the provider is reached.
+    """
+    prepared = PreparedCall(
+        started=time.monotonic(),
+        run_id=ctx.run.id,
+        company_id=ctx.run.company_id,
+        agent_id=ctx.agent.id,
+        tool_name=name,
+        visible_name=name,
+    )
+    tool = find_tool(ctx.run, name)
+    if tool is None:
+        prepared.unknown = True
+        prepared.decision = "unknown_tool"
+        _record(prepared, outcome="refused")
+        return prepared
+    prepared.tool_name = tool.tool_access.tool.name
+    prepared.connection_id = tool.connection.id
+    prepared.connection_name = tool.connection.name
+    prepared.grant_id = tool.access.grant.id
+    projected = project_arguments(arguments, tool.managed)
+    prepared.arguments = projected
+    if tool.action == "block":
+        prepared.decision = TOOL_BLOCKED
+        prepared.result = _refusal(
+            TOOL_BLOCKED,
+            f"An administrator blocked {tool.name} for agents on {tool.connection.name}. It was not run; "
+            "do not retry it.",
+        )
+    elif tool.action == "ask_first":
+        _approval_step(ctx, tool, projected, prepared)
+    if prepared.result is not None:
+        _record(prepared, outcome="refused")
+    return prepared
+
+
+@dataclass(frozen=True)
+class ProviderTarget:
+    """Where and how to reach the provider for one prepared call (plain values: no database object)."""
+
+    url: str
+    headers: dict
+    scrub: list[str]
+    guard: frozenset[str] | None
+    timeout: float
+
+
+def call_timeout(app_definition) -> float:
+    """The call timeout: the app definition's `callTimeoutSeconds`, else `PROVIDER_CALL_TIMEOUT_SECONDS`."""
+    own = getattr(app_definition, "callTimeoutSeconds", None)
+    return float(own or current_app.config.get("PROVIDER_CALL_TIMEOUT_SECONDS", DEFAULT_CALL_TIMEOUT))
+
+
+def provider_limits_from_config() -> provider_limits.Limits:
+    config = current_app.config
+    return provider_limits.Limits(
+        max_concurrent=int(config.get("PROVIDER_MAX_CONCURRENT_CALLS", 4)),
+        failure_threshold=int(config.get("PROVIDER_BREAKER_TIMEOUTS", 3)),
+        reset_seconds=float(config.get("PROVIDER_BREAKER_SECONDS", 30)),
+    )
+
+
+def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
+    """URL and headers to reach the provider as the selected grant (OAuth refreshed first), values to scrub, the
+    outbound guard for a member-typed URL, and the call timeout.
+
+    Reads only (an OAuth refresh commits in a unit of work of its own). The caller ends the transaction before
+    `execute_call`, so no database connection is held while the provider works. When the connection can no longer
+    be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
+    """
+    try:
+        connection = db.session.get(ToolConnection, prepared.connection_id)
+        grant = db.session.get(ConnectionGrant, prepared.grant_id)
+        if connection is None or grant is None or grant.status != "active":
+            raise ServiceError("The connection is no longer available to this agent.")
+        app_definition = get_app(connection.app_slug)
+        method = get_method(app_definition, connection.method_key) if app_definition else None
+        if method is None:
+            raise ServiceError("The connection's app is no longer in the catalog.")
+        access_token = (
+            oauth_tokens.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
+        )
+        secrets = endpoint.stored_secrets(grant)
+        try:
+            url, headers = endpoint.connection_endpoint(connection, app_definition, grant)
+        except ValueError:
+            raise ServiceError(
+                "The stored credential cannot be sent to the provider; reconnect it."
+            ) from None
+    except ServiceError as err:
+        db.session.rollback()
+        prepared.result = _refusal(PROVIDER_ERROR, err.message)
+        _record(prepared, outcome=PROVIDER_ERROR)
+        return None
+    if access_token:
+        headers = {**headers, "Authorization": f"Bearer {access_token}"}
+    scrub = [v for v in [*secrets.values(), access_token or ""] if isinstance(v, str) and len(v) >= 6]
+    return ProviderTarget(
+        url=url,
+        headers=headers,
+        scrub=scrub,
+        guard=endpoint.provider_guard(connection, method, secrets),
+        timeout=call_timeout(app_definition),
+    )
+
+
+def _scrub(value, secrets: list[str]):
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {k: _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value
+
+
+def _provider_failure(prepared: PreparedCall, err: provider_errors.ProviderError) -> tuple[str, dict]:
+    """The outcome code and the isError result for a call the provider did not complete."""
+    name = prepared.connection_name
+    if isinstance(err, provider_errors.ProviderBusy):
+        return PROVIDER_BUSY, _refusal(
+            PROVIDER_BUSY,
+            f"{name} is busy: {err.limit} calls to it are already in progress. It was not called; "
+            "try again shortly.",
+        )
+    if isinstance(err, provider_errors.ProviderPaused):
+        return PROVIDER_PAUSED, _refusal(
+            PROVIDER_PAUSED,
+            f"{name} did not answer the last {err.timeouts} calls in time, so calls to it are paused. It was not "
+            f"called; try again in {err.retry_after_seconds} seconds.",
+            retryAfterSeconds=err.retry_after_seconds,
+        )
+    if isinstance(err, provider_errors.ProviderTimeout):
+        return PROVIDER_TIMEOUT, _refusal(
+            PROVIDER_TIMEOUT,
+            f"{name} did not answer within {err.seconds:g} seconds, so Switchboard stopped waiting. The tool may "
+            "still have run at the provider: check before repeating a change.",
+        )
+    return PROVIDER_ERROR, _refusal(PROVIDER_ERROR, f"The call to {name} failed: {err.message}")
+
+
+def execute_call(prepared: PreparedCall, target: ProviderTarget) -> dict:
+    """Call the provider through its bulkhead and breaker, with the call timeout; failures become isError results.
+
+    Touches the database only to record the outcome afterwards.
+    """
+    try:
+        raw = provider_mcp.call_tool(
+            target.url,
+            headers=target.headers,
+            tool_name=prepared.tool_name,
+            arguments=prepared.arguments,
+            timeout=target.timeout,
+            guard=target.guard,
+            limits=provider_limits_from_config(),
+        )
+    except provider_errors.ProviderError as err:
+        outcome, result = _provider_failure(prepared, err)
+        _record(prepared, outcome=outcome)
+        return result
+    result: dict = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
+    if raw.get("structuredContent") is not None:
+        result["structuredContent"] = raw["structuredContent"]
+    result = _scrub(result, target.scrub)
+    _record(prepared, outcome="tool_error" if result["isError"] else "ok")
+    return result
+
+
+def _record(prepared: PreparedCall, *, outcome: str) -> None:
+    duration_ms = int((time.monotonic() - prepared.started) * 1000)
+    details = {
+        "tool": prepared.visible_name[:200],
+        "toolName": prepared.tool_name[:200],
+        "connectionId": str(prepared.connection_id) if prepared.connection_id else None,
+        "connectionName": prepared.connection_name,
+        "runId": str(prepared.run_id),
+        "decision": prepared.decision,
+        "outcome": outcome,
+        "durationMs": duration_ms,
+    }
+    if prepared.approval_id is not None:
+        details["approvalId"] = str(prepared.approval_id)
+    record_activity(
+        company_id=prepared.company_id,
+        actor_type="agent",
+        actor_id=prepared.agent_id,
+        action=ACTIVITY_ACTION,
+        entity_type="tool_connection" if prepared.connection_id else "heartbeat_run",
+        entity_id=prepared.connection_id or prepared.run_id,
+        agent_id=prepared.agent_id,
+        run_id=prepared.run_id,
+        details=details,
+    )

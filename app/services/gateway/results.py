@@ -1,0 +1,51 @@
+"""What a call comes to: the prepared call, refusal results and their reason codes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+APPROVAL_REQUIRED = "approval_required"
+APPROVAL_DENIED = "approval_denied"
+TARGET_CHANGED = "approved_tool_target_changed"
+TOOL_BLOCKED = "tool_blocked"
+PROVIDER_ERROR = "provider_error"
+PROVIDER_BUSY = "provider_busy"
+PROVIDER_PAUSED = "provider_paused"
+PROVIDER_TIMEOUT = "provider_timeout"
+
+
+# --- calling -----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PreparedCall:
+    """The outcome of the policy step: either a final `result` or what `execute_call` needs (plain values)."""
+
+    started: float
+    run_id: uuid.UUID
+    company_id: uuid.UUID
+    agent_id: uuid.UUID
+    tool_name: str
+    visible_name: str
+    connection_id: uuid.UUID | None = None
+    connection_name: str | None = None
+    grant_id: uuid.UUID | None = None
+    arguments: dict = field(default_factory=dict)
+    decision: str = "allowed"
+    approval_id: uuid.UUID | None = None
+    result: dict | None = None
+    unknown: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return self.result is None and not self.unknown
+
+
+def _refusal(reason_code: str, message: str, **extra) -> dict:
+    structured = {"reasonCode": reason_code, "message": message, **extra}
+    return {
+        "content": [{"type": "text", "text": f"{reason_code}: {message}"}],
+        "structuredContent": structured,
+        "isError": True,
+    }

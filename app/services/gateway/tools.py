@@ -1,0 +1,158 @@
+"""The gateway's visible tool map: `<connection>__<tool>` names, the tools a run may see, cached listings."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.catalog.loader import get_apps
+from app.models import HeartbeatRun, ToolConnection
+from app.services.access.effective import ConnectionAccess, ToolAccess, effective_access
+from app.services.access.revision import RevisionCache
+from app.services.gateway.arguments import managed_arguments, project_schema
+
+SERVER_NAME = "switchboard-tool-gateway"
+NAME_SEPARATOR = "__"
+SLUG_MAX_LENGTH = 32
+NAME_MAX_LENGTH = 128
+
+
+# --- naming ------------------------------------------------------------------------------------------------------
+
+
+def connection_slug(name: str) -> str:
+    """The stable, name-safe slug of a connection name (see the module docstring)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (name or "").lower()).strip("-")
+    slug = slug[:SLUG_MAX_LENGTH].rstrip("-")
+    return slug or "connection"
+
+
+def visible_name(slug: str, tool_name: str) -> str:
+    name = f"{slug}{NAME_SEPARATOR}{tool_name}"
+    if len(name) <= NAME_MAX_LENGTH:
+        return name
+    suffix = "-" + hashlib.sha256(tool_name.encode()).hexdigest()[:8]
+    return name[: NAME_MAX_LENGTH - len(suffix)] + suffix
+
+
+def _slugs(connections: list[ToolConnection]) -> dict[uuid.UUID, str]:
+    base = {c.id: connection_slug(c.name) for c in connections}
+    counts: dict[str, int] = {}
+    for slug in base.values():
+        counts[slug] = counts.get(slug, 0) + 1
+    return {cid: (slug if counts[slug] == 1 else f"{slug}-{cid.hex[:8]}") for cid, slug in base.items()}
+
+
+# --- the visible tool map ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class GatewayTool:
+    name: str
+    access: ConnectionAccess
+    tool_access: ToolAccess
+    app_definition: Any
+    managed: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def connection(self) -> ToolConnection:
+        return self.access.connection
+
+    @property
+    def action(self) -> str:
+        return self.tool_access.action
+
+    def definition(self) -> dict:
+        tool = self.tool_access.tool
+        description = (tool.description or "").strip()
+        note = f"Tool {tool.name} of the connection {self.connection.name}."
+        if self.action == "ask_first":
+            note += " Each call needs approval by the task's responsible person before it runs."
+        return {
+            "name": self.name,
+            "description": f"{description}\n\n{note}" if description else note,
+            "inputSchema": project_schema(tool.input_schema, self.managed),
+            # MCP tool annotations, so agents can tell reads from writes without guessing from names.
+            "annotations": {"readOnlyHint": not tool.is_write},
+        }
+
+
+def _usable(accesses: list) -> list:
+    """Connections the agent may call now: an active identity on a healthy connection."""
+    return [a for a in accesses if a.grant is not None and a.grant.status == "active" and a.is_healthy]
+
+
+def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool) -> dict[str, GatewayTool]:
+    apps = get_apps(a.connection.app_slug for a in accesses)
+    tools: dict[str, GatewayTool] = {}
+    for access in accesses:
+        if access.connection.id not in slugs:
+            continue  # became usable between the two reads of `find_tool`: not listed yet, so not callable
+        app_definition = apps.get(access.connection.app_slug)
+        for tool_access in access.tools:
+            if tool_access.action == "block" and not include_blocked:
+                continue
+            name = visible_name(slugs[access.connection.id], tool_access.tool.name)
+            tools[name] = GatewayTool(
+                name=name,
+                access=access,
+                tool_access=tool_access,
+                app_definition=app_definition,
+                managed=managed_arguments(access.connection, app_definition, tool_access.tool.input_schema),
+            )
+    return tools
+
+
+def tool_map(run: HeartbeatRun) -> dict[str, GatewayTool]:
+    """Every tool the run's agent may use now (blocked ones left out), by visible name (constant queries)."""
+    accesses = _usable(effective_access(run.company_id, run.agent_id, run.responsible_user_id))
+    if not accesses:
+        return {}
+    return _tools_of(accesses, _slugs([a.connection for a in accesses]), include_blocked=False)
+
+
+def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
+    """One tool by visible name, blocked ones included, as `tool_map` would name it.
+
+    An agent may have thousands of tools; a call reads the tool rows of the one connection its name points to.
+    Connection slugs depend on every usable connection's name (duplicates get a suffix), so those come first,
+    from tool counts alone.
+    """
+    usable = _usable(
+        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
+    )
+    slugs = _slugs([a.connection for a in usable])
+    prefix = name.split(NAME_SEPARATOR, 1)[0]
+    ids = [connection_id for connection_id, slug in slugs.items() if slug == prefix]
+    if not ids:
+        return None
+    accesses = _usable(
+        effective_access(run.company_id, run.agent_id, run.responsible_user_id, connection_ids=ids)
+    )
+    return _tools_of(accesses, slugs, include_blocked=True).get(name)
+
+
+# Listings are large (an agent may have thousands of tools), so a process keeps fewer of them than search indexes.
+LISTING_CACHE_SIZE = 32
+_listings: RevisionCache[list[dict]] = RevisionCache(LISTING_CACHE_SIZE)
+
+
+def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> list[dict]:
+    """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out.
+
+    Kept per audience while the company's access revision is unchanged: the listing depends only on
+    connections, identities, installs, tools, policies and the catalog, whose writes all raise it. Callers
+    serialize the definitions and never modify them.
+    """
+    return _listings.get_or_build(
+        (run.company_id, run.agent_id, run.responsible_user_id),
+        access_revision,
+        lambda: [tool.definition() for tool in tool_map(run).values()],
+    )
+
+
+def clear_listings() -> None:
+    _listings.clear()

@@ -1,0 +1,93 @@
+"""The connection card itself: its kind, texts and payload, and retiring the OAuth states of closed cards."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import delete
+
+from app.extensions import db
+from app.models import (
+    OAuthState,
+    ThreadInteraction,
+)
+from app.services.connections import card_binding
+
+KIND = "connection_intent"
+PHASES = ("requested", "authorizing", "needs_retry")
+PHASE_INVALID = "phase must be requested, authorizing, or needs_retry"
+NOT_ADDRESSEE = "Only the addressed user can act on this connection request"
+ALREADY_RESOLVED = "Connection intent is already resolved"
+NO_WRITE_ACCESS = "Addressed user is no longer authorized for company write access"
+TASK_GONE = "Connection request no longer belongs to an active task"
+CLOSED_ISSUE = "Cannot create an interaction on a closed issue"
+CONNECTION_PREFIX = "connection:"
+ISSUE_CLOSED = "issue_closed"
+ASSIGNMENT_CHANGED = "assignment_changed"
+RESPONSIBLE_CHANGED = "The responsible person changed"
+AUDIENCE_KEY = card_binding.AUDIENCE_KEY
+BROADEN_FORBIDDEN = (
+    "Sharing this connection beyond the requesting agent requires connection-management authority"
+)
+
+
+LEGACY_KIND = "request_confirmation"
+LEGACY_KEY = "connectionAuthorization"
+
+
+def is_connection_card(row: ThreadInteraction) -> bool:
+    """A connection card: a `connection_intent`, or a legacy `request_confirmation` carrying
+    `payload.connectionAuthorization` (still readable and resolvable; new requests never create one)."""
+    return row.kind == KIND or (
+        row.kind == LEGACY_KIND and isinstance((row.payload or {}).get(LEGACY_KEY), dict)
+    )
+
+
+def intent_payload(row: ThreadInteraction) -> dict:
+    """The card's payload in the `connection_intent` shape, whichever kind the row is."""
+    if row.kind != LEGACY_KIND or not is_connection_card(row):
+        return row.payload or {}
+    legacy = row.payload[LEGACY_KEY]
+    slug = str(legacy.get("serviceSlug") or legacy.get("service") or "")
+    agent_id = legacy.get("requestingAgentId") or (
+        str(row.requesting_agent_id) if row.requesting_agent_id else None
+    )
+    return {
+        "version": 1,
+        "serviceSlug": slug,
+        "serviceName": legacy.get("serviceName") or slug,
+        "serviceLogoUrl": legacy.get("serviceLogoUrl"),
+        "requestingAgentId": agent_id,
+        "requestingAgentName": legacy.get("requestingAgentName"),
+        "phase": legacy.get("phase") if legacy.get("phase") in PHASES else "requested",
+        "legacy": {"kind": LEGACY_KIND, LEGACY_KEY: legacy},
+    }
+
+
+def adopt_legacy_card(row: ThreadInteraction) -> None:
+    """Before a legacy card is acted on, it becomes a `connection_intent` (its original payload kept under
+    `legacy`), so every rule and the continuation treat it like any card."""
+    if row.kind == LEGACY_KIND and is_connection_card(row):
+        row.payload = intent_payload(row)
+        row.kind = KIND
+        if row.requesting_agent_id is None:
+            row.requesting_agent_id = _uuid_or_none(row.payload.get("requestingAgentId"))
+        db.session.flush()
+
+
+def retire_oauth_states(interaction_ids: list[uuid.UUID]) -> None:
+    """Sign-ins in flight for cards that no longer wait: their state rows go, so a late callback connects nothing
+    (reference, `tool_oauth_states`: expiring or superseding an intent deletes its OAuth state rows)."""
+    if interaction_ids:
+        db.session.execute(
+            delete(OAuthState)
+            .where(OAuthState.interaction_id.in_(interaction_ids))
+            .execution_options(synchronize_session=False)
+        )
+
+
+def _uuid_or_none(value) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value)) if value else None
+    except ValueError:
+        return None

@@ -1,0 +1,152 @@
+"""Opening a card: create, reuse or supersede the pending card for one run, person and service."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from app.core.errors import Conflict
+from app.extensions import db
+from app.models import (
+    Agent,
+    Issue,
+    ThreadInteraction,
+)
+from app.models.base import utcnow
+from app.services import notifications  # notifications: issue 15
+from app.services.activity import record_activity
+from app.services.intents.card import CLOSED_ISSUE, KIND, retire_oauth_states
+from app.services.intents.service import ServiceIdentity
+
+# --- creating cards ------------------------------------------------------------------------------------------
+
+
+def idempotency_key(run_id: uuid.UUID, user_id: uuid.UUID, slug: str) -> str:
+    return f"connection-intent:{run_id}:{user_id}:{slug}"
+
+
+def _pending_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
+    return db.session.scalar(
+        select(ThreadInteraction)
+        .where(
+            ThreadInteraction.company_id == issue.company_id,
+            ThreadInteraction.issue_id == issue.id,
+            ThreadInteraction.idempotency_key == key,
+            ThreadInteraction.status == "pending",
+        )
+        .execution_options(populate_existing=True)
+    )
+
+
+def _pending_for_agent(issue: Issue, agent_id: uuid.UUID, slug: str) -> list[ThreadInteraction]:
+    rows = db.session.scalars(
+        select(ThreadInteraction)
+        .where(
+            ThreadInteraction.issue_id == issue.id,
+            ThreadInteraction.kind == KIND,
+            ThreadInteraction.status == "pending",
+            ThreadInteraction.requesting_agent_id == agent_id,
+        )
+        .order_by(ThreadInteraction.created_at)
+        .execution_options(populate_existing=True)
+    )
+    return [row for row in rows if (row.payload or {}).get("serviceSlug") == slug]
+
+
+def create_connection_intent(
+    issue: Issue,
+    agent: Agent,
+    service: ServiceIdentity,
+    *,
+    addressee_user_id: uuid.UUID,
+    run_id: uuid.UUID,
+) -> tuple[ThreadInteraction, bool]:
+    """Create the pending card, or return the one already pending for this run, or for this task, requester,
+    addressee and service. A card for the same service addressed to someone else is superseded.
+
+    Returns (interaction, created).
+    """
+    key = idempotency_key(run_id, addressee_user_id, service.slug)
+    existing = _pending_by_key(issue, key)
+    if existing is not None:
+        return existing, False
+    # Serialize requests on this task (PostgreSQL); SQLite serializes writers itself.
+    locked = db.session.scalar(
+        select(Issue).where(Issue.id == issue.id).with_for_update().execution_options(populate_existing=True)
+    )
+    if locked is None or locked.is_closed or locked.assignee_agent_id != agent.id:
+        raise Conflict(CLOSED_ISSUE)
+    same_service = _pending_for_agent(issue, agent.id, service.slug)
+    for row in same_service:
+        if row.addressee_user_id == addressee_user_id:
+            return row, False
+    interaction = ThreadInteraction(
+        company_id=issue.company_id,
+        issue_id=issue.id,
+        kind=KIND,
+        status="pending",
+        title=f"Connect {service.name}",
+        summary=f"{agent.name} needs this connection to continue.",
+        payload={
+            "version": 1,
+            "serviceSlug": service.slug,
+            "serviceName": service.name,
+            "serviceLogoUrl": service.logo_url,
+            "requestingAgentId": str(agent.id),
+            "requestingAgentName": agent.name,
+            "phase": "requested",
+        },
+        idempotency_key=key,
+        addressee_user_id=addressee_user_id,
+        requesting_agent_id=agent.id,
+        source_run_id=run_id,
+    )
+    try:
+        with db.session.begin_nested():
+            db.session.add(interaction)
+            db.session.flush()
+    except IntegrityError:
+        # Another request inserted the same pending key first: the database decided, so use its row.
+        winner = _pending_by_key(issue, key)
+        if winner is None:
+            raise
+        return winner, False
+    now = utcnow()
+    for row in same_service:
+        row.status = "expired"
+        row.result = {"version": 1, "outcome": "superseded", "supersededByInteractionId": str(interaction.id)}
+        row.resolved_at = now
+    retire_oauth_states([row.id for row in same_service])
+    locked.updated_at = now
+    db.session.flush()
+    notifications.card_created(interaction, superseded=same_service)  # notifications: issue 15
+    return interaction, True
+
+
+# --- the addressed person's side -----------------------------------------------------------------------------
+
+
+def record_card_created(
+    *,
+    company_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    issue_id: uuid.UUID,
+    run_id: uuid.UUID | None,
+    interaction_id: uuid.UUID,
+    kind: str,
+    purpose: str | None,
+) -> None:
+    """Activity for a card an agent's run put in a task thread (connection requests and tool approvals alike)."""
+    record_activity(
+        company_id=company_id,
+        actor_type="agent",
+        actor_id=agent_id,
+        action="issue.thread_interaction_created",
+        entity_type="issue",
+        entity_id=issue_id,
+        agent_id=agent_id,
+        run_id=run_id,
+        details={"interactionId": str(interaction_id), "interactionKind": kind, "purpose": purpose},
+    )

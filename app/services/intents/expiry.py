@@ -1,0 +1,84 @@
+"""Closing pending cards when their task closes or changes hands."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from app.extensions import db
+from app.models import (
+    Issue,
+    ThreadInteraction,
+)
+from app.models.base import utcnow
+from app.services import notifications  # notifications: issue 15
+from app.services.intents.card import (
+    ASSIGNMENT_CHANGED,
+    ISSUE_CLOSED,
+    KIND,
+    RESPONSIBLE_CHANGED,
+    retire_oauth_states,
+)
+
+# --- expiry --------------------------------------------------------------------------------------------------
+
+
+def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
+    """Expire pending connection cards that the task's new state makes moot; call after any task update.
+
+    A closed task (done/cancelled) expires every pending card (`issue_closed`); otherwise cards requested by an agent
+    that no longer owns the task expire with "The task assignment changed". Comments and later runs keep them.
+    Returns how many cards expired.
+    """
+    if reason is None:
+        reason = ISSUE_CLOSED if issue.is_closed else ASSIGNMENT_CHANGED
+    query = select(ThreadInteraction).where(
+        ThreadInteraction.issue_id == issue.id,
+        ThreadInteraction.kind == KIND,
+        ThreadInteraction.status == "pending",
+    )
+    rows = list(db.session.scalars(query.with_for_update()))
+    if reason == ASSIGNMENT_CHANGED and not issue.is_closed:
+        rows = [r for r in rows if r.requesting_agent_id != issue.assignee_agent_id]
+    now = utcnow()
+    for row in rows:
+        row.status = "expired"
+        row.resolved_at = now
+        if reason == ISSUE_CLOSED:
+            row.result = {"version": 1, "outcome": "issue_closed", "reason": None}
+        else:
+            row.result = {"version": 1, "outcome": "expired", "reason": "The task assignment changed"}
+    retire_oauth_states([row.id for row in rows])
+    db.session.flush()
+    notifications.cards_resolved(rows)  # notifications: issue 15
+    return len(rows)
+
+
+def supersede_intents_for_responsible_change(issue: Issue) -> int:
+    """The task's responsible person changed: pending cards addressed to anyone else are superseded (the next
+    request of the agent opens a new card for the new person). Returns how many cards were superseded."""
+    rows = list(
+        db.session.scalars(
+            select(ThreadInteraction)
+            .where(
+                ThreadInteraction.issue_id == issue.id,
+                ThreadInteraction.kind == KIND,
+                ThreadInteraction.status == "pending",
+            )
+            .with_for_update()
+        )
+    )
+    rows = [r for r in rows if r.addressee_user_id != issue.responsible_user_id]
+    now = utcnow()
+    for row in rows:
+        row.status = "expired"
+        row.resolved_at = now
+        row.result = {
+            "version": 1,
+            "outcome": "superseded",
+            "supersededByInteractionId": None,
+            "reason": RESPONSIBLE_CHANGED,
+        }
+    retire_oauth_states([row.id for row in rows])
+    db.session.flush()
+    notifications.cards_resolved(rows)  # notifications: issue 15
+    return len(rows)

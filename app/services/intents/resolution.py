@@ -1,0 +1,346 @@
+"""The addressed person's side of a card: lock, phase, setup options, complete and decline."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select, update
+
+from app.core.errors import Conflict, Forbidden, NotFound, Unprocessable
+from app.extensions import db
+from app.models import (
+    ConnectionIntentDelivery,
+    GrantDelegation,
+    Issue,
+    Membership,
+    ThreadInteraction,
+    ToolConnection,
+)
+from app.models.base import utcnow
+from app.models.connections import ATTENTION_HEALTH
+from app.services import notifications  # notifications: issue 15
+from app.services.access.effective import can_manage_connections, effective_access
+from app.services.activity import record_activity
+from app.services.connections.audience import add_agent_install
+from app.services.intents.audience import (
+    _apply_card_audience,
+    card_audience,
+    check_audience_agents,
+    require_sharing_authority,
+)
+from app.services.intents.card import (
+    ALREADY_RESOLVED,
+    NO_WRITE_ACCESS,
+    NOT_ADDRESSEE,
+    PHASE_INVALID,
+    PHASES,
+    TASK_GONE,
+    _uuid_or_none,
+    adopt_legacy_card,
+    intent_payload,
+    is_connection_card,
+    retire_oauth_states,
+)
+from app.services.intents.service import (
+    grant_in_audience,
+    matching_connections,
+    resolve_service,
+    service_slug_of,
+)
+
+
+def lock_intent(interaction_id: uuid.UUID) -> ThreadInteraction:
+    """Lock the card for a resolution. The task row is locked first: task, then card is the order every writer
+    (card creation, task updates that expire cards) uses, so a resolution racing a close cannot deadlock."""
+    issue_id = db.session.scalar(
+        select(ThreadInteraction.issue_id).where(ThreadInteraction.id == interaction_id)
+    )
+    if issue_id is not None:
+        db.session.scalar(select(Issue.id).where(Issue.id == issue_id).with_for_update())
+    row = db.session.scalar(
+        select(ThreadInteraction)
+        .where(ThreadInteraction.id == interaction_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if row is None or not is_connection_card(row):
+        raise NotFound("Connection intent not found")
+    adopt_legacy_card(row)
+    return row
+
+
+def require_writer(interaction: ThreadInteraction, user_id: uuid.UUID, *, lock: bool = False) -> Membership:
+    query = select(Membership).where(
+        Membership.company_id == interaction.company_id, Membership.user_id == user_id
+    )
+    if lock:
+        query = query.with_for_update()
+    membership = db.session.scalar(query.execution_options(populate_existing=True))
+    if membership is None or not membership.has_write_access:
+        raise Forbidden(NO_WRITE_ACCESS)
+    return membership
+
+
+def require_addressee(interaction: ThreadInteraction, user_id: uuid.UUID) -> None:
+    if interaction.addressee_user_id != user_id:
+        raise Forbidden(NOT_ADDRESSEE)
+
+
+def active_task(interaction: ThreadInteraction) -> Issue:
+    issue = db.session.scalar(
+        select(Issue)
+        .where(Issue.id == interaction.issue_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if (
+        issue is None
+        or issue.is_closed
+        or str(issue.assignee_agent_id) != (interaction.payload or {}).get("requestingAgentId")
+    ):
+        raise Conflict(TASK_GONE)
+    return issue
+
+
+def set_phase(interaction_id: uuid.UUID, user_id: uuid.UUID, phase: str) -> ThreadInteraction:
+    if phase not in PHASES:
+        raise Unprocessable(PHASE_INVALID)
+    interaction = lock_intent(interaction_id)
+    require_addressee(interaction, user_id)
+    require_writer(interaction, user_id)
+    if interaction.status != "pending":
+        raise Conflict(ALREADY_RESOLVED)
+    active_task(interaction)
+    interaction.payload = {**interaction.payload, "phase": phase}
+    db.session.flush()
+    return interaction
+
+
+def setup_options(interaction: ThreadInteraction) -> dict:
+    """What the addressed person needs to answer the card: selection metadata only, never configuration."""
+    payload = intent_payload(interaction)
+    slug = payload.get("serviceSlug", "")
+    agent_id = _uuid_or_none(payload.get("requestingAgentId"))
+    service = resolve_service(interaction.company_id, slug, interaction.addressee_user_id, agent_id)
+    if service is None:
+        raise NotFound("Connection service is no longer available")
+    eligible = [
+        c
+        for c in matching_connections(interaction.company_id, slug)
+        if c.status == "active"
+        and c.enabled
+        and any(grant_in_audience(g, interaction.addressee_user_id, agent_id) for g in c.grants)
+    ]
+    return {
+        "version": 1,
+        "service": {
+            "service": service.slug,
+            "name": service.name,
+            "description": service.description,
+            "logoUrl": service.logo_url,
+            "methods": service.methods,
+            "source": service.source,
+            "state": "needs_user_action" if eligible else "available",
+            "connectionId": None,
+        },
+        "existingConnections": [
+            {
+                "id": str(c.id),
+                "name": c.name,
+                "status": c.status,
+                "enabled": c.enabled,
+                "providerAccountLabel": c.provider_account_label,
+            }
+            for c in eligible
+        ],
+        "requestedAgentId": payload.get("requestingAgentId"),
+    }
+
+
+def requester_of(interaction: ThreadInteraction) -> uuid.UUID | None:
+    """The agent that asked for the card."""
+    return _uuid_or_none(intent_payload(interaction).get("requestingAgentId"))
+
+
+def _resolve(interaction: ThreadInteraction, user_id: uuid.UUID, status: str, result: dict) -> None:
+    """Resolve once: the conditional UPDATE also guards backends without row locks."""
+    now = utcnow()
+    outcome = db.session.execute(
+        update(ThreadInteraction)
+        .where(ThreadInteraction.id == interaction.id, ThreadInteraction.status == "pending")
+        .values(status=status, result=result, resolved_by_user_id=user_id, resolved_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if outcome.rowcount != 1:
+        raise Conflict(ALREADY_RESOLVED)
+    retire_oauth_states([interaction.id])
+    db.session.add(
+        ConnectionIntentDelivery(
+            interaction_id=interaction.id, company_id=interaction.company_id, next_attempt_at=now
+        )
+    )
+    db.session.flush()
+    db.session.refresh(interaction)
+    notifications.card_resolved(interaction)  # notifications: issue 15
+
+
+def complete_intent(
+    interaction_id: uuid.UUID, user_id: uuid.UUID, connection_id: uuid.UUID
+) -> ThreadInteraction:
+    """Connect the chosen connection to the requesting agent and resolve the card as connected, atomically."""
+    interaction = lock_intent(interaction_id)
+    require_addressee(interaction, user_id)
+    if interaction.status != "pending":
+        result = interaction.result or {}
+        if (
+            interaction.status == "accepted"
+            and result.get("connectionId") == str(connection_id)
+            and interaction.resolved_by_user_id == user_id
+        ):
+            return interaction
+        raise Conflict(ALREADY_RESOLVED)
+    active_task(interaction)
+    membership = require_writer(interaction, user_id, lock=True)
+    payload = interaction.payload or {}
+    agent_id = uuid.UUID(payload["requestingAgentId"])
+    connection = db.session.scalar(
+        select(ToolConnection)
+        .where(ToolConnection.id == connection_id, ToolConnection.company_id == interaction.company_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if connection is None or service_slug_of(connection) != payload.get("serviceSlug"):
+        raise NotFound("Connection does not match this intent")
+    if (
+        connection.status != "active"
+        or not connection.enabled
+        or connection.health_status in ATTENTION_HEALTH
+    ):
+        raise Conflict("Finish and test this connection before using it for the task")
+    grants = [g for g in connection.grants if g.status == "active"]
+    personal = next((g for g in grants if g.kind == "user" and g.subject_user_id == user_id), None)
+    dedicated = next((g for g in grants if g.kind == "agent" and g.subject_agent_id == agent_id), None)
+    organization = [g for g in grants if g.kind == "organization"]
+    if personal is None and dedicated is None and not organization:
+        raise Conflict("This connection has no usable identity grant")
+    if personal is None and dedicated is None and not can_manage_connections(membership):
+        raise Forbidden("Sharing a company connection requires connection-management authority")
+    saved = card_audience(interaction)
+    if saved is not None and saved.connection_id != connection.id:
+        saved = None  # the audience was chosen for another draft; reusing a connection stays requester-only
+    if saved is not None:
+        check_audience_agents(connection.company_id, saved.audience)
+        require_sharing_authority(membership, saved.audience, agent_id)
+    if personal is not None and dedicated is None:
+        delegated = db.session.scalar(
+            select(GrantDelegation).where(
+                GrantDelegation.grant_id == personal.id, GrantDelegation.agent_id == agent_id
+            )
+        )
+        if delegated is None:
+            db.session.add(
+                GrantDelegation(
+                    company_id=connection.company_id,
+                    grant_id=personal.id,
+                    agent_id=agent_id,
+                    created_by_user_id=user_id,
+                )
+            )
+            record_activity(
+                company_id=connection.company_id,
+                actor_type="user",
+                actor_id=user_id,
+                action="tool_connection.grant_delegated",
+                entity_type="tool_connection",
+                entity_id=connection.id,
+                agent_id=agent_id,
+                details={"grantId": str(personal.id), "interactionId": str(interaction.id)},
+            )
+    add_agent_install(connection, agent_id, user_id)
+    if saved is not None:
+        _apply_card_audience(connection, saved, agent_id, user_id)
+    db.session.flush()
+    access = effective_access(
+        connection.company_id, agent_id, user_id, connection_ids=[connection.id], with_tools=False
+    )
+    if not access or not access[0].has_usable_tools:
+        raise Conflict(
+            "This connection has no permitted tools. Review its action permissions before continuing."
+        )
+    if access[0].grant is None:
+        raise Conflict(
+            "This identity is not the connection this agent can execute. "
+            "Resolve conflicting identities before continuing."
+        )
+    _resolve(
+        interaction,
+        user_id,
+        "accepted",
+        {"version": 1, "outcome": "connected", "connectionId": str(connection.id)},
+    )
+    record_activity(
+        company_id=interaction.company_id,
+        actor_type="user",
+        actor_id=user_id,
+        action="issue.connection_intent_connected",
+        entity_type="issue",
+        entity_id=interaction.issue_id,
+        agent_id=agent_id,
+        details={
+            "interactionId": str(interaction.id),
+            "connectionId": str(connection.id),
+            "requestingAgentId": str(agent_id),
+        },
+    )
+    return interaction
+
+
+def decline_intent(interaction_id: uuid.UUID, user_id: uuid.UUID, reason: str | None) -> ThreadInteraction:
+    """Resolve the card as declined (the card's "Not now"); the continuation is told to pursue alternatives."""
+    interaction = lock_intent(interaction_id)
+    require_addressee(interaction, user_id)
+    if interaction.status != "pending":
+        raise Conflict(ALREADY_RESOLVED)
+    require_writer(interaction, user_id, lock=True)
+    reason = (reason or "").strip() or None
+    _resolve(interaction, user_id, "rejected", {"version": 1, "outcome": "declined", "reason": reason})
+    record_activity(
+        company_id=interaction.company_id,
+        actor_type="user",
+        actor_id=user_id,
+        action="issue.connection_intent_declined",
+        entity_type="issue",
+        entity_id=interaction.issue_id,
+        agent_id=interaction.requesting_agent_id,
+        details={"interactionId": str(interaction.id), "reason": reason},
+    )
+    return interaction
+
+
+def interaction_json(interaction: ThreadInteraction) -> dict:
+    def s(value):
+        return str(value) if value is not None else None
+
+    def iso(value):
+        from app.models.base import as_utc
+
+        return as_utc(value).isoformat() if value is not None else None
+
+    return {
+        "id": str(interaction.id),
+        "companyId": str(interaction.company_id),
+        "issueId": str(interaction.issue_id),
+        "kind": interaction.kind,
+        "status": interaction.status,
+        "title": interaction.title,
+        "summary": interaction.summary,
+        "payload": interaction.payload,
+        "result": interaction.result,
+        "addresseeUserId": s(interaction.addressee_user_id),
+        "requestingAgentId": s(interaction.requesting_agent_id),
+        "sourceRunId": s(interaction.source_run_id),
+        "resolvedByUserId": s(interaction.resolved_by_user_id),
+        "resolvedAt": iso(interaction.resolved_at),
+        "createdAt": iso(interaction.created_at),
+        "updatedAt": iso(interaction.updated_at),
+    }

@@ -1,0 +1,164 @@
+"""Finding the authorization server: RFC 9728 protected-resource metadata, then RFC 8414 or OpenID Connect metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from flask import current_app
+
+from app.core.errors import (
+    ProviderRefused,
+)
+from app.core.net_guard import UnsafeUrl, check_outbound_url
+
+# -- configuration and metadata ----------------------------------------------------------------------------------
+
+
+def _timeout() -> float:
+    return float(current_app.config.get("OUTBOUND_TIMEOUT_SECONDS", 10))
+
+
+@dataclass
+class AuthServer:
+    """The parts of an authorization server's metadata Switchboard uses (all public)."""
+
+    issuer: str | None
+    authorization_endpoint: str
+    token_endpoint: str
+    registration_endpoint: str | None = None
+    userinfo_endpoint: str | None = None
+    code_challenge_methods: list | None = None
+    scopes_supported: list | None = None
+    token_auth_methods: list | None = None
+
+    @classmethod
+    def from_metadata(cls, meta: dict) -> AuthServer:
+        return cls(
+            issuer=meta.get("issuer"),
+            authorization_endpoint=meta["authorization_endpoint"],
+            token_endpoint=meta["token_endpoint"],
+            registration_endpoint=meta.get("registration_endpoint"),
+            userinfo_endpoint=meta.get("userinfo_endpoint"),
+            code_challenge_methods=meta.get("code_challenge_methods_supported"),
+            scopes_supported=meta.get("scopes_supported"),
+            token_auth_methods=meta.get("token_endpoint_auth_methods_supported"),
+        )
+
+    @property
+    def supports_pkce_s256(self) -> bool:
+        # Unknown (not advertised) counts as supported: servers ignore parameters they do not know.
+        return self.code_challenge_methods is None or "S256" in self.code_challenge_methods
+
+
+def _guard(url: str, trusted_host: str | None) -> str:
+    """A URL learned from a provider: allowed on the trusted server's own host, else it must pass the guard."""
+    host = (urlsplit(url).hostname or "").lower()
+    if urlsplit(url).scheme not in ("http", "https") or not host:
+        raise ProviderRefused("The provider published an invalid authorization server address.")
+    if trusted_host and host == trusted_host.lower():
+        return url
+    try:
+        return check_outbound_url(url)
+    except UnsafeUrl as err:
+        raise ProviderRefused(f"The provider's authorization server is not allowed: {err}") from None
+
+
+def _get_json(url: str) -> dict | None:
+    try:
+        response = requests.get(
+            url, timeout=_timeout(), allow_redirects=False, headers={"Accept": "application/json"}
+        )
+    except requests.RequestException:
+        return None
+    if response.status_code != 200:
+        return None
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _well_known(base: str, suffix: str) -> list[str]:
+    """RFC 8414 / RFC 9728 well-known locations for an identifier with or without a path (path-insert first)."""
+    parts = urlsplit(base)
+    path = parts.path.rstrip("/")
+    urls = []
+    if path:
+        urls.append(urlunsplit((parts.scheme, parts.netloc, f"/.well-known/{suffix}{path}", "", "")))
+    urls.append(urlunsplit((parts.scheme, parts.netloc, f"/.well-known/{suffix}", "", "")))
+    return urls
+
+
+def _resource_metadata_hint(server_url: str) -> str | None:
+    """POST an unauthenticated initialize: a 401 may name the metadata in `WWW-Authenticate: resource_metadata`."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-03-26",
+            "capabilities": {},
+            "clientInfo": {"name": "switchboard", "version": "0.1.0"},
+        },
+    }
+    try:
+        response = requests.post(
+            server_url,
+            json=body,
+            timeout=_timeout(),
+            allow_redirects=False,
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+    except requests.RequestException:
+        return None
+    if response.status_code != 401:
+        return None
+    header = response.headers.get("WWW-Authenticate", "")
+    marker = "resource_metadata="
+    index = header.find(marker)
+    if index < 0:
+        return None
+    value = header[index + len(marker) :].strip()
+    value = value[1:].split('"', 1)[0] if value.startswith('"') else value.split(",", 1)[0].strip()
+    return value or None
+
+
+def fetch_server_metadata(issuer: str, trusted_host: str | None) -> AuthServer:
+    """RFC 8414 then OpenID Connect discovery for an issuer; the metadata must name that same issuer."""
+    candidates = _well_known(issuer, "oauth-authorization-server") + _well_known(
+        issuer, "openid-configuration"
+    )
+    candidates.append(issuer.rstrip("/") + "/.well-known/openid-configuration")
+    for url in dict.fromkeys(candidates):
+        meta = _get_json(_guard(url, trusted_host))
+        if not meta or not meta.get("authorization_endpoint") or not meta.get("token_endpoint"):
+            continue
+        if meta.get("issuer") and meta["issuer"].rstrip("/") != issuer.rstrip("/"):
+            continue  # RFC 8414 section 3.3: a mismatched issuer must not be used
+        for key in ("authorization_endpoint", "token_endpoint", "registration_endpoint", "userinfo_endpoint"):
+            if meta.get(key):
+                _guard(meta[key], trusted_host or urlsplit(issuer).hostname)
+        return AuthServer.from_metadata(meta)
+    raise ProviderRefused("Could not read the provider's authorization server metadata.")
+
+
+def discover_authorization_server(server_url: str) -> AuthServer:
+    """From an MCP server URL to its authorization server: RFC 9728 (hint, path-insert, root), else the origin."""
+    trusted_host = urlsplit(server_url).hostname
+    locations = []
+    hint = _resource_metadata_hint(server_url)
+    if hint:
+        locations.append(_guard(hint, trusted_host))
+    locations += _well_known(server_url, "oauth-protected-resource")
+    for url in dict.fromkeys(locations):
+        meta = _get_json(url)
+        servers = (meta or {}).get("authorization_servers") or []
+        if servers and isinstance(servers[0], str):
+            issuer = _guard(servers[0], trusted_host)
+            return fetch_server_metadata(issuer, urlsplit(issuer).hostname)
+    parts = urlsplit(server_url)
+    # No protected-resource metadata: older MCP servers are their own authorization server.
+    return fetch_server_metadata(urlunsplit((parts.scheme, parts.netloc, "", "", "")), trusted_host)

@@ -1,0 +1,119 @@
+"""The shared wake prompt and the `Invocation` an adapter executes, frozen once per turn."""
+
+from __future__ import annotations
+
+from app.adapters import Invocation
+from app.extensions import db
+from app.models import Agent, HeartbeatRun, Issue, ThreadInteraction
+from app.models.base import as_utc, utcnow
+from app.services.runs.runtime_tools import runtime_tools_descriptor
+from app.services.runs.sessions import session_for_turn
+from app.services.runs.snapshot import _load_run_scope, resolve_instructions_for_run
+from app.services.runs.wake_context import TURN_KEY, WAKE_KEY, _scrub_config, scrub_server_fields
+
+# --- the shared wake prompt --------------------------------------------------------------------------------------
+
+
+def _continuation_text(run: HeartbeatRun, context: dict) -> str | None:
+    interaction_id = context.get("interactionId")
+    outcome = context.get("outcome")
+    if not interaction_id or outcome not in ("connected", "declined"):
+        return None
+    interaction = None
+    try:
+        import uuid
+
+        interaction = db.session.get(ThreadInteraction, uuid.UUID(str(interaction_id)))
+    except ValueError:
+        interaction = None
+    if interaction is not None and interaction.company_id != run.company_id:
+        interaction = None
+    service = (interaction.payload or {}).get("serviceName") if interaction is not None else None
+    service = service or "the requested service"
+    if outcome == "connected":
+        return (
+            f"The responsible person connected {service} for this task (connection request {interaction_id}). "
+            "Its tools are available to you now within their permissions. Continue the task; this is a fresh session."
+        )
+    return (
+        f"The responsible person declined the connection request for {service} ({interaction_id}). "
+        "Pursue alternatives; do not request it again in this continuation. This is a fresh session."
+    )
+
+
+def render_wake_prompt(
+    agent: Agent,
+    issue: Issue | None,
+    context: dict,
+    snapshot: dict | None,
+    runtime_tools: dict | None,
+    *,
+    run: HeartbeatRun,
+) -> str:
+    """The prompt every adapter receives: agent instructions, the task, why it woke, connection instructions."""
+    parts = [f"You are {agent.name}" + (f", {agent.title}" if agent.title else "") + "."]
+    if agent.instructions.strip():
+        parts.append(agent.instructions.strip())
+    if issue is not None:
+        task = f"## Task {issue.identifier}: {issue.title}\n\nStatus: {issue.status}"
+        if issue.description.strip():
+            task += f"\n\n{issue.description.strip()}"
+        parts.append(task)
+    reason = _continuation_text(run, context) or (
+        f"You were woken ({run.invocation_source}"
+        + (f": {context['wakeReason']}" if isinstance(context.get("wakeReason"), str) else "")
+        + ")."
+    )
+    parts.append(f"## Why you were woken\n\n{reason}")
+    if snapshot is not None:
+        parts.append(snapshot["text"])
+    if runtime_tools is not None:
+        parts.append(f"## Runtime tools\n\n{runtime_tools['guidance']}")
+    return "\n\n".join(parts) + "\n"
+
+
+# --- the invocation ----------------------------------------------------------------------------------------------
+
+
+def prepare_invocation(run: HeartbeatRun) -> Invocation:
+    """Build this turn's invocation; the first call of a turn freezes the snapshot and session on the run."""
+    agent, issue = _load_run_scope(run)
+    stored = run.context_snapshot or {}
+    turn = stored.get(TURN_KEY) if run.status == "running" else None
+    context = scrub_server_fields(stored)
+    if isinstance(turn, dict) and turn.get("frozen"):
+        snapshot = turn.get("connectionInstructions")
+        resume_session_id = turn.get("resumeSessionId")
+    else:
+        snapshot = resolve_instructions_for_run(run)
+        digest = snapshot["digest"] if snapshot else None
+        resume_session_id = session_for_turn(run, digest, force_fresh=bool(context.get("forceFreshSession")))
+        turn = {
+            "frozen": True,
+            "connectionInstructions": snapshot,
+            "resumeSessionId": resume_session_id,
+            "preparedAt": as_utc(utcnow()).isoformat(),
+        }
+    runtime_tools = runtime_tools_descriptor(run)
+    prompt = render_wake_prompt(agent, issue, context, snapshot, runtime_tools, run=run)
+    wake = context.get(WAKE_KEY) if isinstance(context.get(WAKE_KEY), dict) else {}
+    context[WAKE_KEY] = {**wake, "connectionInstructions": snapshot}
+    context["connectionInstructions"] = snapshot
+    # Persist the frozen turn (never the bearer token) so the active turn keeps what it started with.
+    run.context_snapshot = {**context, TURN_KEY: turn}
+    db.session.flush()
+    config = _scrub_config(agent.adapter_config)
+    config["paperclipConnectionInstructions"] = snapshot
+    return Invocation(
+        run_id=str(run.id),
+        agent_id=str(agent.id),
+        company_id=str(run.company_id),
+        issue_id=str(issue.id) if issue is not None else None,
+        adapter_type=agent.adapter_type,
+        config=config,
+        context=context,
+        prompt=prompt,
+        connection_instructions=snapshot,
+        runtime_tools=runtime_tools,
+        resume_session_id=resume_session_id,
+    )

@@ -1,0 +1,122 @@
+"""Ending runs: completion with its bounded log, failure, recovery of abandoned runs, the next waiting wake."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from app.adapters import AdapterResult
+from app.extensions import db
+from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
+from app.models.base import as_utc, utcnow
+from app.models.run_logs import RUN_LOG_LIMIT, RunLog
+from app.services.runs.sessions import _record_session
+from app.services.runs.wake_context import TURN_KEY
+from app.services.runs.wakeups import _is_postgres, _record_run_activity, start_next_wake
+
+# --- completion --------------------------------------------------------------------------------------------------
+
+
+def _tail(text: str) -> str:
+    return text[-RUN_LOG_LIMIT:] if len(text) > RUN_LOG_LIMIT else text
+
+
+def complete_run(run: HeartbeatRun, result: AdapterResult) -> HeartbeatRun:
+    """Record a finished turn (log, session) and start the next waiting wake of the agent on the task."""
+    turn = (run.context_snapshot or {}).get(TURN_KEY) or {}
+    snapshot = turn.get("connectionInstructions")
+    digest = snapshot.get("digest") if isinstance(snapshot, dict) else None
+    resumed = turn.get("resumeSessionId")
+    run.status = "succeeded" if result.ok else "failed"
+    run.error = None if result.ok else (result.error or "The run failed.")[:2000]
+    run.finished_at = utcnow()
+    agent = db.session.get(Agent, run.agent_id)
+    log = db.session.get(RunLog, run.id) or RunLog(run_id=run.id, company_id=run.company_id)
+    log.adapter_type = agent.adapter_type if agent is not None else "unknown"
+    log.exit_code = result.exit_code
+    log.http_status = result.http_status
+    log.stdout = _tail(result.stdout)
+    log.stderr = _tail(result.stderr)
+    log.truncated = (
+        result.truncated or len(result.stdout) > RUN_LOG_LIMIT or len(result.stderr) > RUN_LOG_LIMIT
+    )
+    log.timed_out = result.timed_out
+    log.resumed_session_id = resumed
+    log.session_id = result.session_id
+    log.instructions_digest = digest
+    db.session.add(log)
+    _record_session(run, result, digest, resumed)
+    _record_run_activity(run, f"run.{run.status}")
+    _finish_wake(run)
+    db.session.flush()
+    start_next_wake(run.agent_id, run.issue_id)
+    return run
+
+
+# A run still `running` this long after its adapter timeout was abandoned by a worker that died mid-turn.
+ABANDONED_GRACE_SECONDS = 300
+ABANDONED_MESSAGE = "The worker stopped while this run was in progress."
+# The longest a turn may take when its agent configures no timeout (the process adapter's default).
+DEFAULT_TURN_SECONDS = 600
+
+
+def recover_abandoned_runs(now=None) -> int:
+    """Fail runs whose worker died mid-turn, so the agent's next wake on the task can start. Returns how many."""
+    now = now or utcnow()
+    query = (
+        select(HeartbeatRun)
+        .where(HeartbeatRun.status == "running", HeartbeatRun.started_at.is_not(None))
+        .order_by(HeartbeatRun.started_at)
+    )
+    if _is_postgres():
+        query = query.with_for_update(skip_locked=True)
+    recovered = 0
+    for run in db.session.scalars(query):
+        agent = db.session.get(Agent, run.agent_id)
+        try:
+            turn_seconds = float((agent.adapter_config or {}).get("timeoutSeconds") or DEFAULT_TURN_SECONDS)
+        except (TypeError, ValueError, AttributeError):
+            turn_seconds = DEFAULT_TURN_SECONDS
+        if as_utc(run.started_at) + timedelta(seconds=turn_seconds + ABANDONED_GRACE_SECONDS) < now:
+            fail_run(run, ABANDONED_MESSAGE)
+            recovered += 1
+    return recovered
+
+
+def fail_run(run: HeartbeatRun, message: str) -> HeartbeatRun:
+    """End a run that could not be executed (bad configuration, refused scope) without touching its session."""
+    run.status = "failed"
+    run.error = message[:2000]
+    run.finished_at = utcnow()
+    _record_run_activity(run, "run.failed")
+    _finish_wake(run)
+    db.session.flush()
+    start_next_wake(run.agent_id, run.issue_id)
+    return run
+
+
+def _finish_wake(run: HeartbeatRun) -> None:
+    # The wake stays `finished` whatever the run's outcome, so a connection-intent key keeps its single wake.
+    db.session.execute(
+        update(WakeupRequest)
+        .where(WakeupRequest.run_id == run.id, WakeupRequest.status == "claimed")
+        .values(status="finished", updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+
+
+def run_log(run: HeartbeatRun) -> RunLog | None:
+    return db.session.get(RunLog, run.id)
+
+
+def recent_runs(issue: Issue, limit: int = 10) -> list[HeartbeatRun]:
+    """The latest runs on a task, newest first (for the task page)."""
+    return list(
+        db.session.scalars(
+            select(HeartbeatRun)
+            .where(HeartbeatRun.issue_id == issue.id)
+            .order_by(HeartbeatRun.created_at.desc())
+            .limit(limit)
+        )
+    )

@@ -1,0 +1,200 @@
+"""Wakes become heartbeat runs: one active run per agent and task, unique live intent wakes, claiming the next run."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from app.adapters import EXECUTABLE_ADAPTERS
+from app.core.errors import Conflict, Unprocessable
+from app.extensions import db
+from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
+from app.models.base import utcnow
+from app.models.runs import ACTIVE_RUN_STATUSES
+from app.services.activity import record_activity
+from app.services.runs.wake_context import scrub_server_fields
+
+CONNECTION_INTENT_KEY_PREFIX = "connection-intent:"
+
+
+class WakeAlreadyExists(Conflict):
+    """A live wake with this idempotency key exists already (the database said so)."""
+
+    def __init__(self, existing: WakeupRequest | None):
+        super().__init__("A wake with this idempotency key already exists")
+        self.existing = existing
+
+
+def _is_postgres() -> bool:
+    return db.session.get_bind().dialect.name == "postgresql"
+
+
+def live_wake_for_key(company_id: uuid.UUID, key: str) -> WakeupRequest | None:
+    return db.session.scalar(
+        select(WakeupRequest)
+        .where(
+            WakeupRequest.company_id == company_id,
+            WakeupRequest.idempotency_key == key,
+            WakeupRequest.status.not_in(("skipped", "failed", "cancelled")),
+        )
+        .execution_options(populate_existing=True)
+    )
+
+
+def active_run(agent_id: uuid.UUID, issue_id: uuid.UUID | None) -> HeartbeatRun | None:
+    return db.session.scalar(
+        select(HeartbeatRun)
+        .where(
+            HeartbeatRun.agent_id == agent_id,
+            HeartbeatRun.issue_id == issue_id if issue_id is not None else HeartbeatRun.issue_id.is_(None),
+            HeartbeatRun.status.in_(ACTIVE_RUN_STATUSES),
+        )
+        .execution_options(populate_existing=True)
+        .limit(1)
+    )
+
+
+def _lock_agent(agent_id: uuid.UUID) -> None:
+    """Serialize wake bookkeeping per agent (PostgreSQL row lock; SQLite serializes writers itself)."""
+    db.session.scalar(select(Agent.id).where(Agent.id == agent_id).with_for_update())
+
+
+def request_wakeup(
+    agent: Agent,
+    *,
+    issue: Issue | None = None,
+    source: str = "manual",
+    reason: str = "",
+    context: dict | None = None,
+    responsible_user_id: uuid.UUID | None = None,
+    idempotency_key: str | None = None,
+) -> WakeupRequest:
+    """Record a wake of the agent (on the task) and start a run for it unless one is already active.
+
+    The responsible person defaults to the task's. Caller-supplied server fields in `context` are dropped.
+    Raises `WakeAlreadyExists` when a live wake with the same connection-intent key exists.
+    """
+    if issue is not None and issue.company_id != agent.company_id:
+        raise Unprocessable("The agent and the task belong to different companies")
+    _lock_agent(agent.id)
+    if idempotency_key is not None and idempotency_key.startswith(CONNECTION_INTENT_KEY_PREFIX):
+        existing = live_wake_for_key(agent.company_id, idempotency_key)
+        if existing is not None:
+            raise WakeAlreadyExists(existing)
+    run_context = scrub_server_fields(context or {})
+    if issue is not None:
+        run_context.setdefault("issueId", str(issue.id))
+        run_context.setdefault("taskId", str(issue.id))
+    if responsible_user_id is None and issue is not None:
+        responsible_user_id = issue.responsible_user_id
+    wake = WakeupRequest(
+        company_id=agent.company_id,
+        agent_id=agent.id,
+        issue_id=issue.id if issue is not None else None,
+        source=source,
+        reason=reason[:300],
+        payload={
+            "context": run_context,
+            "responsibleUserId": str(responsible_user_id) if responsible_user_id else None,
+        },
+        idempotency_key=idempotency_key,
+        status="queued",
+    )
+    try:
+        with db.session.begin_nested():
+            db.session.add(wake)
+            db.session.flush()
+    except IntegrityError:
+        existing = live_wake_for_key(agent.company_id, idempotency_key) if idempotency_key else None
+        if existing is None:
+            raise
+        raise WakeAlreadyExists(existing) from None
+    start_next_wake(agent.id, wake.issue_id)
+    return wake
+
+
+def start_next_wake(agent_id: uuid.UUID, issue_id: uuid.UUID | None) -> HeartbeatRun | None:
+    """Turn the oldest waiting wake of the agent on the task into a queued run, unless a run is active."""
+    if active_run(agent_id, issue_id) is not None:
+        return None
+    wake = db.session.scalar(
+        select(WakeupRequest)
+        .where(
+            WakeupRequest.agent_id == agent_id,
+            WakeupRequest.issue_id == issue_id if issue_id is not None else WakeupRequest.issue_id.is_(None),
+            WakeupRequest.status == "queued",
+        )
+        .order_by(WakeupRequest.created_at, WakeupRequest.id)
+        .limit(1)
+    )
+    if wake is None:
+        return None
+    payload = wake.payload or {}
+    responsible = payload.get("responsibleUserId")
+    run = HeartbeatRun(
+        company_id=wake.company_id,
+        agent_id=agent_id,
+        issue_id=issue_id,
+        responsible_user_id=uuid.UUID(responsible) if responsible else None,
+        status="queued",
+        invocation_source=wake.source,
+        context_snapshot={**(payload.get("context") or {}), "wakeupRequestId": str(wake.id)},
+    )
+    db.session.add(run)
+    db.session.flush()
+    wake.status = "claimed"
+    wake.run_id = run.id
+    db.session.flush()
+    return run
+
+
+def claim_next_run() -> HeartbeatRun | None:
+    """Move the oldest queued run of an active process/HTTP agent to `running`; None when nothing is due."""
+    query = (
+        select(HeartbeatRun)
+        .join(Agent, Agent.id == HeartbeatRun.agent_id)
+        .where(
+            HeartbeatRun.status == "queued",
+            Agent.adapter_type.in_(EXECUTABLE_ADAPTERS),
+            Agent.status == "active",
+        )
+        .order_by(HeartbeatRun.created_at, HeartbeatRun.id)
+        .limit(1)
+    )
+    if _is_postgres():
+        query = query.with_for_update(skip_locked=True, of=HeartbeatRun)
+    candidate = db.session.scalar(query)
+    if candidate is None:
+        return None
+    claimed = db.session.execute(
+        update(HeartbeatRun)
+        .where(HeartbeatRun.id == candidate.id, HeartbeatRun.status == "queued")
+        .values(status="running", started_at=utcnow(), updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    if claimed.rowcount != 1:
+        return None
+    db.session.refresh(candidate)
+    _record_run_activity(candidate, "run.started")
+    return candidate
+
+
+def _record_run_activity(run: HeartbeatRun, action: str) -> None:
+    context = run.context_snapshot or {}
+    details = {"status": run.status, "source": run.invocation_source}
+    for key in ("interactionId", "outcome"):
+        if context.get(key):
+            details[key] = context[key]
+    record_activity(
+        company_id=run.company_id,
+        actor_type="system",
+        actor_id="worker",
+        action=action,
+        entity_type="heartbeat_run",
+        entity_id=run.id,
+        agent_id=run.agent_id,
+        run_id=run.id,
+        details=details,
+    )

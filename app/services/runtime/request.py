@@ -1,0 +1,125 @@
+"""`connection_request`: reuse a usable connection or open a connection card for the responsible person."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import false, or_, select
+
+from app.core.errors import Conflict, Forbidden, Unprocessable
+from app.extensions import db
+from app.models import (
+    Issue,
+    ThreadInteraction,
+)
+from app.services.intents import card as intents_card
+from app.services.intents import creation
+from app.services.intents import service as intents_service
+from app.services.runtime.context import RunContext, _uuid
+from app.services.runtime.readiness import _accesses_by_service, readiness
+
+DECLINED_IN_CONTINUATION = (
+    "The user declined this connection. Pursue alternatives; do not request it again in this continuation."
+)
+# The instruction of a request that sent a card, as the contract (connection-intents-api.md) words it.
+CARD_SENT = "A connection card was sent to the responsible user. End this run and wait for continuation."
+ADMIN_DENIAL = (
+    "This agent has no permitted actions for this service. Ask an administrator to review tool permissions; "
+    "reconnecting will not remove a denial."
+)
+
+
+# --- request -------------------------------------------------------------------------------------------------
+
+
+def _continued_run_ids(ctx: RunContext) -> set[uuid.UUID]:
+    """This run, and the run whose card woke it (a continuation carries the card's `interactionId`)."""
+    run_ids = {ctx.run.id}
+    interaction_id = _uuid((ctx.run.context_snapshot or {}).get("interactionId"))
+    if interaction_id is not None:
+        source_run_id = db.session.scalar(
+            select(ThreadInteraction.source_run_id).where(
+                ThreadInteraction.id == interaction_id,
+                ThreadInteraction.company_id == ctx.run.company_id,
+                ThreadInteraction.kind == intents_card.KIND,
+            )
+        )
+        if source_run_id is not None:
+            run_ids.add(source_run_id)
+    return run_ids
+
+
+def _declined_in_this_continuation(ctx: RunContext, slug: str) -> bool:
+    """True when this service's card was declined for this run, for the run this continuation continues, or is
+    the declined card that woke this run.
+
+    Called with the task row locked (`_lock_task`): a decline locks the task before the card, so a decline racing
+    this request either committed before this read or waits until the request's card is decided.
+    """
+    run_ids = _continued_run_ids(ctx)
+    interaction_id = _uuid((ctx.run.context_snapshot or {}).get("interactionId"))
+    woken_by = ThreadInteraction.id == interaction_id if interaction_id is not None else false()
+    declined = db.session.scalars(
+        select(ThreadInteraction)
+        .where(
+            ThreadInteraction.company_id == ctx.run.company_id,
+            ThreadInteraction.issue_id == ctx.issue.id,
+            ThreadInteraction.kind == intents_card.KIND,
+            ThreadInteraction.status == "rejected",
+            or_(ThreadInteraction.source_run_id.in_(run_ids), woken_by),
+        )
+        .execution_options(populate_existing=True)
+    )
+    return any((row.payload or {}).get("serviceSlug") == slug for row in declined)
+
+
+def _lock_task(ctx: RunContext) -> None:
+    """Lock the run's task row (PostgreSQL; SQLite serializes writers itself), in the order every writer uses."""
+    db.session.scalar(select(Issue.id).where(Issue.id == ctx.issue.id).with_for_update())
+
+
+def request_connection(ctx: RunContext, slug: str) -> dict:
+    """Ready when usable now; otherwise create or reuse one pending card addressed to the responsible person."""
+    service = intents_service.resolve_service(ctx.run.company_id, slug, ctx.responsible_user_id, ctx.agent.id)
+    if service is None or not service.available or not service.methods:
+        raise Unprocessable(f"Connection service {slug} is not available")
+    matching = intents_service.matching_connections(ctx.run.company_id, service.slug)
+    accesses = _accesses_by_service(ctx, [c.id for c in matching]).get(service.slug, [])
+    state = readiness(service, accesses, matching)
+    if state.state == "ready":
+        return {
+            "version": 1,
+            "service": service.slug,
+            "state": "ready",
+            "connectionId": str(state.connection_id),
+            "interactionId": None,
+            "instruction": f"{service.name} is connected and available in this run. Use its installed tools.",
+        }
+    if state.admin_denied:
+        raise Forbidden(ADMIN_DENIAL)
+    _lock_task(ctx)
+    if _declined_in_this_continuation(ctx, service.slug):
+        raise Conflict(DECLINED_IN_CONTINUATION)
+    interaction, created = creation.create_connection_intent(
+        ctx.issue, ctx.agent, service, addressee_user_id=ctx.responsible_user_id, run_id=ctx.run.id
+    )
+    if interaction.status != "pending":
+        raise Conflict("This connection request has already been resolved. Follow its recorded outcome.")
+    if created:
+        creation.record_card_created(
+            company_id=ctx.run.company_id,
+            agent_id=ctx.agent.id,
+            issue_id=ctx.issue.id,
+            run_id=ctx.run.id,
+            interaction_id=interaction.id,
+            kind=intents_card.KIND,
+            purpose=None,
+        )
+    return {
+        "version": 1,
+        "service": service.slug,
+        "state": "needs_user_action",
+        "connectionId": None,
+        "interactionId": str(interaction.id),
+        "instruction": CARD_SENT,
+    }

@@ -1,0 +1,125 @@
+"""Agent-facing runtime tools: the `/mcp/runtime-tools` MCP endpoint and its REST equivalents.
+
+Authenticated only by the run-bound runtime-tools bearer token (these paths are CSRF-exempt and never use a session).
+The MCP endpoint is stateless Streamable HTTP: JSON responses only, no `Mcp-Session-Id`, no SSE stream (a GET that
+asks for one gets 405). Tool failures the agent should read come back as `isError` results; token and run failures
+keep their HTTP status so clients stop.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from flask import Blueprint, Response, jsonify
+from pydantic import BaseModel, StringConstraints, ValidationError
+
+from app.core.errors import ServiceError, ValidationFailed
+from app.extensions import db
+from app.services.runs import runtime_tools as descriptor
+from app.services.runtime import context
+from app.services.runtime import request as runtime_tools_request
+from app.services.runtime import search as runtime_tools_search
+from app.web.agents import jsonrpc
+from app.web.api.validation import StrictBody, parse_body
+from app.web.security import request_run_claims
+
+bp = Blueprint("runtime", __name__)
+
+
+class SearchBody(StrictBody):
+    query: Annotated[str, StringConstraints(max_length=descriptor.QUERY_MAX_LENGTH)] = ""
+
+
+class RequestBody(StrictBody):
+    service: Annotated[str, StringConstraints(min_length=1, max_length=descriptor.SERVICE_MAX_LENGTH)]
+
+
+def _claims() -> dict:
+    return request_run_claims()
+
+
+def _validate(model: type[BaseModel], data) -> BaseModel:
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ValidationFailed(
+            [
+                {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+                for e in err.errors(include_url=False, include_input=False)
+            ]
+        ) from None
+
+
+def run_search(claims: dict, body: SearchBody) -> dict:
+    ctx = context.load_run_context(claims)
+    return runtime_tools_search.search_connections(ctx, body.query)
+
+
+def run_request(claims: dict, body: RequestBody) -> dict:
+    ctx = context.load_run_context(claims)
+    return runtime_tools_request.request_connection(ctx, body.service)
+
+
+# --- REST ----------------------------------------------------------------------------------------------------
+
+
+@bp.post("/runtime-tools/connections/search")
+def rest_search():
+    claims = _claims()
+    return jsonify(run_search(claims, parse_body(SearchBody)))
+
+
+@bp.post("/runtime-tools/connections/request")
+def rest_request():
+    claims = _claims()
+    return jsonify(run_request(claims, parse_body(RequestBody)))
+
+
+# --- MCP -----------------------------------------------------------------------------------------------------
+
+TOOLS = {"connections_search": (SearchBody, run_search), "connection_request": (RequestBody, run_request)}
+
+
+@bp.get("/mcp/runtime-tools")
+def mcp_discovery():
+    context.load_live_run(_claims())
+    return jsonrpc.sse_probe_refused() or jsonify(
+        {"name": descriptor.SERVER_NAME, "protocolVersion": descriptor.PROTOCOL_VERSION}
+    )
+
+
+@bp.post("/mcp/runtime-tools")
+def mcp_rpc():
+    claims = _claims()
+    context.load_live_run(claims)
+    return jsonrpc.dispatch(
+        server_name=descriptor.SERVER_NAME,
+        protocol_version=descriptor.PROTOCOL_VERSION,
+        list_tools=lambda: descriptor.TOOL_DEFINITIONS,
+        call_tool=lambda id_, params: _call_tool(id_, claims, params),
+    )
+
+
+def _call_tool(id_, claims: dict, params: dict) -> Response:
+    name = params.get("name")
+    if not isinstance(name, str) or name not in TOOLS:
+        return jsonrpc.unknown_tool(id_, name)
+    model, handler = TOOLS[name]
+    arguments = params.get("arguments")
+    arguments = {} if arguments is None else arguments
+    try:
+        if not isinstance(arguments, dict):
+            raise ValidationFailed([{"loc": [], "msg": "arguments must be an object", "type": "object_type"}])
+        value = handler(claims, _validate(model, arguments))
+    except context.RunRejected:
+        raise
+    except ValidationFailed as err:
+        db.session.rollback()
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in d['loc']) or 'arguments'}: {d['msg']}" for d in err.details
+        )
+        return jsonrpc.rpc(id_, result=jsonrpc.tool_error(f"Validation error: {problems}"))
+    except ServiceError as err:
+        db.session.rollback()
+        return jsonrpc.rpc(id_, result=jsonrpc.tool_error(err.message))
+    return jsonrpc.rpc(id_, result=jsonrpc.tool_result(value))

@@ -1,0 +1,1 @@
+"""Interaction cards in task threads: the connection card (with its setup dialog) and tool approval cards."""

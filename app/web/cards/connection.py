@@ -1,0 +1,412 @@
+"""The connection card in a task thread: its htmx endpoints and the dialog that hosts the shared setup flow.
+
+Every view is thin: load the card (404 unless it is a connection intent of a company the person belongs to),
+authorize (only the addressed person acts: 403 otherwise, and setup options are never loaded for anyone else), then
+call the intent and connection services, which own every rule, and commit once. Continuation delivery runs after
+the commit, exactly as the board JSON API does.
+
+Fragments come from `templates/interactions/_connection_intent.html` (the card) and `templates/intents/` (the
+dialog body); without htmx the same URLs answer with full pages or 303 redirects back to the task, so the card works
+without JavaScript. The card never renders credentials or authorization URLs: OAuth starts with a form POST whose
+answer is the redirect to the provider.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from flask import Blueprint, redirect, render_template, request, url_for
+from flask_login import current_user, login_required
+
+from app.catalog.loader import get_app, get_method, logo_url
+from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
+from app.extensions import db, htmx
+from app.models import Issue, ThreadInteraction
+from app.services.access.effective import can_manage_connections
+from app.services.connections.audience import Audience
+from app.services.connections.settings import UNSET, update_connection
+from app.services.intents import audience as intents_audience
+from app.services.intents import card as intents_card
+from app.services.intents import resolution as intents_resolution
+from app.services.intents import service as intents_service
+from app.services.intents import setup as intent_setup
+from app.web.apps.setup import resumable_draft
+from app.web.apps.setup_flow import (
+    SETUP_REFUSALS,
+    build_setup_flow,
+    finish_step,
+    read_submission,
+    refusal_view,
+    start_or_resume_draft,
+)
+from app.web.context import membership_for, parse_uuid, require_write
+from app.web.unit_of_work import Reason, after_commit, commit_point
+from app.workers.continuations import deliver as deliver_continuation
+
+bp = Blueprint("intent_cards", __name__)
+
+INTRO = "Connect your identity or reuse an eligible connection. Access is added only for this agent."
+RETRY_NOTE = "Authorization did not finish, so nothing was connected. You can try again."
+SAVE_AND_EXIT = "save"
+PRIMARY_LABELS = {"requested": "Connect", "authorizing": "Continue setup", "needs_retry": "Try again"}
+CONTINUE_LABEL = "Continue setup"
+
+
+@bp.before_request
+@login_required
+def _require_login():
+    return None
+
+
+@bp.after_request
+def _vary(response):
+    response.headers.add("Vary", "HX-Request")
+    return response
+
+
+# --- what the card shows ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CardView:
+    """Everything the card partial renders, derived from the interaction and the viewer (no secrets, no URLs)."""
+
+    id: str
+    state: str  # requested | authorizing | needs_retry | accepted | declined | superseded | expired
+    pending: bool
+    is_addressee: bool
+    service_name: str
+    agent_name: str
+    addressee_name: str
+    logo: str | None
+    dark_logo: str | None
+    primary_label: str | None
+    outcome_text: str | None
+    # The addressee saved a setup for this card (Save & exit): the card offers to continue it.
+    setup_saved: bool = False
+
+    @property
+    def can_decline(self) -> bool:
+        """Not now is offered while the card asks (requested) and after a failed attempt (needs_retry)."""
+        return self.state in ("requested", "needs_retry")
+
+
+def card_view(item: ThreadInteraction, viewer=None) -> CardView:
+    """The card's state and labels (reference 12.1). A pending card of a closed task shows as expired."""
+    payload = intents_card.intent_payload(item)
+    viewer = viewer if viewer is not None else current_user
+    service_name = payload.get("serviceName") or payload.get("serviceSlug") or "the service"
+    outcome = (item.result or {}).get("outcome")
+    if item.status == "pending":
+        issue = db.session.get(Issue, item.issue_id)
+        state = "expired" if issue is not None and issue.is_closed else payload.get("phase", "requested")
+        if state not in PRIMARY_LABELS and state != "expired":
+            state = "requested"
+    elif item.status == "accepted":
+        state = "accepted"
+    elif item.status == "rejected":
+        state = "declined"
+    elif outcome == "superseded":
+        state = "superseded"
+    else:
+        state = "expired"
+    outcomes = {
+        "accepted": f"{service_name} connected",
+        "declined": "Connection declined",
+        "superseded": "Request superseded",
+        "expired": "Connection request expired",
+    }
+    definition = get_app(payload.get("serviceSlug", "")) if payload.get("serviceSlug") else None
+    logo = payload.get("serviceLogoUrl") or (logo_url(definition) if definition else None)
+    dark = payload.get("serviceDarkLogoUrl") or (logo_url(definition, dark=True) if definition else None)
+    addressee = item.addressee_user
+    saved = intents_audience.card_audience(item) is not None
+    agent_name = payload.get("requestingAgentName") or (
+        item.requesting_agent.name if item.requesting_agent else "An agent"
+    )
+    return CardView(
+        id=str(item.id),
+        state=state,
+        pending=state in PRIMARY_LABELS,
+        is_addressee=bool(getattr(viewer, "is_authenticated", False) and viewer.id == item.addressee_user_id),
+        service_name=service_name,
+        agent_name=agent_name,
+        addressee_name=addressee.name if addressee is not None else "the responsible person",
+        logo=logo,
+        dark_logo=dark if dark != logo else None,
+        primary_label=CONTINUE_LABEL if saved and state == "requested" else PRIMARY_LABELS.get(state),
+        outcome_text=outcomes.get(state),
+        setup_saved=saved,
+    )
+
+
+@bp.app_template_global("connection_card")
+def _connection_card(item: ThreadInteraction) -> CardView:
+    return card_view(item)
+
+
+# --- loading and answering --------------------------------------------------------------------------------------
+
+
+def _load(interaction_id) -> tuple[ThreadInteraction, object]:
+    """Load -> company membership (404) ; the caller decides whether only the addressee may go on."""
+    interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
+    if interaction is None or not intents_card.is_connection_card(interaction):
+        raise NotFound("Connection intent not found")
+    return interaction, membership_for(interaction.company_id)
+
+
+def _addressed(interaction_id) -> tuple[ThreadInteraction, object]:
+    interaction, membership = _load(interaction_id)
+    if interaction.addressee_user_id != current_user.id:
+        raise Forbidden(intents_card.NOT_ADDRESSEE)
+    return interaction, membership
+
+
+def _fragment() -> bool:
+    """An htmx request from the card or its dialog (a boosted navigation wants the full page)."""
+    return bool(htmx) and not htmx.boosted
+
+
+def _task_url(interaction: ThreadInteraction) -> str:
+    return url_for("board.task", issue_id=interaction.issue_id) + f"#intent-card-{interaction.id}"
+
+
+def _card_response(interaction: ThreadInteraction, status: int = 200):
+    """The card alone for htmx (swapped over the card, wherever the request came from), else back to the task."""
+    if not _fragment():
+        return redirect(_task_url(interaction), code=303)
+    db.session.refresh(interaction)
+    html = render_template("interactions/_connection_intent.html", item=interaction)
+    return html, status, {"HX-Retarget": f"#intent-card-{interaction.id}", "HX-Reswap": "outerHTML"}
+
+
+def _requester_id(interaction: ThreadInteraction) -> uuid.UUID | None:
+    value = intents_card.intent_payload(interaction).get("requestingAgentId")
+    try:
+        return uuid.UUID(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _catalog_app(interaction: ThreadInteraction):
+    """The app whose setup flow the dialog hosts; configured custom services have no setup (only reuse)."""
+    slug = intents_card.intent_payload(interaction).get("serviceSlug", "")
+    if intents_service.parse_connection_service(slug) is not None:
+        return None
+    return get_app(slug)
+
+
+def _dialog_flow(interaction, membership, app_definition, **kwargs):
+    """The setup flow in the card's dialog. Continue setup restores the saved draft (its method and identity) and
+    the audience saved on the card; a person without sharing authority starts from the requesting agent alone."""
+    requester = _requester_id(interaction)
+    saved = intents_audience.card_audience(interaction)
+    if "draft" not in kwargs and "submission" not in kwargs:
+        kwargs["draft"] = intent_setup.saved_draft(interaction, membership)
+    if saved is not None and kwargs.get("draft") is not None and saved.connection_id == kwargs["draft"].id:
+        kwargs.setdefault("audience", saved.audience)
+    elif requester is not None and not can_manage_connections(membership):
+        kwargs.setdefault("audience", Audience(False, (requester,)))
+    flow = build_setup_flow(
+        membership,
+        app_definition,
+        action_url=url_for("intent_cards.setup_submit", interaction_id=interaction.id),
+        method_url=url_for("intent_cards.dialog", interaction_id=interaction.id),
+        # In the dialog the form is posted and swapped in place; the page host relies on hx-boost.
+        hx_target="#setup-flow" if _fragment() else None,
+        **kwargs,
+    )
+    flow.save_exit = True
+    if requester is not None:
+        # The requesting agent is always in the audience of a connection made from its card: locked in the form
+        # (a hidden input carries it), and a submit without it is refused server-side all the same.
+        flow.locked_agent_ids = frozenset({str(requester)})
+        if requester not in flow.audience.agent_ids:
+            flow.audience = type(flow.audience)(
+                flow.audience.all_agents, (*flow.audience.agent_ids, requester)
+            )
+    return flow
+
+
+def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_draft=None, **flow_kwargs):
+    options = intents_resolution.setup_options(interaction)
+    app_definition = _catalog_app(interaction)
+    if flow is None and app_definition is not None and app_definition.methods and oauth_draft is None:
+        flow = _dialog_flow(interaction, membership, app_definition, **flow_kwargs)
+    return {
+        "item": interaction,
+        "card": card_view(interaction),
+        "options": options,
+        "flow": flow,
+        "error": error,
+        "oauth_draft": oauth_draft,
+        "app_definition": app_definition,
+        "as_page": not _fragment(),
+    }
+
+
+def _dialog_response(interaction, membership, status: int = 200, **kwargs):
+    context = _dialog_context(interaction, membership, **kwargs)
+    if _fragment():
+        headers = {
+            "HX-Retarget": f"#intent-dialog-{interaction.id}-body",
+            "HX-Reswap": "innerHTML",
+        }
+        return render_template("intents/_dialog_body.html", **context), status, headers
+    return render_template("intents/dialog_page.html", **context), status
+
+
+def _flow_response(interaction, membership, flow, status: int):
+    if _fragment():
+        return render_template("apps/_setup_flow.html", flow=flow), status
+    context = _dialog_context(interaction, membership, flow=flow)
+    return render_template("intents/dialog_page.html", **context), status
+
+
+def _resolved(interaction: ThreadInteraction):
+    """Show the resolved card; once the request commits, deliver the continuation (errors are retried by the worker)."""
+    after_commit(lambda: deliver_continuation(interaction.id))
+    return _card_response(interaction)
+
+
+# --- routes -----------------------------------------------------------------------------------------------------
+
+
+@bp.get("/intents/<interaction_id>/card")
+def card(interaction_id):
+    """The card re-read from the server (after an OAuth hint, or to refresh): any member of the company."""
+    interaction, _ = _load(interaction_id)
+    if not _fragment():
+        return redirect(_task_url(interaction), code=303)
+    return render_template("interactions/_connection_intent.html", item=interaction)
+
+
+@bp.get("/intents/<interaction_id>/dialog")
+def dialog(interaction_id):
+    """The dialog body (addressee only): eligible connections to reuse and the shared setup flow."""
+    interaction, membership = _addressed(interaction_id)
+    if interaction.status != "pending":
+        return _card_response(interaction)
+    app_definition = _catalog_app(interaction)
+    method_key = request.args.get("method_key")
+    if _fragment() and htmx.target == "setup-flow" and app_definition is not None:
+        # The flow's method switch: the partial alone.
+        flow = _dialog_flow(interaction, membership, app_definition, method_key=method_key)
+        return render_template("apps/_setup_flow.html", flow=flow)
+    return _dialog_response(interaction, membership, method_key=method_key)
+
+
+@bp.post("/intents/<interaction_id>/decline")
+def decline(interaction_id):
+    """The "Not now" button: declines once; a repeat (or a card resolved meanwhile) answers the card as it is."""
+    interaction, _ = _addressed(interaction_id)
+    if interaction.status != "pending":
+        return _card_response(interaction)
+    resolved = intents_resolution.decline_intent(interaction.id, current_user.id, request.form.get("reason"))
+    return _resolved(resolved)
+
+
+@bp.post("/intents/<interaction_id>/use/<connection_id>")
+def use_connection(interaction_id, connection_id):
+    """The "Use <name>" button: complete the card with an existing eligible connection; a failure keeps the dialog open."""
+    interaction, membership = _addressed(interaction_id)
+    try:
+        resolved = intents_resolution.complete_intent(
+            interaction.id, current_user.id, parse_uuid(connection_id)
+        )
+    except ServiceError as err:
+        db.session.rollback()
+        if interaction.status != "pending":
+            return _card_response(interaction)
+        return _dialog_response(interaction, membership, 422, error=err.message)
+    return _resolved(resolved)
+
+
+@bp.post("/intents/<interaction_id>/phase")
+def phase(interaction_id):
+    """A server-authored phase change (e.g. a closed sign-in window: `needs_retry`); answers the card."""
+    interaction, _ = _addressed(interaction_id)
+    if interaction.status != "pending":
+        return _card_response(interaction)
+    intents_resolution.set_phase(interaction.id, current_user.id, request.form.get("phase", ""))
+    return _card_response(interaction)
+
+
+@bp.post("/intents/<interaction_id>/setup")
+def setup_submit(interaction_id):
+    """The dialog host of the shared setup flow: the same services as `/apps/<slug>/connect`, then completion.
+
+    The chosen audience is saved on the card (bound to the draft; granting nothing) and the requesting agent must
+    stay in it. **Save & exit** stops there. An API-key method is verified and finishes the card in one transaction
+    with that audience; an OAuth method moves the card to `authorizing` and offers the provider sign-in, whose
+    callback finishes the card. A refused completion keeps nothing and moves the card to `needs_retry`.
+    """
+    interaction, membership = _addressed(interaction_id)
+    require_write(membership)
+    if interaction.status != "pending":
+        return _card_response(interaction)
+    app_definition = _catalog_app(interaction)
+    if app_definition is None:
+        raise NotFound("This service has no setup flow; use an existing connection")
+    draft = resumable_draft(request.form.get("draft_id"), membership, app_definition)
+    method = get_method(app_definition, draft.method_key if draft else request.form.get("method_key"))
+    submission = read_submission(request.form, method)
+    saving = request.form.get("intent") == SAVE_AND_EXIT
+
+    def failed(status: int, **kwargs):
+        db.session.rollback()
+        kept = draft if draft is not None and draft.status == "draft" else None
+        flow = _dialog_flow(
+            interaction,
+            membership,
+            app_definition,
+            method_key=method.key,
+            submission=submission,
+            draft=kept,
+            **kwargs,
+        )
+        return _flow_response(interaction, membership, flow, status)
+
+    requester = _requester_id(interaction)
+    if not saving and not submission.audience.all_agents and requester not in submission.audience.agent_ids:
+        name = card_view(interaction).agent_name
+        return failed(422, errors={"agentIds": f"Keep {name} selected: it asked for this connection."})
+    try:
+        step = start_or_resume_draft(
+            membership, app_definition, method, submission, draft, draft_audience=intent_setup.NO_AUDIENCE
+        )
+        draft = step.connection
+        intent_setup.save_card_audience(
+            interaction.id, membership, draft, submission.audience, require_requester=not saving
+        )
+        if step.method_config is not UNSET:
+            update_connection(membership, draft, app_definition, method_config=step.method_config)
+        # The saved setup outlives a refused key or a refused completion: Continue setup and Try again restore it.
+        commit_point(Reason.DRAFT_BEFORE_VERIFY)
+        if saving:
+            return _card_response(interaction)
+        if step.needs_sign_in:
+            return _begin_oauth(interaction, membership, draft)
+        resolved = finish_step(membership, app_definition, step, submission)
+    except SETUP_REFUSALS as err:
+        status, shown = refusal_view(err)
+        # Inside the card's dialog a refusal re-renders the form (htmx swaps only 2xx/422), never a 403 page.
+        return failed(422 if status == 403 and _fragment() else status, **shown)
+    except intent_setup.CardCompletionFailed as err:
+        db.session.rollback()
+        intent_setup.mark_needs_retry(interaction.id, current_user.id)
+        commit_point(Reason.CARD_NEEDS_RETRY)
+        return _dialog_response(interaction, membership, 422, error=err.message)
+    except Conflict:
+        # The card stopped waiting meanwhile (task closed or reassigned): show what it became.
+        db.session.rollback()
+        return _card_response(interaction)
+    return _resolved(resolved)
+
+
+def _begin_oauth(interaction, membership, draft):
+    """The audience is saved on the card already: mark the card `authorizing` and offer the sign-in."""
+    intents_resolution.set_phase(interaction.id, current_user.id, "authorizing")
+    return _dialog_response(interaction, membership, oauth_draft=draft)
