@@ -3,6 +3,8 @@ account menu stay reachable (issue 16, "Pages that work everywhere")."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -99,10 +101,11 @@ def test_the_phone_navigation_opens_and_reaches_every_section(phone_world, live_
     expect(menu).to_be_visible()
     expect(page.get_by_role("link", name="Activity")).to_be_hidden()
     menu.click()
-    for name in ("Inbox", "Tasks", "Agents", "Apps", "Activity", "Members"):
-        expect(
-            page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True)
-        ).to_be_visible()
+    main_nav = page.get_by_role("navigation", name="Main")
+    # The Inbox link carries its count ("Inbox 1 waiting for you"): the card made above waits.
+    expect(main_nav.get_by_role("link", name=re.compile(r"^Inbox 1 waiting for you$"))).to_be_visible()
+    for name in ("Tasks", "Agents", "Apps", "Activity", "Members"):
+        expect(main_nav.get_by_role("link", name=name, exact=True)).to_be_visible()
     page.screenshot(path=str(artifacts / "phone-menu-open.png"))
     page.get_by_role("link", name="Activity", exact=True).click()
     page.wait_for_url(f"{live_server}/activity")
