@@ -207,6 +207,8 @@ class ConnectionInstall(IdMixin, Model):
     )
     target_type: Mapped[str] = mapped_column(String(20), nullable=False)
     target_id: Mapped[uuid.UUID] = mapped_column(Uuid, nullable=False)
+    # An agent install granted by an access card: {toolName: "allow" | "ask_first"}; null covers every tool.
+    tool_scope: Mapped[dict | None] = mapped_column(NullableJSONType)
     created_by_user_id: Mapped[uuid.UUID | None] = mapped_column(
         Uuid, ForeignKey("users.id", ondelete="SET NULL")
     )

@@ -31,6 +31,7 @@ from app.models import (
 )
 from app.models.connections import ATTENTION_HEALTH
 from app.models.tenancy import MANAGE_CONNECTIONS
+from app.services.access import scopes
 
 DEFAULT_TOOL_ACTION = "ask_first"
 CONFIGURE_FORBIDDEN = (
@@ -168,14 +169,19 @@ def effective_access(
     and never read tool rows (search, requests, instruction resolution). `responsible_membership` is the
     responsible person's membership when the caller has just loaded it (runtime calls do), saving a query.
     """
-    query = installed_connections_query(company_id, agent_id)
+    query = installed_connections_query(company_id, agent_id).add_columns(
+        scopes.agent_scope_column(agent_id), scopes.company_wide_column()
+    )
     if not include_inactive:
         query = query.where(ToolConnection.status == "active", ToolConnection.enabled.is_(True))
     if connection_ids is not None:
         query = query.where(ToolConnection.id.in_(connection_ids))
-    connections = list(db.session.scalars(query.order_by(ToolConnection.id)))
-    if not connections:
+    rows = db.session.execute(query.order_by(ToolConnection.id)).all()
+    if not rows:
         return []
+    connections = [row[0] for row in rows]
+    # Connections the agent reaches only through an access card's scoped install (see `scopes`).
+    scoped = {row[0].id: dict(row[1]) for row in rows if row[1] is not None and not row[2]}
     ids = [c.id for c in connections]
     grants_by_connection: dict[uuid.UUID, list[ConnectionGrant]] = defaultdict(list)
     for grant in db.session.scalars(select(ConnectionGrant).where(ConnectionGrant.connection_id.in_(ids))):
@@ -183,6 +189,8 @@ def effective_access(
     responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
     if not with_tools:
         counts = tool_counts(ids)
+        if scoped:
+            counts.update(_scoped_counts(scoped))
         return [
             ConnectionAccess(
                 connection=c,
@@ -197,10 +205,31 @@ def effective_access(
         ConnectionAccess(
             connection=c,
             grant=select_grant(grants_by_connection[c.id], agent_id, responsible),
-            tools=tools_by_connection.get(c.id, []),
+            tools=_within_scope(tools_by_connection.get(c.id, []), scoped.get(c.id)),
         )
         for c in connections
     ]
+
+
+def _within_scope(tools: list[ToolAccess], scope: dict[str, str] | None) -> list[ToolAccess]:
+    """The tools an access card's scope covers, each at the stricter of its policy and the card's permission."""
+    if scope is None:
+        return tools
+    return [
+        ToolAccess(tool=t.tool, action=scopes.stricter(t.action, scope[t.tool.name]))
+        for t in tools
+        if t.tool.name in scope
+    ]
+
+
+def _scoped_counts(scoped: dict[uuid.UUID, dict[str, str]]) -> dict[uuid.UUID, tuple[int, int]]:
+    """Tool counts of scoped connections (one statement, only when the agent has any)."""
+    tools = tools_with_policies(list(scoped))
+    counts = {}
+    for connection_id, scope in scoped.items():
+        within = _within_scope(tools.get(connection_id, []), scope)
+        counts[connection_id] = (len(within), sum(1 for t in within if t.action != "block"))
+    return counts
 
 
 def tool_counts(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:

@@ -15,6 +15,7 @@ from app.models import (
     Membership,
     ToolConnection,
 )
+from app.services.access import scopes
 from app.services.access.effective import can_manage_connections
 
 
@@ -123,23 +124,36 @@ def add_company_install(connection: ToolConnection, created_by_user_id: uuid.UUI
 
 
 def add_agent_install(
-    connection: ToolConnection, agent_id: uuid.UUID, created_by_user_id: uuid.UUID | None
+    connection: ToolConnection,
+    agent_id: uuid.UUID,
+    created_by_user_id: uuid.UUID | None,
+    *,
+    tool_scope: dict[str, str] | None = None,
 ) -> None:
-    """Install the connection for one agent (additive: an existing install is kept as it is)."""
-    exists = db.session.scalar(
-        select(ConnectionInstall.id).where(
+    """Install the connection for one agent (additive: an existing install is kept as it is).
+
+    With `tool_scope` (an access card's tools) the install covers only those tools; a scoped install that exists
+    gains them, and an unscoped one stays unscoped (it covers every tool already).
+    """
+    install = db.session.scalar(
+        select(ConnectionInstall).where(
             ConnectionInstall.connection_id == connection.id,
             ConnectionInstall.target_type == "agent",
             ConnectionInstall.target_id == agent_id,
         )
     )
-    if exists is None:
+    if install is None:
         db.session.add(
             ConnectionInstall(
                 company_id=connection.company_id,
                 connection_id=connection.id,
                 target_type="agent",
                 target_id=agent_id,
+                tool_scope=dict(tool_scope) if tool_scope is not None else None,
                 created_by_user_id=created_by_user_id,
             )
+        )
+    elif install.tool_scope is not None:
+        install.tool_scope = (
+            scopes.merged_scope(install.tool_scope, tool_scope) if tool_scope is not None else None
         )

@@ -17,6 +17,7 @@ from app.models import (
 from app.models.base import utcnow
 from app.services import notifications  # notifications: issue 15
 from app.services.activity import record_activity
+from app.services.intents.access_requests import ACCESS_REQUEST_KEY
 from app.services.intents.card import CLOSED_ISSUE, KIND, retire_oauth_states
 from app.services.intents.service import ServiceIdentity
 
@@ -62,6 +63,7 @@ def create_connection_intent(
     *,
     addressee_user_id: uuid.UUID,
     run_id: uuid.UUID,
+    access_request: dict | None = None,
 ) -> tuple[ThreadInteraction, bool]:
     """Create the pending card, or return the one already pending for this run, or for this task, requester,
     addressee and service. A card for the same service addressed to someone else is superseded.
@@ -87,7 +89,9 @@ def create_connection_intent(
         issue_id=issue.id,
         kind=KIND,
         status="pending",
-        title=f"Connect {service.name}",
+        title=f"Grant {service.name} access to {agent.name}?"
+        if access_request
+        else f"Connect {service.name}",
         summary=f"{agent.name} needs this connection to continue.",
         payload={
             "version": 1,
@@ -97,6 +101,7 @@ def create_connection_intent(
             "requestingAgentId": str(agent.id),
             "requestingAgentName": agent.name,
             "phase": "requested",
+            **({ACCESS_REQUEST_KEY: access_request} if access_request else {}),
         },
         idempotency_key=key,
         addressee_user_id=addressee_user_id,

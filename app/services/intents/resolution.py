@@ -22,6 +22,7 @@ from app.services import notifications  # notifications: issue 15
 from app.services.access.effective import can_manage_connections, effective_access
 from app.services.activity import record_activity
 from app.services.connections.audience import add_agent_install
+from app.services.intents.access_requests import ACCESS_REQUEST_KEY, requested_scope
 from app.services.intents.audience import (
     _apply_card_audience,
     card_audience,
@@ -209,7 +210,12 @@ def complete_intent(
         .with_for_update()
         .execution_options(populate_existing=True)
     )
-    if connection is None or service_slug_of(connection) != payload.get("serviceSlug"):
+    access_request = payload.get(ACCESS_REQUEST_KEY)
+    if (
+        connection is None
+        or service_slug_of(connection) != payload.get("serviceSlug")
+        or (access_request is not None and access_request.get("connectionId") != str(connection.id))
+    ):
         raise NotFound("Connection does not match this intent")
     if (
         connection.status != "active"
@@ -256,7 +262,7 @@ def complete_intent(
                 agent_id=agent_id,
                 details={"grantId": str(personal.id), "interactionId": str(interaction.id)},
             )
-    add_agent_install(connection, agent_id, user_id)
+    add_agent_install(connection, agent_id, user_id, tool_scope=requested_scope(access_request))
     if saved is not None:
         _apply_card_audience(connection, saved, agent_id, user_id)
     db.session.flush()

@@ -13,6 +13,9 @@ PROTOCOL_VERSION = "2025-03-26"
 TOOL_NAMES = ("connections_search", "connection_request")
 QUERY_MAX_LENGTH = 200
 SERVICE_MAX_LENGTH = 120
+# An access request names at most 20 tools (explicit, model-selected lists stay short).
+TOOL_NAMES_MAX = 20
+TOOL_NAME_MAX_LENGTH = 160
 
 GUIDANCE = (
     "Connection runtime tools: when the task needs a known external service (named by the user or implied by the "
@@ -61,7 +64,21 @@ TOOL_DEFINITIONS = [
                     "minLength": 1,
                     "maxLength": SERVICE_MAX_LENGTH,
                     "description": "The service identifier returned by connections_search.",
-                }
+                },
+                "connectionId": {
+                    "type": "string",
+                    "format": "uuid",
+                    "description": "An existing connection of the service to ask access to (from connections_search).",
+                },
+                "toolNames": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": TOOL_NAME_MAX_LENGTH},
+                    "minItems": 1,
+                    "maxItems": TOOL_NAMES_MAX,
+                    "uniqueItems": True,
+                    "description": "The exact tools you need; without it, access to all of the connection's tools "
+                    "is asked for (at most 500).",
+                },
             },
             "required": ["service"],
             "additionalProperties": False,

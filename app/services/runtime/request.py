@@ -11,9 +11,11 @@ from app.extensions import db
 from app.models import (
     Issue,
     ThreadInteraction,
+    ToolConnection,
 )
+from app.services.access.effective import effective_access
+from app.services.intents import access_requests, creation
 from app.services.intents import card as intents_card
-from app.services.intents import creation
 from app.services.intents import service as intents_service
 from app.services.runtime.context import RunContext, _uuid
 from app.services.runtime.readiness import _accesses_by_service, readiness
@@ -78,13 +80,27 @@ def _lock_task(ctx: RunContext) -> None:
     db.session.scalar(select(Issue.id).where(Issue.id == ctx.issue.id).with_for_update())
 
 
-def request_connection(ctx: RunContext, slug: str) -> dict:
-    """Ready when usable now; otherwise create or reuse one pending card addressed to the responsible person."""
+def request_connection(
+    ctx: RunContext,
+    slug: str,
+    *,
+    connection_id: uuid.UUID | None = None,
+    tool_names: list[str] | None = None,
+) -> dict:
+    """Ready when usable now; otherwise create or reuse one pending card addressed to the responsible person.
+
+    Naming a connection or tools makes it an access request: ready when the agent may already use every tool
+    asked for, else a card asking to grant exactly those (see `intents.access_requests`).
+    """
     service = intents_service.resolve_service(ctx.run.company_id, slug, ctx.responsible_user_id, ctx.agent.id)
     if service is None or not service.available or not service.methods:
         raise Unprocessable(f"Connection service {slug} is not available")
     matching = intents_service.matching_connections(ctx.run.company_id, service.slug)
     accesses = _accesses_by_service(ctx, [c.id for c in matching]).get(service.slug, [])
+    if connection_id is not None or tool_names:
+        target = _access_target(ctx, service, matching, accesses, connection_id)
+        if target is not None:
+            return _request_access(ctx, service, target, tool_names)
     state = readiness(service, accesses, matching)
     if state.state == "ready":
         return {
@@ -97,11 +113,22 @@ def request_connection(ctx: RunContext, slug: str) -> dict:
         }
     if state.admin_denied:
         raise Forbidden(ADMIN_DENIAL)
+    return _send_card(ctx, service)
+
+
+def _send_card(
+    ctx: RunContext, service: intents_service.ServiceIdentity, access_request: dict | None = None
+) -> dict:
     _lock_task(ctx)
     if _declined_in_this_continuation(ctx, service.slug):
         raise Conflict(DECLINED_IN_CONTINUATION)
     interaction, created = creation.create_connection_intent(
-        ctx.issue, ctx.agent, service, addressee_user_id=ctx.responsible_user_id, run_id=ctx.run.id
+        ctx.issue,
+        ctx.agent,
+        service,
+        addressee_user_id=ctx.responsible_user_id,
+        run_id=ctx.run.id,
+        access_request=access_request,
     )
     if interaction.status != "pending":
         raise Conflict("This connection request has already been resolved. Follow its recorded outcome.")
@@ -123,3 +150,67 @@ def request_connection(ctx: RunContext, slug: str) -> dict:
         "interactionId": str(interaction.id),
         "instruction": CARD_SENT,
     }
+
+
+# --- access requests -----------------------------------------------------------------------------------------
+
+SEVERAL_CONNECTIONS = (
+    "Several {service} connections exist; name one with connectionId (from connections_search)."
+)
+
+
+def _access_target(
+    ctx: RunContext,
+    service: intents_service.ServiceIdentity,
+    matching: list[ToolConnection],
+    accesses: list,
+    connection_id: uuid.UUID | None,
+) -> ToolConnection | None:
+    """The existing connection an access request is about; None when the service has none yet (a setup card)."""
+    live = [
+        c
+        for c in matching
+        if c.status == "active"
+        and c.enabled
+        and any(intents_service.grant_in_audience(g, ctx.responsible_user_id, ctx.agent.id) for g in c.grants)
+    ]
+    if connection_id is not None:
+        target = next((c for c in live if c.id == connection_id), None)
+        if target is None:
+            raise Unprocessable(f"Connection {connection_id} does not serve {service.slug} for this run")
+        return target
+    usable = [a.connection for a in accesses if a.grant is not None]
+    if len(usable) == 1:
+        return usable[0]
+    if len(live) == 1:
+        return live[0]
+    if not live:
+        return None
+    raise Unprocessable(SEVERAL_CONNECTIONS.format(service=service.name))
+
+
+def _request_access(
+    ctx: RunContext,
+    service: intents_service.ServiceIdentity,
+    target: ToolConnection,
+    tool_names: list[str] | None,
+) -> dict:
+    tools = access_requests.review_tools(target, tool_names)
+    current = effective_access(
+        ctx.run.company_id,
+        ctx.agent.id,
+        ctx.responsible_user_id,
+        connection_ids=[target.id],
+        responsible_membership=ctx.membership,
+    )
+    usable = {t.tool.name for a in current if a.grant is not None and a.is_healthy for t in a.usable_tools}
+    if all(t.name in usable for t in tools):
+        return {
+            "version": 1,
+            "service": service.slug,
+            "state": "ready",
+            "connectionId": str(target.id),
+            "interactionId": None,
+            "instruction": f"{target.name} is available in this run with the tools asked for.",
+        }
+    return _send_card(ctx, service, access_requests.access_request_payload(target, tools))

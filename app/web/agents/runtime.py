@@ -8,10 +8,12 @@ keep their HTTP status so clients stop.
 
 from __future__ import annotations
 
-from typing import Annotated
+import uuid
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from flask import Blueprint, Response, jsonify
-from pydantic import BaseModel, StringConstraints, ValidationError
+from pydantic import BaseModel, Field, StringConstraints, ValidationError, field_validator
 
 from app.core.errors import ServiceError, ValidationFailed
 from app.extensions import db
@@ -20,7 +22,7 @@ from app.services.runtime import context
 from app.services.runtime import request as runtime_tools_request
 from app.services.runtime import search as runtime_tools_search
 from app.web.agents import jsonrpc
-from app.web.api.validation import StrictBody, parse_body
+from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.security import request_run_claims
 
 bp = Blueprint("runtime", __name__)
@@ -30,8 +32,23 @@ class SearchBody(StrictBody):
     query: Annotated[str, StringConstraints(max_length=descriptor.QUERY_MAX_LENGTH)] = ""
 
 
+ToolName = Annotated[str, StringConstraints(min_length=1, max_length=descriptor.TOOL_NAME_MAX_LENGTH)]
+
+
 class RequestBody(StrictBody):
     service: Annotated[str, StringConstraints(min_length=1, max_length=descriptor.SERVICE_MAX_LENGTH)]
+    # An access request: an existing connection of the service, and the tools the agent needs (unique).
+    connectionId: uuid.UUID | None = Omittable()
+    toolNames: Annotated[list[ToolName], Field(min_length=1, max_length=descriptor.TOOL_NAMES_MAX)] | None = (
+        Omittable()
+    )
+
+    @field_validator("toolNames")
+    @classmethod
+    def _unique(cls, value):
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("toolNames must be unique")
+        return value
 
 
 def _claims() -> dict:
@@ -57,7 +74,9 @@ def run_search(claims: dict, body: SearchBody) -> dict:
 
 def run_request(claims: dict, body: RequestBody) -> dict:
     ctx = context.load_run_context(claims)
-    return runtime_tools_request.request_connection(ctx, body.service)
+    return runtime_tools_request.request_connection(
+        ctx, body.service, connection_id=body.connectionId, tool_names=body.toolNames
+    )
 
 
 # --- REST ----------------------------------------------------------------------------------------------------
@@ -77,7 +96,10 @@ def rest_request():
 
 # --- MCP -----------------------------------------------------------------------------------------------------
 
-TOOLS = {"connections_search": (SearchBody, run_search), "connection_request": (RequestBody, run_request)}
+TOOLS: dict[str, tuple[type[BaseModel], Callable[[dict, Any], dict]]] = {
+    "connections_search": (SearchBody, run_search),
+    "connection_request": (RequestBody, run_request),
+}
 
 
 @bp.get("/mcp/runtime-tools")

@@ -26,6 +26,7 @@ from app.models import Issue, ThreadInteraction
 from app.services.access.effective import can_manage_connections
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, update_connection
+from app.services.intents import access_requests
 from app.services.intents import audience as intents_audience
 from app.services.intents import card as intents_card
 from app.services.intents import resolution as intents_resolution
@@ -85,6 +86,9 @@ class CardView:
     outcome_text: str | None
     # The addressee saved a setup for this card (Save & exit): the card offers to continue it.
     setup_saved: bool = False
+    # An access request: {connectionId, connectionName, tools: [{toolName, permission}]} (no setup, a grant).
+    access_request: dict | None = None
+    title: str | None = None
 
     @property
     def can_decline(self) -> bool:
@@ -122,6 +126,11 @@ def card_view(item: ThreadInteraction, viewer=None) -> CardView:
     dark = payload.get("serviceDarkLogoUrl") or (logo_url(definition, dark=True) if definition else None)
     addressee = item.addressee_user
     saved = intents_audience.card_audience(item) is not None
+    access = (
+        payload.get(access_requests.ACCESS_REQUEST_KEY)
+        if isinstance(payload.get(access_requests.ACCESS_REQUEST_KEY), dict)
+        else None
+    )
     agent_name = payload.get("requestingAgentName") or (
         item.requesting_agent.name if item.requesting_agent else "An agent"
     )
@@ -136,8 +145,12 @@ def card_view(item: ThreadInteraction, viewer=None) -> CardView:
         logo=logo,
         dark_logo=dark if dark != logo else None,
         primary_label=CONTINUE_LABEL if saved and state == "requested" else PRIMARY_LABELS.get(state),
-        outcome_text=outcomes.get(state),
+        outcome_text=(
+            f"Access granted to {agent_name}" if state == "accepted" and access else outcomes.get(state)
+        ),
         setup_saved=saved,
+        access_request=access,
+        title=item.title,
     )
 
 
@@ -173,12 +186,12 @@ def _task_url(interaction: ThreadInteraction) -> str:
     return url_for("board.task", issue_id=interaction.issue_id) + f"#intent-card-{interaction.id}"
 
 
-def _card_response(interaction: ThreadInteraction, status: int = 200):
+def _card_response(interaction: ThreadInteraction, status: int = 200, error: str | None = None):
     """The card alone for htmx (swapped over the card, wherever the request came from), else back to the task."""
     if not _fragment():
         return redirect(_task_url(interaction), code=303)
     db.session.refresh(interaction)
-    html = render_template("interactions/_connection_intent.html", item=interaction)
+    html = render_template("interactions/_connection_intent.html", item=interaction, card_error=error)
     return html, status, {"HX-Retarget": f"#intent-card-{interaction.id}", "HX-Reswap": "outerHTML"}
 
 
@@ -320,6 +333,9 @@ def use_connection(interaction_id, connection_id):
         db.session.rollback()
         if interaction.status != "pending":
             return _card_response(interaction)
+        if access_requests.ACCESS_REQUEST_KEY in intents_card.intent_payload(interaction):
+            # An access card has no dialog: the reason shows on the card itself.
+            return _card_response(interaction, 422, error=err.message)
         return _dialog_response(interaction, membership, 422, error=err.message)
     return _resolved(resolved)
 

@@ -1,0 +1,96 @@
+"""Access requests: a card asking the responsible person to let the agent use named tools of an existing
+connection ("Grant <service> access to <agent>?").
+
+The agent names the tools (`toolNames`, at most 20) or, naming none, asks for the connection's indexed tools, which a
+person can review only up to 500. Tools blocked by the connection's policy stay blocked and are left out of the
+card. The card's payload carries `accessRequest {connectionId, connectionName, tools: [{toolName, versionHash,
+permission}]}`; completing it installs the connection for the agent scoped to those tools (`access.scopes`), read
+tools allowed and write tools asking first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from app.core.errors import Forbidden, Unprocessable
+from app.extensions import db
+from app.models import ConnectionTool, ToolConnection, ToolPolicy
+from app.services.access import scopes
+
+ACCESS_REQUEST_KEY = "accessRequest"
+# The payload's words for a scope's permissions (reference: `permission: allowed | ask_first`).
+PAYLOAD_PERMISSIONS = {"allow": "allowed", "ask_first": "ask_first"}
+MAX_NAMED_TOOLS = 20
+MAX_REVIEWED_TOOLS = 500
+ALL_BLOCKED = "Every tool asked for is blocked on this connection. Ask an administrator to review its action permissions."
+
+
+@dataclass(frozen=True)
+class RequestedTool:
+    name: str
+    version_hash: str
+    permission: str  # "allow" (read) or "ask_first" (write)
+
+
+def review_tools(connection: ToolConnection, tool_names: list[str] | None) -> list[RequestedTool]:
+    """The tools an access card for this connection asks for, policy blocks left out (one statement).
+
+    Unknown names and an unnamed request over `MAX_REVIEWED_TOOLS` tools are refused with a message that says
+    what to do instead.
+    """
+    rows = db.session.execute(
+        select(ConnectionTool, ToolPolicy.action)
+        .outerjoin(
+            ToolPolicy,
+            (ToolPolicy.connection_id == ConnectionTool.connection_id)
+            & (ToolPolicy.tool_name == ConnectionTool.name),
+        )
+        .where(ConnectionTool.connection_id == connection.id, ConnectionTool.status == "active")
+        .order_by(ConnectionTool.name)
+    ).all()
+    by_name = {tool.name: (tool, action) for tool, action in rows}
+    if tool_names:
+        unknown = [name for name in tool_names if name not in by_name]
+        if unknown:
+            raise Unprocessable(f"{connection.name} has no tool named {', '.join(unknown)}.")
+        chosen = [by_name[name] for name in tool_names]
+    else:
+        if len(by_name) > MAX_REVIEWED_TOOLS:
+            raise Unprocessable(
+                f"{connection.name} has {len(by_name)} tools, more than a person can review in one card "
+                f"({MAX_REVIEWED_TOOLS}). Name the tools you need (toolNames, at most {MAX_NAMED_TOOLS})."
+            )
+        chosen = list(by_name.values())
+    allowed = [tool for tool, action in chosen if action != "block"]
+    if not allowed:
+        raise Forbidden(ALL_BLOCKED)
+    return [RequestedTool(t.name, t.version_hash, scopes.permission_for(t)) for t in allowed]
+
+
+def access_request_payload(connection: ToolConnection, tools: list[RequestedTool]) -> dict:
+    return {
+        "connectionId": str(connection.id),
+        "connectionName": connection.name,
+        "tools": [
+            {
+                "toolName": t.name,
+                "versionHash": t.version_hash,
+                "permission": PAYLOAD_PERMISSIONS[t.permission],
+            }
+            for t in tools
+        ],
+    }
+
+
+def requested_scope(access_request: dict | None) -> dict[str, str] | None:
+    """The tool scope an access card grants (None for a connection card, which grants every tool)."""
+    if not access_request:
+        return None
+    from_payload = {word: permission for permission, word in PAYLOAD_PERMISSIONS.items()}
+    return {
+        tool["toolName"]: from_payload.get(str(tool.get("permission")), "ask_first")
+        for tool in access_request.get("tools") or []
+        if isinstance(tool, dict) and tool.get("toolName")
+    }
