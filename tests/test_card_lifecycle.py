@@ -478,3 +478,28 @@ def test_a_legacy_card_connects_through_the_dialog(app, db, card, providers):
     row = fresh(db, ThreadInteraction, legacy.id)
     assert row.status == "accepted" and row.result["outcome"] == "connected"
     assert installs_of(db, row.result["connectionId"]) == {("agent", str(card.agent.id))}
+
+
+# --- issue 15: an answered card says who answered, when, and what becomes of the agent -----------------------
+
+
+def test_an_answered_card_says_who_answered_when_and_whether_the_agent_continues(
+    app, db, make, card, providers
+):
+    me = Htmx(app, card.member)
+    connected = me.post(f"{card.url}/setup", setup_form(card))
+    body = assert_fragment(connected)
+    name = card.member.name
+    assert f"Connected by {name} at <time datetime=" in body
+    assert "UTC</time>. Builder will continue in a new session." in body
+    # The task moves to another agent: the card now says the requester is not woken.
+    change_task(app, card.owner, card.issue, "assignee", str(make.agent(card.company, "Other").id))
+    later = assert_fragment(me.get(f"{card.url}/card"))
+    assert "Builder is not assigned any more, so it is not woken." in later
+
+
+def test_a_declined_card_says_who_declined(app, db, card):
+    declined = assert_fragment(Htmx(app, card.member).post(f"{card.url}/decline"))
+    assert (
+        f"Declined by {card.member.name} at" in declined and "Builder will continue without it." in declined
+    )

@@ -326,6 +326,9 @@ def test_card_is_rendered_in_the_thread_with_buttons_only_for_the_addressee(db, 
     done = world.client.post(f"/approvals/{approval_id}/approve", data={"csrf_token": world.csrf})
     assert done.status_code == 303 and f"/tasks/{world.issue.id}" in done.headers["Location"]
     assert approve(world, approval_id).status_code == 409  # already answered
+    # The answered card says who answered and when (issue 15).
+    answered = world.client.get(f"/tasks/{world.issue.id}").get_data(as_text=True)
+    assert f"Approved by {world.owner.name} at <time datetime=" in answered
 
 
 def test_denial_refuses_the_call_and_the_provider_is_not_called(db, world, live_server, honcho_server):

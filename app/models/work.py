@@ -121,4 +121,5 @@ class ThreadInteraction(IdMixin, TimestampMixin, Model):
     resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     addressee_user: Mapped[User | None] = relationship(foreign_keys=[addressee_user_id])
+    resolved_by_user: Mapped[User | None] = relationship(foreign_keys=[resolved_by_user_id])
     requesting_agent: Mapped[Agent | None] = relationship()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from flask import Blueprint, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
@@ -23,6 +24,7 @@ from app.catalog.loader import get_app, get_method, logo_url
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db, htmx
 from app.models import Issue, ThreadInteraction
+from app.models.base import as_utc
 from app.services.access.effective import can_manage_connections
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, update_connection
@@ -89,6 +91,10 @@ class CardView:
     # An access request: {connectionId, connectionName, tools: [{toolName, permission}]} (no setup, a grant).
     access_request: dict | None = None
     title: str | None = None
+    # Who answered and when ("Connected by Dana Owner", the time), and what became of the agent's continuation.
+    resolved_by: str | None = None
+    resolved_at: datetime | None = None
+    continuation_text: str | None = None
 
     @property
     def can_decline(self) -> bool:
@@ -151,6 +157,41 @@ def card_view(item: ThreadInteraction, viewer=None) -> CardView:
         setup_saved=saved,
         access_request=access,
         title=item.title,
+        resolved_by=_resolved_by(item, state, agent_name),
+        resolved_at=as_utc(item.resolved_at) if state in ("accepted", "declined") else None,
+        continuation_text=_continuation_text(item, state, agent_name),
+    )
+
+
+def _resolved_by(item: ThreadInteraction, state: str, agent_name: str) -> str | None:
+    verb = {"accepted": "Granted" if _is_access_request(item) else "Connected", "declined": "Declined"}.get(
+        state
+    )
+    if verb is None:
+        return None
+    person = (
+        item.resolved_by_user.name if item.resolved_by_user is not None else "someone who left the company"
+    )
+    return f"{verb} by {person}"
+
+
+def _is_access_request(item: ThreadInteraction) -> bool:
+    return isinstance(intents_card.intent_payload(item).get(access_requests.ACCESS_REQUEST_KEY), dict)
+
+
+def _continuation_text(item: ThreadInteraction, state: str, agent_name: str) -> str | None:
+    """Whether the answer wakes the agent: only while it still owns the open task (else it is not woken)."""
+    if state not in ("accepted", "declined"):
+        return None
+    issue = db.session.get(Issue, item.issue_id)
+    if issue is None or issue.is_closed:
+        return "The task is closed, so the agent is not woken."
+    if issue.assignee_agent_id != item.requesting_agent_id:
+        return f"{agent_name} is not assigned any more, so it is not woken."
+    return (
+        f"{agent_name} will continue in a new session."
+        if state == "accepted"
+        else (f"{agent_name} will continue without it.")
     )
 
 
