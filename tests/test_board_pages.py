@@ -478,3 +478,30 @@ def test_signed_out_page_request_is_redirected_to_login(client, board):
     response = client.get("/tasks?status=todo")
     assert response.status_code == 302
     assert parse_qs(urlsplit(response.headers["Location"]).query) == {"next": ["/tasks?status=todo"]}
+
+
+def test_the_thread_poller_answers_204_until_something_arrives(client, db, make, board):
+    """The open task page polls its thread items (issue 15): nothing changed -> 204 (no swap, one cheap statement);
+    a new comment or card -> the items alone, with the new tag."""
+    from tests.conftest import count_statements
+
+    sign_in(client, board["user"])
+    issue = board["build"]
+    page = client.get(f"/tasks/{issue.id}").get_data(as_text=True)
+    tag = re.search(r'/tasks/[^/]+/items\?v=([0-9a-f]+)"', page).group(1)
+    assert "hx-trigger=\"every 5s [!document.querySelector('dialog[open]')]\"" in page
+    with count_statements(db.engine) as statements:
+        quiet = client.get(f"/tasks/{issue.id}/items?v={tag}", headers=HX)
+    assert quiet.status_code == 204 and quiet.get_data() == b""
+    thread_statements = [s for s in statements if "comments" in s and "thread_interactions" in s]
+    assert len(thread_statements) == 1, statements
+    db.session.add(Comment(company_id=issue.company_id, issue_id=issue.id, body="Done with the wrist"))
+    db.session.commit()
+    fresh = client.get(f"/tasks/{issue.id}/items?v={tag}", headers=HX)
+    assert fresh.status_code == 200
+    html = fresh.get_data(as_text=True)
+    assert html.lstrip().startswith('<ol class="thread"') and "<html" not in html
+    assert "Done with the wrist" in html
+    new_tag = re.search(r"/items\?v=([0-9a-f]+)", html).group(1)
+    assert new_tag != tag
+    assert client.get(f"/tasks/{issue.id}/items?v={new_tag}", headers=HX).status_code == 204

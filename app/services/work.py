@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 
-from sqlalchemy import select
+from sqlalchemy import case, func, select
 
 from app.adapters import EXECUTABLE_ADAPTERS
 from app.core.errors import Unprocessable
@@ -62,6 +63,28 @@ def thread_items(issue: Issue) -> list[Comment | ThreadInteraction]:
         select(ThreadInteraction).where(ThreadInteraction.issue_id == issue.id)
     ).all()
     return sorted([*comments, *interactions], key=lambda item: item.created_at)
+
+
+def thread_version(issue: Issue) -> str:
+    """A tag that changes when a comment or a card arrives, or a card is answered or expires (one statement).
+
+    A card's phase (its addressee opened the dialog) does not change it, so a poll never replaces a card in use.
+    """
+    comments = select(func.count(Comment.id), func.max(Comment.created_at)).where(
+        Comment.issue_id == issue.id
+    )
+    cards = select(
+        func.count(ThreadInteraction.id),
+        func.max(ThreadInteraction.created_at),
+        func.max(ThreadInteraction.resolved_at),
+        func.sum(case((ThreadInteraction.status == "pending", 1), else_=0)),
+    ).where(ThreadInteraction.issue_id == issue.id)
+    row = db.session.execute(
+        select(*comments.subquery().c, *cards.subquery().c, Issue.status, Issue.assignee_agent_id).where(
+            Issue.id == issue.id
+        )
+    ).one()
+    return hashlib.sha256(repr(tuple(str(v) for v in row)).encode()).hexdigest()[:16]
 
 
 def add_comment(

@@ -10,7 +10,14 @@ from app.models.work import ISSUE_STATUSES
 from app.services.agents import list_agents
 from app.services.runs.lifecycle import recent_runs
 from app.services.tenancy import company_members
-from app.services.work import add_comment, create_issue, list_issues, thread_items, update_issue
+from app.services.work import (
+    add_comment,
+    create_issue,
+    list_issues,
+    thread_items,
+    thread_version,
+    update_issue,
+)
 from app.web.board import bp
 from app.web.context import current_membership, load_scoped, parse_uuid, require_write
 from app.web.forms import CommentForm, IssueAssigneeForm, IssueResponsibleForm, IssueStatusForm, NewIssueForm
@@ -40,6 +47,7 @@ def _task_context(issue: Issue, membership, **extra):
     return {
         "issue": issue,
         "items": thread_items(issue),
+        "version": thread_version(issue),
         "comment_form": extra.pop("comment_form", None) or CommentForm(formdata=None),
         "status_form": IssueStatusForm(formdata=None, status=issue.status),
         "assignee_form": _assignee_form(issue, agents),
@@ -101,6 +109,18 @@ def create_task():
 def task(issue_id):
     issue, membership = load_scoped(Issue, issue_id)
     return render_template("board/task.html", runs=recent_runs(issue), **_task_context(issue, membership))
+
+
+@bp.get("/tasks/<issue_id>/items")
+def thread_items_fragment(issue_id):
+    """The thread's items for the page's poller: 204 while nothing changed (a cheap tag, one statement)."""
+    issue, _membership = load_scoped(Issue, issue_id)
+    version = thread_version(issue)
+    if request.args.get("v") == version:
+        return "", 204
+    return render_template(
+        "board/_thread_items.html", issue=issue, items=thread_items(issue), version=version
+    )
 
 
 @bp.post("/tasks/<issue_id>/comments")
