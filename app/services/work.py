@@ -70,19 +70,24 @@ def thread_version(issue: Issue) -> str:
 
     A card's phase (its addressee opened the dialog) does not change it, so a poll never replaces a card in use.
     """
-    comments = select(func.count(Comment.id), func.max(Comment.created_at)).where(
-        Comment.issue_id == issue.id
-    )
-    cards = select(
-        func.count(ThreadInteraction.id),
-        func.max(ThreadInteraction.created_at),
-        func.max(ThreadInteraction.resolved_at),
-        func.sum(case((ThreadInteraction.status == "pending", 1), else_=0)),
-    ).where(ThreadInteraction.issue_id == issue.id)
+
+    def of_comments(column):
+        return select(column).where(Comment.issue_id == issue.id).scalar_subquery()
+
+    def of_cards(column):
+        return select(column).where(ThreadInteraction.issue_id == issue.id).scalar_subquery()
+
     row = db.session.execute(
-        select(*comments.subquery().c, *cards.subquery().c, Issue.status, Issue.assignee_agent_id).where(
-            Issue.id == issue.id
-        )
+        select(
+            of_comments(func.count(Comment.id)),
+            of_comments(func.max(Comment.created_at)),
+            of_cards(func.count(ThreadInteraction.id)),
+            of_cards(func.max(ThreadInteraction.created_at)),
+            of_cards(func.max(ThreadInteraction.resolved_at)),
+            of_cards(func.sum(case((ThreadInteraction.status == "pending", 1), else_=0))),
+            Issue.status,
+            Issue.assignee_agent_id,
+        ).where(Issue.id == issue.id)
     ).one()
     return hashlib.sha256(repr(tuple(str(v) for v in row)).encode()).hexdigest()[:16]
 
