@@ -1,7 +1,10 @@
 """The Activity page lists the company's log newest first, filters by kind, escapes details, and stays scoped."""
 
 from app.services.activity import record_activity
+from tests import test_runtime_rest
 from tests.conftest import sign_in
+
+providers = test_runtime_rest.providers  # honcho -> the real MCP peer
 
 
 def test_activity_page_lists_filters_and_escapes(client, db, make):
@@ -39,3 +42,19 @@ def test_activity_page_lists_filters_and_escapes(client, db, make):
     filtered = client.get("/activity?action=issue.").get_data(as_text=True)
     assert "issue.comment_added" in filtered and "tool_gateway.call" not in filtered
     assert client.get("/activity?action=bogus").status_code == 200
+
+
+def test_activity_reads_as_sentences_with_the_code_behind_a_disclosure(app, db, make, providers):
+    """Issue 15: people read what happened; the raw event code and ids stay one click away."""
+    from tests.test_intent_cards import Htmx, setup_form
+    from tests.test_intents_api import open_honcho_card
+
+    card = open_honcho_card(app, db, make, "/intents")
+    assert Htmx(app, card.member).post(f"{card.url}/setup", setup_form(card)).status_code == 200
+    page = Htmx(app, card.member).client.get("/activity").get_data(as_text=True)
+    name, task = card.member.name, card.issue.identifier
+    assert f"{name} connected Honcho for Builder on {task}" in page
+    assert f"{name} finished setting up Honcho (3 tools)" in page
+    assert f"Builder asked for a connection on {task}" in page
+    assert "<summary>Event code and ids</summary>" in page
+    assert "<code>issue.connection_intent_connected</code>" in page

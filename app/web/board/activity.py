@@ -2,8 +2,9 @@
 
 from flask import render_template, request
 
-from app.services.activity import ACTIVITY_PAGE_SIZE, actor_names, list_activity
+from app.services.activity import ACTIVITY_PAGE_SIZE, list_activity
 from app.web.board import bp
+from app.web.board.activity_sentences import load_names, sentence
 from app.web.context import current_membership
 
 ACTION_FILTERS = {
@@ -25,10 +26,11 @@ def activity():
     if prefix not in ACTION_FILTERS:
         prefix = ""
     rows = list_activity(membership.company_id, action_prefix=prefix or None)
+    names = load_names(rows)
     return render_template(
         "board/activity.html",
-        rows=rows,
-        names=actor_names(rows),
+        rows=[(row, sentence(row, names)) for row in rows],
+        names=names.people_and_agents,
         filters=ACTION_FILTERS,
         prefix=prefix,
         page_size=ACTIVITY_PAGE_SIZE,

@@ -1,0 +1,167 @@
+"""Activity as sentences for people ("Dana Owner connected Notion for Builder"); the raw code and ids stay
+available behind a disclosure on the page.
+
+Names are read in three statements per page (people and agents, connections, tasks), whatever its size. Details
+hold ids and codes only, never secrets; a sentence uses names and codes, never detail values it cannot explain.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from app.extensions import db
+from app.models import ActivityLog, Issue, ToolConnection
+from app.services.activity import actor_names
+
+OUTCOME_WORDS: dict[str, str] = {
+    "ok": "succeeded",
+    "tool_error": "returned an error",
+    "refused": "was refused",
+    "provider_error": "failed at the provider",
+    "provider_timeout": "timed out at the provider",
+    "provider_busy": "found the provider busy",
+    "provider_paused": "found the provider paused",
+}
+
+
+@dataclass(frozen=True)
+class Names:
+    people_and_agents: dict[str, str]
+    connections: dict[str, str]
+    tasks: dict[str, str]
+
+    def actor(self, row: ActivityLog) -> str:
+        if row.actor_type == "system":
+            return "Switchboard"
+        return self.people_and_agents.get(row.actor_id, "Someone")
+
+    def agent(self, row: ActivityLog) -> str:
+        value = str(row.agent_id) if row.agent_id else (row.details or {}).get("requestingAgentId")
+        return self.people_and_agents.get(str(value), "an agent") if value else "an agent"
+
+    def connection(self, row: ActivityLog) -> str:
+        details = row.details or {}
+        key = str(
+            details.get("connectionId") or (row.entity_id if row.entity_type == "tool_connection" else "")
+        )
+        return (
+            self.connections.get(key) or details.get("connectionName") or details.get("app") or "a connection"
+        )
+
+    def task(self, row: ActivityLog) -> str:
+        return self.tasks.get(row.entity_id, "a task") if row.entity_type == "issue" else "a task"
+
+
+def load_names(rows: list[ActivityLog]) -> Names:
+    agent_ids = {str(r.agent_id) for r in rows if r.agent_id}
+    people_and_agents = actor_names(rows)
+    missing_agents = [uuid.UUID(a) for a in agent_ids if a not in people_and_agents]
+    if missing_agents:
+        from app.models import Agent
+
+        people_and_agents.update(
+            {str(a.id): a.name for a in db.session.scalars(select(Agent).where(Agent.id.in_(missing_agents)))}
+        )
+    connection_ids = set()
+    issue_ids = set()
+    for row in rows:
+        details = row.details or {}
+        for value in (
+            details.get("connectionId"),
+            row.entity_id if row.entity_type == "tool_connection" else None,
+        ):
+            if value:
+                connection_ids.add(str(value))
+        if row.entity_type == "issue":
+            issue_ids.add(row.entity_id)
+    return Names(
+        people_and_agents=people_and_agents,
+        connections=_by_id(ToolConnection, ToolConnection.name, connection_ids),
+        tasks=_by_id(Issue, Issue.identifier, issue_ids),
+    )
+
+
+def _by_id(model, label_column, ids: set[str]) -> dict[str, str]:
+    parsed = []
+    for value in ids:
+        try:
+            parsed.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    if not parsed:
+        return {}
+    return {
+        str(row_id): label
+        for row_id, label in db.session.execute(select(model.id, label_column).where(model.id.in_(parsed)))
+    }
+
+
+def sentence(row: ActivityLog, names: Names) -> str:
+    """What happened, in words, for one activity row."""
+    details = row.details or {}
+    who = names.actor(row)
+    connection = names.connection(row)
+    action = row.action
+    if action == "tool_app.connected":
+        return f"{who} started setting up {connection}"
+    if action == "tool_app.finished":
+        return f"{who} finished setting up {connection} ({details.get('toolCount', 0)} tools)"
+    if action == "tool_app.oauth_started":
+        return f"{who} started signing in to {connection}"
+    if action == "tool_app.oauth_connected":
+        return f"{who} signed in to {connection}"
+    if action == "tool_app.oauth_failed":
+        return f"{who}'s sign-in to {connection} did not finish ({details.get('reason', 'unknown reason')})"
+    if action == "tool_connection.reconnected":
+        return f"{who} reconnected {connection}"
+    if action == "tool_connection.updated":
+        fields = ", ".join(details.get("fields") or []) or "settings"
+        return f"{who} changed {connection}: {fields}"
+    if action == "tool_connection.grant_delegated":
+        return f"{who} let {names.agent(row)} act with their own account on {connection}"
+    if action == "tool_connection.needs_reauthorization":
+        return f"{connection} needs someone to sign in again"
+    if action == "tool_connection.reauthorization_recovered":
+        return f"{connection} works again"
+    if action == "issue.connection_intent_connected":
+        return f"{who} connected {connection} for {names.agent(row)} on {names.task(row)}"
+    if action == "issue.connection_intent_declined":
+        return f"{who} declined {names.agent(row)}'s connection request on {names.task(row)}"
+    if action == "issue.thread_interaction_created":
+        kind = "an approval" if details.get("interactionKind") == "tool_approval" else "a connection"
+        return f"{who} asked for {kind} on {names.task(row)}"
+    if action == "issue.comment_added":
+        return f"{who} commented on {names.task(row)}"
+    if action == "issue.updated":
+        changed = ", ".join(_change_words(details.get("changes") or {})) or "details"
+        return f"{who} changed {names.task(row)}: {changed}"
+    if action == "tool_gateway.call":
+        code = str(details.get("outcome") or "ran")
+        outcome = OUTCOME_WORDS.get(code, code)
+        return f"{who} called {details.get('toolName') or 'a tool'} on {connection}: {outcome}"
+    if action == "run.started":
+        return f"{who} started a run"
+    if action == "run.failed":
+        return f"{who}'s run failed"
+    if action == "member.added":
+        return f"{who} added a member"
+    if action == "member.updated":
+        return f"{who} changed a member's role"
+    if action == "agent.updated":
+        return f"{who} changed {names.agent(row)}'s instructions"
+    return f"{who}: {action.replace('_', ' ').replace('.', ' · ')}"
+
+
+def _change_words(changes: dict) -> list[str]:
+    words = {"status": "status", "assigneeAgentId": "assignee", "responsibleUserId": "responsible person"}
+    out = []
+    for key, value in changes.items():
+        label = words.get(key, key)
+        if key == "status" and isinstance(value, list) and len(value) == 2:
+            out.append(f"status {str(value[0]).replace('_', ' ')} → {str(value[1]).replace('_', ' ')}")
+        else:
+            out.append(label)
+    return out
