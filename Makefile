@@ -4,6 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 5000
+DEMO_PROVIDER_PORT ?= 5341
 
 .PHONY: install run test lint format peers clean
 
@@ -24,7 +25,11 @@ run: install
 	@if $(BIN)/switchboard catalog --help >/dev/null 2>&1; then $(BIN)/switchboard catalog ingest --definitions-only; fi
 	@$(BIN)/switchboard demo
 	@echo "Serving on http://$(HOST):$(PORT)  (Ctrl+C to stop)"
+	@# The demo's local memory provider (Honcho-compatible, examples/demo_provider.py) runs beside the app.
+	@$(BIN)/python examples/demo_provider.py --port $(DEMO_PROVIDER_PORT) & demo=$$!; trap "kill $$demo" EXIT INT TERM; \
 	RUN_WORKER_IN_PROCESS=1 PUBLIC_BASE_URL=$${PUBLIC_BASE_URL:-http://$(HOST):$(PORT)} \
+	SWITCHBOARD_PROVIDER_SERVER_URLS=$${SWITCHBOARD_PROVIDER_SERVER_URLS:-'{"honcho": "http://127.0.0.1:$(DEMO_PROVIDER_PORT)/mcp"}'} \
+	SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS=$${SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS:-127.0.0.1} \
 		$(BIN)/switchboard run --host $(HOST) --port $(PORT) --no-reload
 
 lint: install

@@ -33,9 +33,15 @@ def test_demo_json_shape_and_idempotence(app, db):
     second = run_demo(app)
     assert second == first
     assert counts(db) == after_first
-    assert after_first == {"Company": 1, "User": 2, "Membership": 2, "Agent": 2, "Project": 1, "Issue": 3}
+    assert after_first == {"Company": 1, "User": 2, "Membership": 2, "Agent": 2, "Project": 1, "Issue": 4}
 
-    assert set(first) == {"company", "users", "agents", "issues"}
+    assert set(first) == {"demoProvider", "company", "users", "agents", "issues"}
+    assert first["demoProvider"] == {
+        "app": "honcho",
+        "apiKey": "demo-honcho-key",
+        "workspace": "demo",
+        "port": 5341,
+    }
     assert set(first["company"]) == {"id", "name"}
     company = db.session.get(Company, uuid.UUID(first["company"]["id"]))
     assert company.name == first["company"]["name"]
@@ -50,7 +56,8 @@ def test_demo_json_shape_and_idempotence(app, db):
     assert set(agents) == {"Builder", "Researcher"}
 
     owner = find_user_by_email("owner@example.com")
-    in_progress = [i for i in first["issues"] if i["status"] == "in_progress"]
+    # Builder works one task from the start; the Honcho task waits, unassigned, for the newcomer's offline loop.
+    in_progress = [i for i in first["issues"] if i["status"] == "in_progress" and i["assigneeAgentId"]]
     assert len(in_progress) == 1
     assert in_progress[0]["assigneeAgentId"] == agents["Builder"]
     assert in_progress[0]["responsibleUserId"] == str(owner.id)
@@ -81,7 +88,7 @@ def test_demo_company_is_browsable(app, client, db):
         assert issue["title"] in html
     builder = next(a for a in data["agents"] if a["name"] == "Builder")
     filtered = client.get("/tasks", query_string={"assignee": builder["id"], "status": "in_progress"})
-    in_progress = next(i for i in data["issues"] if i["status"] == "in_progress")
+    in_progress = next(i for i in data["issues"] if i["status"] == "in_progress" and i["assigneeAgentId"])
     assert in_progress["title"] in filtered.get_data(as_text=True)
 
 
@@ -90,3 +97,4 @@ def test_demo_without_json_prints_the_sign_in_lines(app, db):
     assert result.exit_code == 0, result.output
     assert "sign in as owner@example.com / " in result.output
     assert "sign in as member@example.com / " in result.output
+    assert "connect it with API key demo-honcho-key and workspace demo" in result.output

@@ -82,6 +82,11 @@ def demo_command(as_json: bool):
         click.echo(f"Demo company: {data['company']['name']}")
         for user in data["users"]:
             click.echo(f"  sign in as {user['email']} / {user['password']} ({user['role']})")
+        provider = data["demoProvider"]
+        click.echo(
+            "  offline: assign 'Record the launch decisions in Honcho' to Builder; `make run` serves a local Honcho"
+            f" for its card: connect it with API key {provider['apiKey']} and workspace {provider['workspace']}"
+        )
 
 
 @click.group("api-keys")

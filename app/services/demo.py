@@ -41,6 +41,8 @@ DEMO_AGENTS = [
         "adapter_config": {},
     },
 ]
+# The local memory provider `make run` starts (examples/demo_provider.py): what to type in the Honcho setup form.
+DEMO_PROVIDER = {"app": "honcho", "apiKey": "demo-honcho-key", "workspace": "demo", "port": 5341}
 DEMO_TASKS = [
     {
         "title": "Write the launch notes in Notion",
@@ -53,6 +55,15 @@ DEMO_TASKS = [
         "status": "todo",
         "agent": "Researcher",
         "description": "Collect public specs of three competing grippers.",
+    },
+    {
+        # The offline loop: assign it to Builder, who asks for Honcho; `make run` serves a local Honcho-compatible
+        # provider, so the card can be answered without internet and Builder continues with its tools.
+        "title": "Record the launch decisions in Honcho",
+        "status": "in_progress",
+        "agent": None,
+        "description": "Keep the decisions of the robot arm firmware launch in our Honcho memory, so every agent "
+        "recalls them. Assign it to Builder to watch it ask for Honcho.",
     },
     {
         "title": "Triage open firmware bugs",
@@ -117,6 +128,7 @@ def load_demo() -> dict:
                 wake_assignee(issue, source="demo", reason="Demo data: pick up the task.")
         issues.append(issue)
     return {
+        "demoProvider": DEMO_PROVIDER,
         "company": {"id": str(company.id), "name": company.name},
         "users": [{"email": s["email"], "password": s["password"], "role": s["role"]} for s in DEMO_USERS],
         "agents": [{"id": str(a.id), "name": a.name} for a in agents.values()],
