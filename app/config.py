@@ -7,6 +7,7 @@ into the instance folder (never committed) so restarts keep sessions and encrypt
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -31,6 +32,18 @@ def _bool(value: str | None, default: bool) -> bool:
     if value is None or value == "":
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _json_object(name: str, value: str | None) -> dict:
+    """A JSON object setting; anything else is ignored with a warning (the app still starts)."""
+    try:
+        parsed = json.loads(value or "{}")
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        logging.getLogger(__name__).warning("%s is not a JSON object; ignoring it", name)
+        return {}
+    return parsed
 
 
 def _positive_int(value: str | None, default: int) -> int:
@@ -95,6 +108,9 @@ def load_config(instance_path: str) -> dict:
         "PROVIDER_MAX_CONCURRENT_CALLS": int(env.get("SWITCHBOARD_PROVIDER_MAX_CONCURRENT_CALLS", "4")),
         "PROVIDER_BREAKER_TIMEOUTS": int(env.get("SWITCHBOARD_PROVIDER_BREAKER_TIMEOUTS", "3")),
         "PROVIDER_BREAKER_SECONDS": float(env.get("SWITCHBOARD_PROVIDER_BREAKER_SECONDS", "30")),
+        # OAuth clients an operator registered with providers that have no dynamic registration:
+        # {"<slug>": {"client_id", "client_secret", "issuer"?, "authorization_endpoint"?, "token_endpoint"?, "scopes"?}}.
+        "OAUTH_CLIENTS": _json_object("SWITCHBOARD_OAUTH_CLIENTS", env.get("SWITCHBOARD_OAUTH_CLIENTS")),
         # Operator overrides of provider MCP server URLs, e.g. {"honcho": "https://honcho.internal/mcp"}.
         "PROVIDER_SERVER_URLS": json.loads(env.get("SWITCHBOARD_PROVIDER_SERVER_URLS") or "{}"),
         # Hosts that user- or agent-supplied URLs may reach even when they resolve to private addresses.

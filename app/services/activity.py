@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.extensions import db
 from app.models import ActivityLog, Agent, User
@@ -36,7 +37,10 @@ def record_activity(
     agent_id: uuid.UUID | None = None,
     run_id: uuid.UUID | None = None,
     details: dict | None = None,
+    session: Session | None = None,
 ) -> ActivityLog:
+    """Append one activity row (details are checked for secrets) to the request's session, or to `session` for
+    work done in a transaction of its own (OAuth token refresh)."""
     details = details or {}
     _assert_no_secrets(details)
     row = ActivityLog(
@@ -50,7 +54,7 @@ def record_activity(
         run_id=run_id,
         details=details,
     )
-    db.session.add(row)
+    (session if session is not None else db.session).add(row)
     return row
 
 

@@ -3,9 +3,7 @@ made once per company and app."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlsplit
 
@@ -43,15 +41,8 @@ CALLBACK_PATH = "/oauth/callback"
 
 
 def operator_clients() -> dict:
-    """Operator-configured OAuth clients: app config `OAUTH_CLIENTS`, else env `SWITCHBOARD_OAUTH_CLIENTS` (JSON)."""
-    configured = current_app.config.get("OAUTH_CLIENTS")
-    if configured is None:
-        raw = os.environ.get("SWITCHBOARD_OAUTH_CLIENTS") or "{}"
-        try:
-            configured = json.loads(raw)
-        except json.JSONDecodeError:
-            log.warning("SWITCHBOARD_OAUTH_CLIENTS is not valid JSON; ignoring it")
-            configured = {}
+    """Operator-configured OAuth clients (`SWITCHBOARD_OAUTH_CLIENTS`, read by `app.config` like every setting)."""
+    configured = current_app.config.get("OAUTH_CLIENTS") or {}
     return configured if isinstance(configured, dict) else {}
 
 

@@ -21,6 +21,7 @@ from app.models import (
     ToolConnection,
 )
 from app.services import notifications  # notifications: issue 15
+from app.services.activity import record_activity
 from app.services.connections import endpoint
 from app.services.oauth.callback import _expires_at
 from app.services.oauth.clients import ClientConfig, _client_for_grant, _oauth_session
@@ -142,7 +143,7 @@ def _refresh_single_flight(grant_id: uuid.UUID) -> str:
         if connection.health_status == NEEDS_REAUTHORIZATION:
             connection.health_status = "healthy"
             connection.health_message = None
-            session.add(_activity(connection, grant, "tool_connection.reauthorization_recovered", {}))
+            _activity(session, connection, grant, "tool_connection.reauthorization_recovered", {})
         session.commit()
         return token["access_token"]
 
@@ -195,20 +196,24 @@ def _mark_needs_reauthorization(
     grant.status = NEEDS_REAUTHORIZATION
     connection.health_status = NEEDS_REAUTHORIZATION
     connection.health_message = REAUTHORIZE_MESSAGE
-    session.add(_activity(connection, grant, "tool_connection.needs_reauthorization", {"reason": reason}))
+    _activity(session, connection, grant, "tool_connection.needs_reauthorization", {"reason": reason})
     notifications.connection_needs_reauthorization(
         connection, grant, session=session
     )  # notifications: issue 15
     session.commit()
 
 
-def _activity(connection: ToolConnection, grant: ConnectionGrant, action: str, details: dict) -> ActivityLog:
-    return ActivityLog(
+def _activity(
+    session: Session, connection: ToolConnection, grant: ConnectionGrant, action: str, details: dict
+) -> ActivityLog:
+    """Token bookkeeping runs in its own transaction: its activity goes through the same secret check."""
+    return record_activity(
         company_id=connection.company_id,
         actor_type="system",
         actor_id="oauth",
         action=action,
         entity_type="tool_connection",
-        entity_id=str(connection.id),
+        entity_id=connection.id,
         details={"grantId": str(grant.id), **details},
+        session=session,
     )

@@ -26,6 +26,12 @@ def _require_login():
     return None
 
 
+@bp.app_template_global("can_answer_approval")
+def _can_answer_approval(membership, card: ThreadInteraction) -> bool:
+    """The card template asks the approval service (one owner of who may answer) instead of restating the rule."""
+    return approvals.can_answer(membership, card)
+
+
 def _answer(interaction_id, answer):
     card, membership = load_scoped(ThreadInteraction, interaction_id)
     card = approvals.load_card(membership.company_id, card.id)
