@@ -216,7 +216,11 @@ def test_refused_key_keeps_the_draft_never_echoes_the_key_and_a_resubmit_finishe
     assert WRONG_KEY.encode() not in raw
     body = html(refused)
     assert re.search(r'<div class="alert alert-danger" role="alert" id="setup-flow-refusal">', body)
-    assert "Honcho refused the connection." in body and "rejected the credentials" in body
+    assert "Honcho refused the credentials." in body and "rejected the credentials" in body
+    assert (
+        "Your setup is kept: check the credentials and try again." in body
+        and "draft" not in body.split('id="setup-flow-refusal"')[1].split("</div>")[0]
+    )
     assert (
         'value="team-workspace"' in body and 'value="Team memory"' not in body
     )  # the kept draft names itself
@@ -641,3 +645,32 @@ def test_a_connection_that_needs_reauthorization_offers_reconnect(client, db, ac
     assert f'href="/apps/{connection.id}/reconnect"' in page
     reconnect = html(client.get(f"/apps/{connection.id}/reconnect"))
     assert re.search(r'<button type="submit"[^>]*>Reconnect with Linear</button>', reconnect)
+
+
+def test_an_unreachable_provider_is_named_as_such_not_as_refused_credentials(app, db, make, monkeypatch):
+    """Issue 16: a connection failure says Switchboard could not reach the provider (and where), not that the
+    provider refused the credentials."""
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    monkeypatch.setitem(app.config, "PROVIDER_SERVER_URLS", {"honcho": f"http://127.0.0.1:{closed}/mcp"})
+    monkeypatch.setitem(app.config, "OUTBOUND_ALLOWED_HOSTS", ["127.0.0.1"])
+    company = make.company("Acme")
+    owner = make.member(company, "owner")
+    client = app.test_client()
+    token = sign_in(client, owner)
+    form = {
+        "method_key": "mcp-api-key",
+        "identity": "user",
+        "credentials-authorization": "any-key",
+        "config-workspaceId": "team-workspace",
+        "audience": "all",
+    }
+    refused = post(client, token, "/apps/honcho/connect", form, htmx=False)
+    assert refused.status_code == 422
+    body = html(refused)
+    assert "Switchboard could not reach Honcho (127.0.0.1)." in body
+    assert "connection refused" in body and "refused the credentials" not in body
+    assert "Your setup is kept: try again in a moment, or check the server address." in body

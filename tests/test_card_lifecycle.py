@@ -262,7 +262,7 @@ def test_continue_setup_restores_the_saved_draft_and_audience_then_finishes_it(a
 
     dialog = assert_fragment(me.get(f"/intents/{interaction_id}/dialog"))
     assert f'name="draft_id" value="{draft_id}"' in dialog
-    assert "Finishing your draft connection" in dialog
+    assert "Finishing the setup of" in dialog
     assert f'name="agent_ids" value="{helper.id}" checked' in dialog
     assert f'name="agent_ids" value="{bystander.id}" >' in dialog
 

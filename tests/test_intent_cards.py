@@ -282,7 +282,7 @@ def test_a_refused_key_keeps_the_draft_and_the_card_pending(app, db, card, provi
     )
     assert response.status_code == 422
     body = assert_fragment(response)
-    assert 'role="alert"' in body and "refused the connection" in body and "wrong-key" not in body
+    assert 'role="alert"' in body and "Honcho refused the credentials." in body and "wrong-key" not in body
     assert 'name="draft_id"' in body
     assert interaction(db, card).status == "pending"
 

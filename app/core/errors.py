@@ -46,4 +46,13 @@ class ValidationFailed(ServiceError):
 
 
 class ProviderRefused(Unprocessable):
-    """The provider refused or could not be reached while verifying credentials; the message is safe to show."""
+    """The provider refused or could not be reached while verifying credentials; the message is safe to show.
+
+    `kind` says which, for the words around it: "rejected" (the provider refused the credentials), "unreachable"
+    (Switchboard could not reach `host`), or "refused" (anything else the provider answered).
+    """
+
+    def __init__(self, message: str, *, kind: str = "refused", host: str | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.host = host

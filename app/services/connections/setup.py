@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 from flask import current_app
 from sqlalchemy import select
@@ -281,6 +282,10 @@ def verify_and_list_tools(connection, app_definition, method, secrets: dict[str,
             timeout=current_app.config["OUTBOUND_TIMEOUT_SECONDS"],
             guard=provider_guard(connection, method, secrets),
         )
+    except provider_errors.ProviderAuthRejected as err:
+        raise ProviderRefused(err.message, kind="rejected") from None
+    except provider_errors.ProviderUnavailable as err:
+        raise ProviderRefused(err.message, kind="unreachable", host=urlsplit(url).hostname) from None
     except provider_errors.ProviderError as err:
         raise ProviderRefused(err.message) from None
 

@@ -75,6 +75,9 @@ class SetupFlow:
     errors: dict[str, str] = field(default_factory=dict)
     form_errors: list[str] = field(default_factory=list)
     refusal: str | None = None
+    # What kind of refusal (see ProviderRefused.kind) and the host that could not be reached, for its headline.
+    refusal_kind: str = "refused"
+    refusal_host: str | None = None
     draft: ToolConnection | None = None
     connection: ToolConnection | None = None
     can_submit: bool = True
@@ -154,6 +157,8 @@ def build_setup_flow(
     errors: dict[str, str] | None = None,
     form_errors: list[str] | None = None,
     refusal: str | None = None,
+    refusal_kind: str = "refused",
+    refusal_host: str | None = None,
     hx_target: str | None = None,
     audience: Audience | None = None,
 ) -> SetupFlow:
@@ -190,6 +195,8 @@ def build_setup_flow(
         errors=errors or {},
         form_errors=form_errors or [],
         refusal=refusal,
+        refusal_kind=refusal_kind,
+        refusal_host=refusal_host,
         draft=draft,
         connection=connection,
         can_submit=membership.has_write_access,
@@ -285,7 +292,7 @@ def refusal_view(err: ServiceError) -> tuple[int, dict]:
     if isinstance(err, ValidationFailed):
         return 422, {"errors": err.field_messages()}
     if isinstance(err, ProviderRefused):
-        return 422, {"refusal": err.message}
+        return 422, {"refusal": err.message, "refusal_kind": err.kind, "refusal_host": err.host}
     return 403, {"form_errors": [err.message]}
 
 
