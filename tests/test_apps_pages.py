@@ -674,3 +674,14 @@ def test_an_unreachable_provider_is_named_as_such_not_as_refused_credentials(app
     assert "Switchboard could not reach Honcho (127.0.0.1)." in body
     assert "connection refused" in body and "refused the credentials" not in body
     assert "Your setup is kept: try again in a moment, or check the server address." in body
+
+
+def test_the_setup_form_shows_it_is_busy_and_cannot_be_sent_twice(app, db, make):
+    company = make.company("Acme")
+    owner = make.member(company, "owner")
+    client = app.test_client()
+    sign_in(client, owner)
+    page = client.get("/apps/honcho/connect").get_data(as_text=True)
+    assert 'hx-disabled-elt="find button[type=submit]" hx-indicator="this"' in page
+    assert '<small class="busy-note muted" role="status">Checking with Honcho…</small>' in page
+    assert 'rel="icon"' in page

@@ -505,3 +505,11 @@ def test_the_thread_poller_answers_204_until_something_arrives(client, db, make,
     new_tag = re.search(r"/items\?v=([0-9a-f]+)", html).group(1)
     assert new_tag != tag
     assert client.get(f"/tasks/{issue.id}/items?v={new_tag}", headers=HX).status_code == 204
+
+
+def test_an_empty_filtered_list_offers_to_clear_the_filters(client, board):
+    sign_in(client, board["user"])
+    empty = client.get("/tasks", query_string={"status": "blocked"}).get_data(as_text=True)
+    assert "No tasks match." in empty and ">Clear filters</a>" in empty
+    unfiltered = client.get("/tasks").get_data(as_text=True)
+    assert "Clear filters" not in unfiltered

@@ -70,7 +70,13 @@ def test_toggle_edit_reset_and_a_failed_save_keeping_the_draft(db, make, live_se
     editor.get_by_role("button", name="Edit instructions").click()
     textarea = editor.locator("textarea#agent-instructions-text")
     expect(textarea).to_be_focused()
-    expect(textarea).to_have_attribute("maxlength", "2000")
+    # A paste over the limit is kept whole (no maxlength cuts it); the live count says so and Save waits.
+    expect(textarea).not_to_have_attribute("maxlength", "2000")
+    textarea.fill("x" * 2001)
+    expect(editor.get_by_text("2,001 / 2,000 characters")).to_be_visible()
+    expect(editor.get_by_text("shorten them by 1 to save")).to_be_visible()
+    expect(editor.get_by_role("button", name="Save instructions")).to_be_disabled()
+    assert len(textarea.input_value()) == 2001
     textarea.fill("")
     expect(editor.get_by_text("Enter instructions.")).to_be_visible()
     expect(editor.get_by_role("button", name="Save instructions")).to_be_disabled()

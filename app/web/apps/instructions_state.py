@@ -48,6 +48,15 @@ class EditorState:
         return not self.text.strip()
 
     @property
+    def length(self) -> int:
+        return len(self.text.strip())
+
+    @property
+    def is_too_long(self) -> bool:
+        """Over the limit: the text is kept as typed (never cut) and Save waits until it fits."""
+        return self.length > self.max_length
+
+    @property
     def is_dirty(self) -> bool:
         saved = self.saved
         return (
