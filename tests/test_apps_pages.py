@@ -470,7 +470,9 @@ def test_edit_and_save_custom_text_drops_the_template_and_escapes_it(client, db,
     token = sign_in(client, owner)
     url = f"/apps/{connection.id}/instructions"
     editing = without_noscript(html(post(client, token, url, editor_data("edit"))))
-    assert re.search(r'<textarea id="agent-instructions-text" name="text" rows="8" maxlength="2000"', editing)
+    # The editor never cuts a paste (no maxlength): the live count says where the limit is (issue 16).
+    assert re.search(r'<textarea id="agent-instructions-text" name="text" rows="8"\s', editing)
+    assert "maxlength" not in editing and " / 2,000 characters</small>" in editing
     assert "Save instructions" not in editing and "Reset to default" not in editing  # nothing changed yet
     custom = "Use <b>memory</b> & cite sources."
     typing = html(post(client, token, url, editor_data("edit", text=custom, editing="1")))
