@@ -15,7 +15,7 @@ from app.catalog.loader import get_app
 from app.catalog.registry_import import schema_problems
 from tests.conftest import serving
 from tests.test_run_tokens import search
-from tests.test_runtime_rest import connect
+from tests.test_runtime_rest import board_api, connect
 from tests.test_runtime_rest import world as world  # noqa: F401  (the shared fixture)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "registry"
@@ -86,6 +86,7 @@ REMOTE_WEATHER = {
             "transport": "mcp_remote",
             "auth": "api_key",
             "grantKinds": ["organization", "user", "agent"],
+            "defaults": {"serverUrl": "https://{host}/mcp"},
             "credentialFields": [
                 {
                     "key": "authorization",
@@ -99,15 +100,15 @@ REMOTE_WEATHER = {
             ],
             "tenantFields": [
                 {
-                    "key": "serverUrl",
-                    "label": "MCP server URL",
-                    "type": "url",
-                    "serverUrl": True,
+                    "key": "host",
+                    "label": "API host",
+                    "type": "text",
                     "required": True,
                     "secret": False,
-                    "placeholder": "https://api.example.com/mcp",
-                    "helpText": "This server's address is https://{host}/mcp, with {host}: API host.",
-                    "defaultValue": "https://api.example.com/mcp",
+                    "placeholder": "api.example.com",
+                    "helpText": "Fills {host} in the server address https://{host}/mcp.",
+                    "urlVariable": "host",
+                    "defaultValue": "api.example.com",
                 }
             ],
             "keyPlacement": {"location": "header", "name": "Authorization", "prefix": ""},
@@ -128,7 +129,9 @@ def test_the_remote_example_becomes_a_definition_and_is_ingested(app, db, extra_
 
     app_definition = get_app("remote-weather")
     method = app_definition.methods[0]
-    assert method.server_url_field.key == "serverUrl"  # the URL variable is a required tenant field
+    # The URL template stays the server address; its variable is a required tenant field that fills it.
+    assert method.defaults.serverUrl == "https://{host}/mcp"
+    assert [(f.key, f.urlVariable, f.required) for f in method.tenantFields] == [("host", "host", True)]
     assert [f.key for f in method.credentialFields] == [
         "authorization"
     ]  # the secret header is the credential
@@ -147,9 +150,9 @@ def test_the_remote_example_becomes_a_definition_and_is_ingested(app, db, extra_
 def test_an_imported_app_connects_to_a_real_mcp_server(
     app, db, extra_dir, tmp_path, world, notes_server, monkeypatch
 ):  # noqa: F811
-    """A server.json of ours for the notes peer: the URL template's variable becomes the server-URL field the member
-    fills (checked by the outbound guard, so loopback is allow-listed here), the `Bearer {token}` header value gives
-    the key placement's prefix, and the connection lists the peer's tools."""
+    """A server.json of ours for the notes peer: the URL template's variable becomes a field the member fills (the
+    filled address goes through the outbound guard, so loopback is allow-listed here), the `Bearer {token}` header
+    value gives the key placement's prefix, and the connection lists the peer's tools."""
     monkeypatch.setitem(app.config, "OUTBOUND_ALLOWED_HOSTS", ["127.0.0.1"])
     parts = urlsplit(notes_server.url)
     document = {
@@ -179,7 +182,8 @@ def test_an_imported_app_connects_to_a_real_mcp_server(
     assert result.exit_code == 0, (result.output, result.exception)
     method = get_app("team-notes").methods[0]
     assert method.keyPlacement.prefix == "Bearer "
-    assert method.server_url_field.required and method.server_url_field.defaultValue is None
+    [host] = method.tenantFields
+    assert host.urlVariable == "host" and host.required and host.defaultValue is None
 
     created = connect(
         app,
@@ -189,7 +193,7 @@ def test_an_imported_app_connects_to_a_real_mcp_server(
             "appSlug": "team-notes",
             "identity": "organization",
             "credentials": {"authorization": "notes-key-123"},
-            "methodConfig": {"serverUrl": notes_server.url},
+            "methodConfig": {"host": parts.netloc},
         },
     )
     assert created["tools"], created
@@ -335,3 +339,61 @@ def test_a_url_is_fetched_through_the_outbound_guard(app, db, extra_dir, monkeyp
         fetched = run_import(app, url)
         assert fetched.exit_code == 0, fetched.output
     assert get_app("remote-weather") is not None
+
+
+def test_url_variables_and_headers_cannot_smuggle_another_address_or_header(
+    app, db, extra_dir, tmp_path, world, notes_server, monkeypatch
+):  # noqa: F811
+    """A variable fills one host or path segment only, and a configuration header never carries a line break."""
+    monkeypatch.setitem(app.config, "OUTBOUND_ALLOWED_HOSTS", ["127.0.0.1"])
+    parts = urlsplit(notes_server.url)
+    document = {
+        "$schema": SCHEMA_URL,
+        "name": "io.github.example/notes-team",
+        "title": "Team Notes",
+        "description": "Notes served over streamable HTTP.",
+        "version": "1.0.0",
+        "remotes": [
+            {
+                "type": "streamable-http",
+                "url": f"http://{{host}}{parts.path}",
+                "variables": {"host": {"description": "Host and port of your notes server"}},
+                "headers": [
+                    {
+                        "name": "Authorization",
+                        "value": "Bearer {token}",
+                        "isSecret": True,
+                        "isRequired": True,
+                    },
+                    {"name": "X-Team", "description": "Your team", "isRequired": True},
+                ],
+            }
+        ],
+    }
+    assert run_import(app, write_document(tmp_path, document), "--slug", "team-notes").exit_code == 0
+    method = get_app("team-notes").methods[0]
+    assert [(f.key, f.header) for f in method.tenantFields] == [("host", None), ("x_team", "X-Team")]
+
+    def attempt(config):
+        body = {
+            "appSlug": "team-notes",
+            "identity": "organization",
+            "credentials": {"authorization": "notes-key-123"},
+            "methodConfig": config,
+        }
+        return board_api(
+            app.test_client(),
+            world.owner,
+            "POST",
+            f"/api/companies/{world.company.id}/tools/apps/connect",
+            body,
+        )
+
+    for host in ("evil.example/x", "user@127.0.0.1", "127.0.0.1?q=1"):
+        refused = attempt({"host": host, "x_team": "robots"})
+        assert refused.status_code == 422, host
+        assert "may hold letters, digits, dots, dashes and underscores" in refused.json["error"]
+    injected = attempt({"host": parts.netloc, "x_team": "robots\r\nX-Admin: yes"})
+    assert injected.status_code in (400, 422)
+    fine = attempt({"host": parts.netloc, "x_team": "robots"})
+    assert fine.status_code == 201 and fine.json["tools"], fine.json

@@ -8,9 +8,9 @@ size limit), validated against the registry's JSON Schema (`registry/server.sche
   provider client speaks streamable HTTP only (a server that offers nothing else is refused);
 - a secret header becomes the method's credential field, placed in that header (a `value` like `Bearer {token}` gives
   the prefix); a method carries one credential, so a remote with several secret headers is refused;
-- non-secret headers become tenant (configuration) fields;
-- a `url` with `{variables}` becomes a required tenant field holding the server address (the member types it; it is
-  marked `serverUrl`, so the outbound guard checks it), pre-filled from the variables' defaults;
+- non-secret headers become tenant (configuration) fields sent in those headers;
+- a `url` with `{variables}` stays the method's server URL template; each variable becomes a required tenant field
+  (`urlVariable`) whose value fills it at connect time (one label or path segment), through the outbound guard;
 - a remote without a secret header signs in with OAuth (discovery and dynamic registration, as the MCP
   authorization spec has remote servers do), or needs no sign-in with `auth="none"`.
 
@@ -143,28 +143,30 @@ def _https(value: Any) -> str | None:
     return value if isinstance(value, str) and value.startswith("https://") else None
 
 
-def _server_url_field(remote: dict, names: list[str]) -> dict:
-    url = remote["url"]
+def _url_variable_fields(remote: dict, names: list[str]) -> list[dict]:
+    """One required tenant field per `{variable}` of the remote's URL template; the server URL stays the template
+    (filled at connect time, through the outbound guard)."""
     variables = remote.get("variables") or {}
-    defaults = {name: (variables.get(name) or {}).get("default") for name in names}
-    filled = _VARIABLE.sub(lambda m: defaults.get(m.group(1)) or m.group(0), url)
-    explained = "; ".join(
-        f"{{{name}}}: {(variables.get(name) or {}).get('description') or 'a value you choose'}"
-        for name in names
-    )
-    field = {
-        "key": "serverUrl",
-        "label": "MCP server URL",
-        "type": "url",
-        "serverUrl": True,
-        "required": True,
-        "secret": False,
-        "placeholder": filled[:500],
-        "helpText": f"This server's address is {url}, with {explained}."[:2000],
-    }
-    if all(defaults.values()):
-        field["defaultValue"] = filled
-    return field
+    fields = []
+    for name in names:
+        spec = variables.get(name) or {}
+        description = (spec.get("description") or "").strip()
+        field: dict[str, Any] = {
+            "key": _field_key(name),
+            "label": (description or name)[:500],
+            "type": "select" if spec.get("choices") else "text",
+            "required": True,
+            "secret": False,
+            "placeholder": str(spec.get("default") or name)[:500],
+            "helpText": f"Fills {{{name}}} in the server address {remote['url']}."[:2000],
+            "urlVariable": name,
+        }
+        if spec.get("choices"):
+            field["options"] = [{"value": c, "label": c} for c in spec["choices"]]
+        if spec.get("default") is not None:
+            field["defaultValue"] = str(spec["default"])
+        fields.append(field)
+    return fields
 
 
 def _header_field(header: dict, *, secret: bool) -> dict:
@@ -187,7 +189,8 @@ def _header_field(header: dict, *, secret: bool) -> dict:
             else f"Sent in the {name} header."
         )
     else:
-        field["helpText"] = f"The server's {name} header."
+        field["helpText"] = f"Sent to the server in the {name} header."
+        field["header"] = name
     if not secret:
         if header.get("choices"):
             field["options"] = [{"value": c, "label": c} for c in header["choices"]]
@@ -227,11 +230,9 @@ def _method(remote: dict, key: str, label_suffix: str, auth_without_key: AuthWit
     else:
         method.update(label=f"No sign-in{label_suffix}", auth="none", grantKinds=["organization"])
     names = list(dict.fromkeys(_VARIABLE.findall(remote["url"])))
-    tenant = [_server_url_field(remote, names)] if names else []
+    tenant = _url_variable_fields(remote, names)
     tenant.extend(_header_field(h, secret=False) for h in headers if not h.get("isSecret"))
-    defaults: dict[str, Any] = {}
-    if not names:
-        defaults["serverUrl"] = remote["url"]
+    defaults: dict[str, Any] = {"serverUrl": remote["url"]}
     if method["auth"] == "oauth":
         defaults["dynamicClientRegistration"] = True
     if defaults:

@@ -58,6 +58,22 @@ class DefinitionError(ValueError):
         self.message = message
 
 
+URL_VARIABLE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# Headers a configuration value may never set: credentials, routing and framing belong to Switchboard.
+FORBIDDEN_CONFIG_HEADERS = {
+    "authorization",
+    "cookie",
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "proxy-authorization",
+}
+
+
 def _check_url(value: str | None, *, https_only: bool) -> str | None:
     if value is None:
         return None
@@ -113,6 +129,16 @@ class ConfigField(_Strict):
     # The value the member enters here is the provider's MCP server address (a custom server's URL, a tenant's base
     # URL). At most one field of a method says so, and it must be a non-secret URL field (see `Method`).
     serverUrl: bool = False
+    # A public tenant field whose value fills `{<urlVariable>}` in the method's default server URL (an MCP Registry
+    # remote's URL template, e.g. https://{tenant}.example.com/mcp). Values are one URL label or path segment.
+    urlVariable: (
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=80)] | None
+    ) = None
+    # A public tenant field sent as this request header on every call to the provider (a registry remote's
+    # non-secret header).
+    header: (
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$", max_length=100)] | None
+    ) = None
 
     @property
     def is_public(self) -> bool:
@@ -135,6 +161,12 @@ class ConfigField(_Strict):
             raise DefinitionError(("defaultValue",), "only checkbox defaults may be true or false")
         if self.serverUrl and (self.type != "url" or self.secret):
             raise DefinitionError(("serverUrl",), "the server URL field must be a non-secret url field")
+        if (self.urlVariable or self.header) and not self.is_public:
+            raise DefinitionError(
+                ("header" if self.header else "urlVariable",), "only public fields can be sent"
+            )
+        if self.header and self.header.lower() in FORBIDDEN_CONFIG_HEADERS:
+            raise DefinitionError(("header",), f"the {self.header} header is not a configuration value")
         return self
 
 
@@ -148,7 +180,9 @@ class MethodDefaults(_Strict):
     @field_validator("serverUrl")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        return _check_url(value, https_only=False)
+        # A URL template's `{variables}` are checked as if filled with a plain label.
+        _check_url(URL_VARIABLE.sub("x", value) if value else value, https_only=False)
+        return value
 
 
 class KeyPlacement(_Strict):
@@ -210,6 +244,18 @@ class Method(_Strict):
                             (group, index, "serverUrl"), "an OAuth method's server URL must be a tenant field"
                         )
                     server_url = (group, index)
+        template_variables = set(URL_VARIABLE.findall(self.defaults.serverUrl or ""))
+        filled = {f.urlVariable for f in self.tenantFields if f.urlVariable}
+        if any(f.urlVariable for f in (*self.credentialFields, *self.extensionFields)):
+            raise DefinitionError(("credentialFields",), "only tenant fields fill URL variables")
+        if filled - template_variables:
+            raise DefinitionError(
+                ("tenantFields",), "a urlVariable names no {variable} of the default server URL"
+            )
+        if template_variables - filled:
+            raise DefinitionError(
+                ("defaults", "serverUrl"), "every {variable} of the server URL needs a field"
+            )
         return self
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from flask import current_app
 from sqlalchemy import select
 
 from app.catalog.loader import get_method
+from app.catalog.schema import URL_VARIABLE
 from app.core.errors import ProviderRefused
 from app.core.net_guard import check_outbound_url, outbound_allowed_hosts
 from app.extensions import db
@@ -40,7 +43,18 @@ def provider_guard(
 ) -> frozenset[str] | None:
     """For a member-typed server URL, the outbound guard's allowed hosts: its MCP client then connects only to
     addresses checked at connect time. None for operator-configured URLs, which are trusted."""
-    return outbound_allowed_hosts() if _member_server_url(connection, method, secrets) else None
+    return (
+        outbound_allowed_hosts()
+        if _member_server_url(connection, method, secrets) or _templated(connection, method)
+        else None
+    )
+
+
+def _templated(connection: ToolConnection, method) -> bool:
+    """The server URL is the method's template filled with the member's values (an operator override wins)."""
+    overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
+    default = method.defaults.serverUrl if method is not None and method.defaults is not None else None
+    return bool(default and URL_VARIABLE.search(default) and not overrides.get(connection.app_slug))
 
 
 def server_url_for(
@@ -54,11 +68,52 @@ def server_url_for(
     if not url and member_url:
         # A URL typed by a member reaches our network only through the outbound guard.
         url = check_outbound_url(member_url)
-    if not url and method.defaults is not None:
+    if not url and method.defaults is not None and method.defaults.serverUrl:
         url = method.defaults.serverUrl
+        if URL_VARIABLE.search(url):
+            # A template filled with the member's values reaches our network only through the outbound guard.
+            url = check_outbound_url(_filled_url(url, method, connection.method_config or {}))
     if not url:
         raise ProviderRefused("This connection has no MCP server URL configured.")
     return str(url)
+
+
+# One host (with its port) or path segment: never a scheme, credentials, another path, a query or a fragment.
+URL_VALUE = re.compile(r"^[A-Za-z0-9._~-]+(:[0-9]{1,5})?$")
+
+
+def _filled_url(template: str, method, config: dict) -> str:
+    """The server URL template with each `{variable}` replaced by its field's value (one label or segment)."""
+    fields = {f.urlVariable: f for f in method.tenantFields if f.urlVariable}
+
+    def value(match: re.Match) -> str:
+        field = fields[match.group(1)]
+        text = str(config.get(field.key) or field.defaultValue or "").strip()
+        if not text:
+            raise ProviderRefused(f"Enter {field.label} to reach this server.")
+        if not URL_VALUE.match(text):
+            raise ProviderRefused(
+                f"{field.label} may hold letters, digits, dots, dashes and underscores only."
+            )
+        return text
+
+    return URL_VARIABLE.sub(value, template)
+
+
+def config_headers(method, config: dict) -> dict[str, str]:
+    """The public tenant values the definition sends as request headers (never a credential header)."""
+    headers = {}
+    for field in method.tenantFields:
+        raw = config.get(field.key)
+        if not field.header or raw in (None, ""):
+            continue
+        text = str(raw)
+        if any(ord(c) < 32 or ord(c) == 127 for c in text):
+            raise ProviderRefused(
+                f"{field.label} cannot be sent to the provider: it holds control characters."
+            )
+        headers[field.header] = text
+    return headers
 
 
 def stored_secrets(grant: ConnectionGrant) -> dict[str, str]:
@@ -88,6 +143,7 @@ def connection_endpoint(
     method = get_method(app_definition, connection.method_key)
     secrets = stored_secrets(grant)
     headers, query = provider_headers(method, secrets)
+    headers = {**config_headers(method, connection.method_config or {}), **headers}
     url = server_url_for(connection, app_definition, method, secrets)
     if query:
         url = provider_tools.url_with_query(url, query)

@@ -24,7 +24,13 @@ from app.services.activity import record_activity
 from app.services.connections import card_binding, provider_errors, provider_tools
 from app.services.connections import provider_mcp as provider_mcp_provider_mcp
 from app.services.connections.audience import Audience, _check_audience, set_audience
-from app.services.connections.endpoint import provider_guard, provider_headers, server_url_for, stored_secrets
+from app.services.connections.endpoint import (
+    config_headers,
+    provider_guard,
+    provider_headers,
+    server_url_for,
+    stored_secrets,
+)
 from app.services.connections.settings import (
     UNSET,
     _field_error,
@@ -272,6 +278,7 @@ def record_setup_finished(
 
 def verify_and_list_tools(connection, app_definition, method, secrets: dict[str, str]):
     headers, query = provider_headers(method, secrets)
+    headers = {**config_headers(method, connection.method_config or {}), **headers}
     url = server_url_for(connection, app_definition, method, secrets)
     if query:
         url = provider_tools.url_with_query(url, query)
