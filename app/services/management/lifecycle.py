@@ -7,8 +7,8 @@ see it at the commit (`access/revision.py`); the bulk deletes below are Core sta
 - **Disconnect** revokes the OAuth tokens at the provider when its metadata names a revocation endpoint (RFC 7009),
   erases the stored credentials and delegations, marks every identity grant revoked and the connection
   `disconnected`. Its id, name, configuration, instructions, audience and tool policies stay, so Reconnect resumes
-  it. Pending cards are left alone: a card asking for this service keeps waiting, and its setup options show the
-  connection as disconnected (not usable) until someone reconnects it.
+  it. Pending cards are left alone: a card asking for this service keeps waiting; its setup options stop offering
+  this connection (only active, enabled ones are offered) until someone reconnects it from its Permissions page.
 - **Delete** removes the connection and everything under it (after revoking at the provider like a disconnect).
   Cards whose saved setup was this draft keep waiting without it; cards asking for this very connection expire.
   While tool approval requests for it wait on an answer, it refuses with 409.
