@@ -3,6 +3,8 @@ local OpenID Provider (RFC 7009, its metadata names `revocation_endpoint`), whic
 
 from __future__ import annotations
 
+import uuid
+
 import requests
 from sqlalchemy import select
 
@@ -33,8 +35,11 @@ def _post(browser: Browser, path: str) -> requests.Response:
     )
 
 
-def test_disconnect_revokes_the_tokens_at_the_provider_and_reconnect_signs_in_again(  # noqa: F811
-    live, owner, db, oidc
+def test_disconnect_revokes_the_tokens_at_the_provider_and_reconnect_signs_in_again(
+    live,  # noqa: F811
+    owner,  # noqa: F811
+    db,
+    oidc,
 ):
     company, user = owner
     browser = Browser(live, user)
@@ -60,7 +65,12 @@ def test_disconnect_revokes_the_tokens_at_the_provider_and_reconnect_signs_in_ag
     assert again == connection_id and _connection(db, connection_id).status == "active"
 
 
-def test_delete_revokes_the_tokens_then_removes_the_connection(live, owner, db, oidc):  # noqa: F811
+def test_delete_revokes_the_tokens_then_removes_the_connection(
+    live,  # noqa: F811
+    owner,  # noqa: F811
+    db,
+    oidc,
+):
     company, user = owner
     browser = Browser(live, user)
     connection_id = browser.connect(company)
@@ -71,10 +81,4 @@ def test_delete_revokes_the_tokens_then_removes_the_connection(live, owner, db, 
     assert response.status_code == 204, response.text
     assert not _active(oidc, access) and not _active(oidc, refresh)
     db.session.expire_all()
-    assert db.session.get(ToolConnection, _connection_uuid(connection_id)) is None
-
-
-def _connection_uuid(value: str):
-    import uuid
-
-    return uuid.UUID(value)
+    assert db.session.get(ToolConnection, uuid.UUID(connection_id)) is None
