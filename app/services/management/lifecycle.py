@@ -93,6 +93,12 @@ def _core_delete(model):
     return delete(cast(Table, model.__table__))
 
 
+def _lock_grants(grants: list[ConnectionGrant]) -> None:
+    """Wait for a token refresh in flight on these grants (it holds the grant's row lock) before erasing."""
+    for grant in grants:
+        db.session.refresh(grant, with_for_update=True)
+
+
 def _erase_credentials(connection: ToolConnection, grant_ids: list) -> None:
     if grant_ids:
         db.session.execute(_core_delete(GrantSecret).where(GrantSecret.grant_id.in_(grant_ids)))
@@ -110,6 +116,7 @@ def disconnect_connection(actor: Membership, connection: ToolConnection) -> list
         raise Conflict(ALREADY_DISCONNECTED)
     grants = list(connection.grants)
     revocations = _revoke_at_provider(connection, grants)
+    _lock_grants(grants)
     _erase_credentials(connection, [g.id for g in grants])
     now = utcnow()
     for grant in grants:
@@ -158,10 +165,14 @@ def delete_connection(actor: Membership, connection: ToolConnection) -> Impact:
     impact = connection_impact(connection)
     if impact.blocked_reason:
         raise Conflict(impact.blocked_reason)
+    grants = list(connection.grants)
+    # The provider is called before any row is locked or written, so no lock waits on it.
+    revocations = _revoke_at_provider(connection, grants)
+    _lock_grants(grants)
     for card in (*impact.kept_cards, *impact.expiring_cards):
         db.session.refresh(card, with_for_update=True)
-    grants = list(connection.grants)
-    revocations = _revoke_at_provider(connection, grants)
+    impact.kept_cards = [c for c in impact.kept_cards if c.status == "pending"]
+    impact.expiring_cards = [c for c in impact.expiring_cards if c.status == "pending"]
     was_live = connection.status == "active" and connection.enabled
     for card in impact.kept_cards:
         _forget_saved_setup(card)
