@@ -22,7 +22,8 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from app.extensions import Model
 from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin, utcnow
 
-CONNECTION_STATUSES = ("draft", "active", "archived")
+# draft: set up but never verified; disconnected: was active, credentials erased, settings kept for Reconnect.
+CONNECTION_STATUSES = ("draft", "active", "disconnected", "archived")
 AUTH_KINDS = ("oauth", "api_key", "none")
 GRANT_KINDS = ("organization", "user", "agent")
 GRANT_STATUSES = ("active", "revoked", "expired", "needs_reauthorization")

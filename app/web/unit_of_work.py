@@ -50,6 +50,9 @@ class Reason(Enum):
         "a failed sign-in is recorded (and its card marked needs-retry) although it answers an error"
     )
     CARD_NEEDS_RETRY = "a refused completion leaves the card in needs_retry although the dialog answers 422"
+    SETUP_FAILURE_RECORDED = (
+        "a setup attempt the provider refused is recorded (as a failure) although it answers 422"
+    )
 
 
 def commit_point(reason: Reason) -> None:

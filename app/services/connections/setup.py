@@ -95,6 +95,11 @@ def start_connection(
     _check_audience(actor, audience)
     instructions = template_default(app_definition) if agent_instructions is UNSET else agent_instructions
     instructions = validate_instructions(instructions)
+    existing = _own_draft(actor, app_definition.slug)
+    if existing is not None:
+        return _resume_draft(
+            actor, existing, method, identity, (name or "").strip(), cleaned_config, audience, instructions
+        )
     connection = ToolConnection(
         company_id=actor.company_id,
         app_slug=app_definition.slug,
@@ -114,21 +119,70 @@ def start_connection(
     db.session.add(connection)
     db.session.flush()
     grant_for_identity(connection, identity, actor)
+    # Nothing is recorded yet: `tool_app.connected` is written when the provider accepts the setup, and a refused
+    # attempt is recorded as `tool_app.setup_failed` (see `record_setup_failed`).
+    return connection
+
+
+def _own_draft(actor: Membership, app_slug: str) -> ToolConnection | None:
+    """The person's unfinished setup of this app, if any: one draft per app and person (the oldest wins)."""
+    return db.session.scalar(
+        select(ToolConnection)
+        .where(
+            ToolConnection.company_id == actor.company_id,
+            ToolConnection.app_slug == app_slug,
+            ToolConnection.status == "draft",
+            ToolConnection.created_by_user_id == actor.user_id,
+        )
+        .order_by(ToolConnection.created_at, ToolConnection.id)
+        .limit(1)
+    )
+
+
+def _resume_draft(
+    actor: Membership,
+    draft: ToolConnection,
+    method,
+    identity: str,
+    name: str,
+    method_config: dict,
+    audience: Audience,
+    instructions,
+) -> ToolConnection:
+    """A new setup of an app the person already started resumes that draft with the new choices (a draft grants
+    nothing, so changing its method or identity is safe); grants of another identity, never verified, go."""
+    if name and name != draft.name:
+        draft.name = _unique_name(actor.company_id, name)
+    draft.auth_kind = method.auth
+    draft.agent_instructions = instructions
+    config = {
+        **(draft.config or {}),
+        "connectionMethodKey": method.key,
+        "methodConfig": method_config,
+        "identity": identity,
+    }
+    if not card_binding.pending_cards_bound_to(draft):
+        config["draftAudience"] = audience.to_json()
+    draft.config = config
+    keep = grant_for_identity(draft, identity, actor)
+    for grant in list(draft.grants):
+        if grant.id != keep.id:
+            db.session.delete(grant)
+    db.session.flush()
+    return draft
+
+
+def record_setup_failed(actor: Membership, connection: ToolConnection, reason: str) -> None:
+    """A setup attempt the provider refused (the draft stays for Continue); the reason is the shown message."""
     record_activity(
-        company_id=actor.company_id,
+        company_id=connection.company_id,
         actor_type="user",
         actor_id=actor.user_id,
-        action="tool_app.connected",
+        action="tool_app.setup_failed",
         entity_type="tool_connection",
         entity_id=connection.id,
-        details={
-            "app": app_definition.slug,
-            "method": method.key,
-            "identity": identity,
-            "instructionsDigest": settings_digest(instructions),
-        },
+        details={"app": connection.app_slug, "method": connection.method_key, "reason": reason[:500]},
     )
-    return connection
 
 
 def grant_for_identity(connection: ToolConnection, identity: str, actor: Membership) -> ConnectionGrant:
@@ -231,7 +285,9 @@ def activate_connection(
     for key, value in secrets.items():
         _store_secret(grant, key, value)
     grant.status = "active"
-    first_activation = connection.status != "active"
+    grant.revoked_at = None
+    # A disconnected connection that is reconnected keeps its audience and enabled switch: only a draft is new.
+    first_activation = connection.status == "draft"
     index_tools(connection, tools, first_index=first_activation)
     draft_audience = connection.config.get("draftAudience") or {"allAgents": True, "agentIds": []}
     # Activate before applying the audience: installs exist only for live connections.
@@ -259,6 +315,21 @@ def activate_connection(
 def record_setup_finished(
     actor, connection, grant, tools, before_instructions, first_activation: bool
 ) -> None:
+    if first_activation:
+        record_activity(
+            company_id=connection.company_id,
+            actor_type="user",
+            actor_id=actor.user_id,
+            action="tool_app.connected",
+            entity_type="tool_connection",
+            entity_id=connection.id,
+            details={
+                "app": connection.app_slug,
+                "method": connection.method_key,
+                "identity": (connection.config or {}).get("identity"),
+                "instructionsDigest": settings_digest(before_instructions),
+            },
+        )
     record_activity(
         company_id=connection.company_id,
         actor_type="user",

@@ -32,6 +32,7 @@ class AuthServer:
     code_challenge_methods: list | None = None
     scopes_supported: list | None = None
     token_auth_methods: list | None = None
+    revocation_endpoint: str | None = None  # RFC 7009, when the metadata names one
 
     @classmethod
     def from_metadata(cls, meta: dict) -> AuthServer:
@@ -44,6 +45,7 @@ class AuthServer:
             code_challenge_methods=meta.get("code_challenge_methods_supported"),
             scopes_supported=meta.get("scopes_supported"),
             token_auth_methods=meta.get("token_endpoint_auth_methods_supported"),
+            revocation_endpoint=meta.get("revocation_endpoint"),
         )
 
     @property

@@ -15,10 +15,11 @@ from app.models import ThreadInteraction, ToolConnection
 from app.services.access.effective import tools_with_policies
 from app.services.connections.audience import Audience, audience_of
 from app.services.connections.settings import UNSET, list_connections, update_connection
-from app.services.connections.setup import start_connection
+from app.services.connections.setup import record_setup_failed, start_connection
 from app.services.intents import card as intents_card
 from app.services.intents import resolution
 from app.services.intents import setup as intent_setup
+from app.services.management import lifecycle
 from app.web.api import bp
 from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid
@@ -170,6 +171,8 @@ def connect_app(company_id):
             )
         except ProviderRefused as err:
             db.session.rollback()
+            record_setup_failed(membership, connection, err.message)
+            commit_point(Reason.SETUP_FAILURE_RECORDED)
             return jsonify({"error": err.message, "connectionId": str(connection.id)}), 422
         except intent_setup.CardCompletionFailed as err:
             return _card_refused(err, connection, membership)
@@ -217,6 +220,11 @@ def finish_app(company_id, connection_id):
             audience=body.audience.to_audience() if body.audience is not None else UNSET,
             agent_instructions=_instructions_arg(body),
         )
+    except ProviderRefused as err:
+        db.session.rollback()
+        record_setup_failed(membership, connection, err.message)
+        commit_point(Reason.SETUP_FAILURE_RECORDED)
+        raise
     except intent_setup.CardCompletionFailed as err:
         return _card_refused(err, connection, membership)
     if resolved is not None:
@@ -258,4 +266,18 @@ def list_company_connections(company_id):
 @bp.get("/tool-connections/<connection_id>")
 def get_connection(connection_id):
     connection, _membership = load_scoped(ToolConnection, connection_id)
+    return jsonify(connection_json(connection))
+
+
+@bp.delete("/tool-connections/<connection_id>")
+def delete_connection(connection_id):
+    connection, membership = load_scoped(ToolConnection, connection_id)
+    lifecycle.delete_connection(membership, connection)
+    return "", 204
+
+
+@bp.post("/tool-connections/<connection_id>/disconnect")
+def disconnect_connection(connection_id):
+    connection, membership = load_scoped(ToolConnection, connection_id)
+    lifecycle.disconnect_connection(membership, connection)
     return jsonify(connection_json(connection))

@@ -16,4 +16,4 @@ def _require_login():
     return None
 
 
-from app.web.apps import catalog, connections, instructions, permissions, setup  # noqa: E402,F401
+from app.web.apps import catalog, connections, instructions, manage, permissions, setup  # noqa: E402,F401

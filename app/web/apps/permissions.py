@@ -123,6 +123,7 @@ def page_context(
         "connection": connection,
         "app_definition": app_definition,
         "logo": logo_url(app_definition) if app_definition else None,
+        "method": get_method(app_definition, connection.method_key) if app_definition else None,
         "can_configure": configure,
         "access": access or access_state(connection),
         "config": config or config_state(connection, app_definition),

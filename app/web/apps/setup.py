@@ -12,11 +12,12 @@ from flask import abort, redirect, render_template, request, url_for
 from flask_login import current_user
 
 from app.catalog.loader import get_app, get_method
-from app.core.errors import Forbidden
+from app.core.errors import Forbidden, ProviderRefused
 from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.connections.settings import UNSET
+from app.services.connections.setup import record_setup_failed
 from app.services.intents import setup as intent_setup
 from app.services.oauth import flow as oauth_flow
 from app.web.apps import bp
@@ -110,10 +111,21 @@ def connect_submit(slug):
         card = finish_step(membership, app_definition, step, submission)
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
-        return failed(status, **shown)
+        response = failed(status, **shown)
+        _record_refusal(membership, draft, err)
+        return response
     except intent_setup.CardCompletionFailed as err:
         return _card_refused(err, failed)
     return _finished(draft, card)
+
+
+def _record_refusal(membership, connection: ToolConnection | None, err) -> None:
+    """A key the provider refused is a failed attempt: recorded as one (the form answers 422 and rolls back)."""
+    if connection is None or not isinstance(err, ProviderRefused):
+        return
+    db.session.rollback()
+    record_setup_failed(membership, connection, err.message)
+    commit_point(Reason.SETUP_FAILURE_RECORDED)
 
 
 def _card_refused(err: intent_setup.CardCompletionFailed, failed):
@@ -179,7 +191,9 @@ def reconnect(connection_id):
         )
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
-        return failed(status, **shown)
+        response = failed(status, **shown)
+        _record_refusal(membership, connection, err)
+        return response
     except intent_setup.CardCompletionFailed as err:
         return _card_refused(err, failed)
     return _finished(connection, card)

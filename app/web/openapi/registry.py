@@ -296,6 +296,37 @@ OPERATIONS: list[Operation] = [
         PatchBody,
         {200: Answer("The connection", (ConnectionResponse,))},
     ),
+    Operation(
+        endpoint="api.delete_connection",
+        method="delete",
+        path="/api/tool-connections/{connection_id}",
+        summary="Delete a connection (a finished one, a disconnected one, or an unfinished setup)",
+        description=(
+            "Revokes its OAuth tokens at the provider when the provider's metadata names a revocation endpoint "
+            "(RFC 7009), then deletes it with its identity grants, credentials, agent access, tool index and "
+            "policies. Pending connection cards whose saved setup it was keep waiting without it; pending cards "
+            "that ask for this very connection (`connection:<id>`) expire."
+        ),
+        tag="connections",
+        security=BOARD_WRITE,
+        responses={
+            204: Answer("Deleted; no body"),
+            401: UNAUTHENTICATED,
+            403: _e("The caller may not configure this connection (its creator or a connection manager can)"),
+            404: NOT_FOUND,
+            409: _e("Deleting is not allowed now: tool approval requests for it still wait for an answer"),
+        },
+    ),
+    _board_write(
+        "disconnect_connection",
+        "post",
+        "/api/tool-connections/{connection_id}/disconnect",
+        "Disconnect a connection: revoke at the provider, delete credentials; settings stay for Reconnect",
+        "connections",
+        None,
+        {200: Answer("The connection, now `disconnected`", (ConnectionResponse,))},
+        {409: _e("The connection is not connected (an unfinished setup, or already disconnected)")},
+    ),
     _board_read(
         "list_company_connections",
         "/api/companies/{company_id}/tool-connections",

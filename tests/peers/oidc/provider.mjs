@@ -7,7 +7,7 @@
 // (any login and password are accepted; the login page's abort link answers `error=access_denied`).
 //
 // Test controls under /__test (loopback only, never part of a real provider):
-//   GET /__test/stats   -> {registrations, tokenRequests: {<grant_type>: n}, introspections}
+//   GET /__test/stats   -> {registrations, tokenRequests: {<grant_type>: n}, introspections, revocations}
 //   GET /__test/reset   -> zero the counters and restore the defaults below
 //   GET /__test/config?tokenOutage=503&rotate=false&tokenDelayMs=200
 //       tokenOutage: answer every /token request with that status (0 = off); rotate: rotate refresh tokens;
@@ -24,7 +24,7 @@ const defaults = { tokenOutage: 0, rotate: true, tokenDelayMs: 0 };
 const controls = { ...defaults };
 let stats;
 function resetStats() {
-  stats = { registrations: 0, tokenRequests: {}, introspections: 0 };
+  stats = { registrations: 0, tokenRequests: {}, introspections: 0, revocations: 0 };
 }
 resetStats();
 
@@ -122,6 +122,8 @@ provider.use(async (ctx, next) => {
     stats.registrations += 1;
   } else if (ctx.path === '/token/introspection') {
     stats.introspections += 1;
+  } else if (ctx.path === '/token/revocation' && ctx.method === 'POST' && ctx.status === 200) {
+    stats.revocations += 1;
   }
 });
 
