@@ -361,24 +361,21 @@ def shape_instructions(page, base: str, journey: Journey, db, connection_id) -> 
     expect(editor.get_by_role("button", name="Reset to default")).to_have_count(0)
     wait_for_instructions(db, connection_id, {**template, "enabled": True})
 
-    # A draft over the limit (the browser's maxlength removed, as a pasted or scripted value would bypass it):
-    # the server refuses it inline, and the draft stays in the textarea.
+    # A pasted draft over the limit is kept whole (no maxlength cuts it): the live count says by how much, and Save
+    # waits until it fits. (The server refuses such a save too: tests/test_apps_pages.py.)
     settled(page)
     editor.get_by_role("button", name="Edit instructions").click()
     textarea = editor.locator("textarea#agent-instructions-text")
     expect(textarea).to_be_focused()
-    page.evaluate("document.querySelector('#agent-instructions-text').removeAttribute('maxlength')")
     sentence = "Recall the launch decisions and the customer's preferences before drafting anything. "
     draft = (sentence * (2001 // len(sentence) + 1))[:2001]
     settled(page)
     textarea.fill(draft)
-    save = editor.get_by_role("button", name="Save instructions")
-    expect(save).to_be_enabled()
-    settled(page)
-    save.click()
-    alert = editor.locator("#agent-instructions-error")
-    expect(alert).to_contain_text("Couldn’t save instructions. Try again.")
-    expect(alert).to_contain_text("limited to 2,000 characters")
+    expect(editor.get_by_text("2,001 / 2,000 characters")).to_be_visible()
+    expect(editor.get_by_role("alert")).to_contain_text(
+        "limited to 2,000 characters; shorten them by 1 to save"
+    )
+    expect(editor.get_by_role("button", name="Save instructions")).to_be_disabled()
     expect(editor.locator("textarea#agent-instructions-text")).to_have_value(draft)
     scroll_to_top(page.get_by_role("heading", name="Agent instructions"))
     journey.shot(page, "instructions-failed-save")
