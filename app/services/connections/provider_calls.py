@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import anyio
@@ -65,10 +65,8 @@ class CallControl:
             scope, token = self._scope, self._token
         if scope is None:
             return
-        try:
+        with suppress(RuntimeError):  # the loop ended meanwhile: the call is over, nothing to cancel
             anyio.from_thread.run_sync(scope.cancel, token=token)
-        except RuntimeError:
-            pass  # the loop ended meanwhile: the call is over, nothing to cancel
 
 
 _in_flight: dict[tuple[str, str], CallControl] = {}

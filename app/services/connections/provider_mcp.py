@@ -93,7 +93,9 @@ def call_tool(
     raises ProviderBusy and an open breaker ProviderPaused at once, without contacting the provider, and a
     ProviderTimeout counts towards opening the breaker.
     """
-    return anyio.run(_run_call_tool, server_url, headers, tool_name, arguments, timeout, guard, limits, control)
+    return anyio.run(
+        _run_call_tool, server_url, headers, tool_name, arguments, timeout, guard, limits, control
+    )
 
 
 # -- the exchange ------------------------------------------------------------------------------------------------
