@@ -512,10 +512,10 @@ def test_revoked_grant_or_removed_install_removes_tools_and_calls_fail_closed(
     db.session.commit()
     assert not any(n.startswith("honcho__") for n in listed())
     refused = call()
-    assert (
-        refused.status_code == 200
-        and refused.json["error"] == {"code": -32602, "message": "Unknown tool: honcho__search_memory"}
-    )
+    assert refused.status_code == 200 and refused.json["error"] == {
+        "code": -32602,
+        "message": "Unknown tool: honcho__search_memory",
+    }
 
     grant.status = "active"
     db.session.commit()

@@ -187,7 +187,10 @@ def test_malformed_bodies(client, world):
     assert mixed.status_code == 200
     assert [m["id"] for m in mixed.json] == [2, 3]
     assert mixed.json[0]["error"] == {"code": -32601, "message": "Unknown tool: nope"}
-    assert [t["name"] for t in mixed.json[1]["result"]["tools"]] == ["connections_search", "connection_request"]
+    assert [t["name"] for t in mixed.json[1]["result"]["tools"]] == [
+        "connections_search",
+        "connection_request",
+    ]
     only_notes = client.post(
         URL, data=json.dumps([{"jsonrpc": "2.0", "method": "notifications/initialized"}]), headers=headers
     )

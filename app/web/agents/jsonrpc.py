@@ -36,6 +36,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 
+NOT_CACHED = {"ttlMs": 0, "cacheScope": "private"}
 # A JSON-RPC message to send (None: an empty body) and its HTTP status.
 Reply = tuple[dict | list | None, int]
 
@@ -199,12 +200,15 @@ def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dic
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": door.list_tools()}
+        tools = {"tools": door.list_tools()}
+        # 2026-07-28 caching: a run's listing is its own and changes with access, so nobody should keep it.
+        return {**tools, **NOT_CACHED} if exchange.modern else tools
     if exchange.modern:
         if method == "server/discover":
             return {
                 "supportedVersions": [*reversed(mcp_versions.SUPPORTED)],
                 "capabilities": {"tools": {"listChanged": False}},
+                **NOT_CACHED,
             }
         return None
     if method == "initialize":
