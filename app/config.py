@@ -117,6 +117,13 @@ def load_config(instance_path: str) -> dict:
         "OUTBOUND_ALLOWED_HOSTS": [
             h for h in (env.get("SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS") or "").split(",") if h.strip()
         ],
+        # Browser origins besides PUBLIC_BASE_URL's that may call the agent doors (comma-separated, e.g.
+        # "http://localhost:5000"); a request from any other Origin gets 403 (MCP transport security).
+        "AGENT_ALLOWED_ORIGINS": [
+            o.strip().rstrip("/")
+            for o in (env.get("SWITCHBOARD_AGENT_ALLOWED_ORIGINS") or "").split(",")
+            if o.strip()
+        ],
         # Names this installation inside run tokens; derived from SECRET_KEY when unset.
         "SWITCHBOARD_INSTANCE_ID": env.get("SWITCHBOARD_INSTANCE_ID") or None,
         "RUN_WORKER_IN_PROCESS": _bool(env.get("RUN_WORKER_IN_PROCESS"), False),

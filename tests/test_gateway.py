@@ -180,8 +180,9 @@ def test_names_never_collide_across_connections(db, world):
     unknown = rpc(
         world.client, world.token, "tools/call", {"name": "team-notes__search_notes", "arguments": {}}
     )
-    assert unknown.status_code == 404
-    assert unknown.json["error"] == {"code": -32601, "message": "Unknown tool: team-notes__search_notes"}
+    # An unknown tool is a protocol error clients can read: -32602 at HTTP 200 (DECISIONS, 2025-06-18 "Error Handling").
+    assert unknown.status_code == 200
+    assert unknown.json["error"] == {"code": -32602, "message": "Unknown tool: team-notes__search_notes"}
     assert gateway_tools.connection_slug("  Ünïcode / Notes!! ") == "n-code-notes"
     assert gateway_tools.connection_slug("x" * 100) == "x" * gateway_tools.SLUG_MAX_LENGTH
     assert len(gateway_tools.visible_name("s", "t" * 300)) == gateway_tools.NAME_MAX_LENGTH
@@ -514,10 +515,10 @@ def test_revoked_grant_or_removed_install_removes_tools_and_calls_fail_closed(
     db.session.commit()
     assert not any(n.startswith("honcho__") for n in listed())
     refused = call()
-    assert (
-        refused.status_code == 404
-        and refused.json["error"]["message"] == "Unknown tool: honcho__search_memory"
-    )
+    assert refused.status_code == 200 and refused.json["error"] == {
+        "code": -32602,
+        "message": "Unknown tool: honcho__search_memory",
+    }
 
     grant.status = "active"
     db.session.commit()
@@ -526,7 +527,7 @@ def test_revoked_grant_or_removed_install_removes_tools_and_calls_fail_closed(
         db.session.delete(install)
     db.session.commit()
     assert not any(n.startswith("honcho__") for n in listed())
-    assert call().status_code == 404
+    assert call().json["error"]["code"] == -32602
     assert len(honcho_server.calls) == 1
     assert [r.details["decision"] for r in gateway_activity(db)] == [
         "unknown_tool",
@@ -549,7 +550,8 @@ def test_transport_rules_and_run_checks(db, world):
     init = rpc(client, world.token, "initialize", {"protocolVersion": "2025-03-26"})
     assert init.json["result"]["serverInfo"] == {"name": "switchboard-tool-gateway", "version": "1"}
     assert "Mcp-Session-Id" not in init.headers
-    assert rpc(client, world.token, "tools/call", {"name": "nope__tool"}).status_code == 404
+    unknown = rpc(client, world.token, "tools/call", {"name": "nope__tool"})
+    assert unknown.status_code == 200 and unknown.json["error"]["code"] == -32602
     bad = rpc(client, world.token, "tools/call", {"name": "nope__tool", "arguments": [1]})
     assert bad.json["result"]["isError"] is True
     world.issue.status = "done"

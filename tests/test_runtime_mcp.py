@@ -170,7 +170,33 @@ def test_malformed_bodies(client, world):
     batch = client.post(
         URL, data=json.dumps([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]), headers=headers
     )
-    assert batch.status_code == 400 and batch.json["error"]["code"] == -32600
+    # DECISIONS: revision 2025-03-26 (which this door speaks) requires receiving batches: an array of responses,
+    # notifications inside get no entry, an empty array is -32600.
+    assert batch.status_code == 200 and batch.json == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
+    mixed = client.post(
+        URL,
+        data=json.dumps(
+            [
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope"}},
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+            ]
+        ),
+        headers=headers,
+    )
+    assert mixed.status_code == 200
+    assert [m["id"] for m in mixed.json] == [2, 3]
+    assert mixed.json[0]["error"] == {"code": -32601, "message": "Unknown tool: nope"}
+    assert [t["name"] for t in mixed.json[1]["result"]["tools"]] == [
+        "connections_search",
+        "connection_request",
+    ]
+    only_notes = client.post(
+        URL, data=json.dumps([{"jsonrpc": "2.0", "method": "notifications/initialized"}]), headers=headers
+    )
+    assert only_notes.status_code == 202 and only_notes.get_data() == b""
+    empty = client.post(URL, data="[]", headers=headers)
+    assert empty.status_code == 400 and empty.json["error"]["code"] == -32600
     scalar = client.post(URL, data="42", headers=headers)
     assert scalar.status_code == 400 and scalar.json["error"]["code"] == -32600
 

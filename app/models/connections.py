@@ -231,6 +231,9 @@ class ConnectionTool(IdMixin, Model):
     name: Mapped[str] = mapped_column(String(200), nullable=False)
     description: Mapped[str] = mapped_column(Text, nullable=False, default="")
     input_schema: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    # The provider's `title`, `outputSchema`, `annotations` and `_meta` (only those it gave), passed through in
+    # the gateway's listing; null for rows indexed before the column existed.
+    listing: Mapped[dict | None] = mapped_column(NullableJSONType)
     is_write: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     status: Mapped[str] = mapped_column(String(20), nullable=False, default="active")
     version_hash: Mapped[str] = mapped_column(String(64), nullable=False)

@@ -9,7 +9,8 @@ from werkzeug.exceptions import HTTPException
 from app.core.errors import ServiceError
 from app.web.api.validation import BodyValidationError, validation_error_response
 
-JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz")
+# /.well-known/: clients probing for OAuth metadata must get a JSON 404 they can parse, not an HTML page.
+JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz", "/.well-known/")
 STANDARD_MESSAGES = {
     400: "Bad request",
     401: "Authentication required",

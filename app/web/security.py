@@ -98,6 +98,23 @@ def is_mcp_door() -> bool:
     return request.path.startswith("/mcp/")
 
 
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def is_foreign_origin() -> bool:
+    """An `Origin` header is present and names neither PUBLIC_BASE_URL's origin nor an allowed one."""
+    from flask import current_app
+
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return False
+    allowed = {origin_of(current_app.config.get("PUBLIC_BASE_URL") or "")}
+    allowed.update(o.lower() for o in current_app.config.get("AGENT_ALLOWED_ORIGINS") or [])
+    return origin.strip().rstrip("/").lower() not in allowed
+
+
 def request_run_claims() -> dict:
     """The verified claims of the request's run token (checked once per request), else TokenInvalid (401)."""
     from app.services.runs.tokens import verify_run_token
@@ -156,6 +173,17 @@ def install_request_security(app: Flask) -> None:
         return None
 
     @app.before_request
+    def _check_agent_origin():
+        # MCP transport security: servers MUST validate Origin (DNS rebinding), before anything else.
+        if request.path.startswith(TOKEN_AUTH_PREFIXES) and is_foreign_origin():
+            error = {
+                "code": -32600,
+                "message": "Forbidden: this Origin may not call Switchboard's agent doors",
+            }
+            return jsonify({"jsonrpc": "2.0", "id": None, "error": error}), 403
+        return None
+
+    @app.before_request
     def _check_csrf():
         if request.method not in UNSAFE_METHODS:
             return None
@@ -200,4 +228,6 @@ def install_request_security(app: Flask) -> None:
             response.vary.add("HX-Request")
         if request.path.startswith("/api/") or response.mimetype == "text/html":
             response.headers.setdefault("Cache-Control", "no-store")
+        if response.status_code == 401 and request.path.startswith(TOKEN_AUTH_PREFIXES):
+            response.headers.setdefault("WWW-Authenticate", 'Bearer error="invalid_token"')
         return response

@@ -41,6 +41,10 @@ class Reason(Enum):
         "the transaction ends before the provider is called, so a slow provider never holds a database connection "
         "(board pages and runtime tools would queue for them)"
     )
+    STREAMED_CALL_RECORDED = (
+        "a gateway call answered on an SSE stream records its outcome from the worker that relays it, after the "
+        "request's own unit of work has ended (the stream starts once the view has returned)"
+    )
     DRAFT_BEFORE_VERIFY = (
         "a new draft (and a card's saved setup) is kept before its key is verified, so a refused key or a refused "
         "completion keeps the setup for Continue setup and Try again"

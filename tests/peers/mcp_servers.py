@@ -28,7 +28,7 @@ from urllib.parse import parse_qs
 import anyio
 import uvicorn
 from mcp.server.lowlevel import Server
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAnnotations
 
@@ -102,8 +102,11 @@ class RunningMcpServer:
         lowlevel_server: Server | None = None,
         reject_status: int = 401,
         instructions: str | None = None,
+        json_response: bool = True,
     ):
         self.name = name
+        # False: answers may be SSE streams (needed to send progress notifications before a result).
+        self.json_response = json_response
         self.reject_status = reject_status
         self.outage_status: int | None = None
         self.key_query = key_query
@@ -236,7 +239,7 @@ class RunningMcpServer:
     def start(self) -> RunningMcpServer:
         """Serve on a free loopback port in a daemon thread; return once the port accepts connections."""
         self._baseline = set(self._registrations)
-        app = self._gate(self.mcp.streamable_http_app(stateless_http=True, json_response=True))
+        app = self._gate(self.mcp.streamable_http_app(stateless_http=True, json_response=self.json_response))
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
@@ -427,4 +430,45 @@ def start_frozen_server(required_key: str | None = NOTES_KEY) -> RunningMcpServe
 
     server.add_tool(wait_for_release, description="Answer once released.", read_only=True)
     server.add_tool(ping, description="Answer pong.", read_only=True)
+    return server.start()
+
+
+# What the rich peer's `forecast` tool declares beyond name, description and input schema (a gateway lists it as is).
+FORECAST_TITLE = "Weather forecast"
+FORECAST_META = {"example.com/owner": "weather-team"}
+FORECAST_ANNOTATIONS = {
+    "title": "Forecast",
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}
+PROGRESS_STEPS = 3
+
+
+def start_rich_server(required_key: str | None = NOTES_KEY) -> RunningMcpServer:
+    """A provider that uses the protocol's richer parts: `forecast` (title, output schema, every annotation, `_meta`,
+    structured content) and `count_slowly` (reports `PROGRESS_STEPS` progress notifications before its result).
+    Answers may be SSE streams. The key is a notes key, so a bearer-key catalog app can point at it."""
+    server = RunningMcpServer("rich", required_key=required_key, json_response=False)
+
+    def forecast(city: str) -> dict[str, Any]:
+        server.record_call("forecast", {"city": city})
+        return {"city": city, "temperatureC": 21}
+
+    async def count_slowly(ctx: Context) -> str:
+        server.record_call("count_slowly", {})
+        for step in range(1, PROGRESS_STEPS + 1):
+            await ctx.report_progress(step, PROGRESS_STEPS, f"step {step}")
+        return "counted"
+
+    server.mcp.add_tool(
+        forecast,
+        title=FORECAST_TITLE,
+        description="Forecast for a city.",
+        annotations=ToolAnnotations.model_validate(FORECAST_ANNOTATIONS),
+        meta=FORECAST_META,
+        structured_output=True,
+    )
+    server.mcp.add_tool(count_slowly, description="Count to three, reporting progress.")
     return server.start()

@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from app.core.net_guard import guarded_async_transport
 from app.services.connections import provider_limits
+from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.connections.provider_errors import (
     ProviderBusy,
     ProviderError,
@@ -80,16 +81,21 @@ def call_tool(
     timeout: float = 30.0,
     guard: frozenset[str] | None = None,
     limits: provider_limits.Limits | None = None,
+    control: CallControl | None = None,
 ) -> dict:
     """Connect, initialize and call one tool once. Raises ProviderError (`guard` as for `list_tools`).
 
-    Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool}`; a tool that ran and
-    reported failure comes back with `isError: true`, not as an exception. With `limits`, the call takes a slot in
+    Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool, "_meta": ... or
+    None}`; a tool that ran and reported failure comes back with `isError: true`, not as an exception. With
+    `control` (`provider_calls.CallControl`), the provider's progress notifications reach `control.on_progress` and
+    `control.cancel()` abandons the call (the provider is sent `notifications/cancelled`), raising ProviderCancelled. With `limits`, the call takes a slot in
     the provider's bulkhead and passes its circuit breaker first (`app.services.connections.provider_limits`): a full bulkhead
     raises ProviderBusy and an open breaker ProviderPaused at once, without contacting the provider, and a
     ProviderTimeout counts towards opening the breaker.
     """
-    return anyio.run(_run_call_tool, server_url, headers, tool_name, arguments, timeout, guard, limits)
+    return anyio.run(
+        _run_call_tool, server_url, headers, tool_name, arguments, timeout, guard, limits, control
+    )
 
 
 # -- the exchange ------------------------------------------------------------------------------------------------
@@ -202,13 +208,14 @@ async def _run_call_tool(
     timeout: float,
     guard: frozenset[str] | None = None,
     limits: provider_limits.Limits | None = None,
+    control: CallControl | None = None,
 ) -> dict:
     if limits is None:
-        return await _call_once(server_url, headers, tool_name, arguments, timeout, guard)
+        return await _call_once(server_url, headers, tool_name, arguments, timeout, guard, control)
     try:
         with provider_limits.slot(provider_limits.provider_key(server_url), limits) as call:
             try:
-                return await _call_once(server_url, headers, tool_name, arguments, timeout, guard)
+                return await _call_once(server_url, headers, tool_name, arguments, timeout, guard, control)
             except ProviderTimeout:
                 call.timed_out()
                 raise
@@ -225,10 +232,14 @@ async def _call_once(
     arguments: dict,
     timeout: float,
     guard: frozenset[str] | None,
+    control: CallControl | None = None,
 ) -> dict:
     exchange = _Exchange(server_url, headers, timeout, guard)
+    progress = _progress_relay(control)
     try:
-        with anyio.fail_after(timeout):
+        with anyio.CancelScope() as cancel_scope, anyio.fail_after(timeout):
+            if control is not None:
+                control.attach(cancel_scope)
             async with (
                 exchange.http_client() as http,
                 streamable_http_client(server_url, http_client=http) as (read, write),
@@ -241,15 +252,37 @@ async def _call_once(
                 request = mcp_types.CallToolRequest(
                     params=mcp_types.CallToolRequestParams(name=tool_name, arguments=arguments)
                 )
-                result = await session.send_request(request, mcp_types.CallToolResult)
+                result = await session.send_request(
+                    request, mcp_types.CallToolResult, progress_callback=progress
+                )
     except ProviderError:
         raise
     except Exception as exc:
+        if control is not None and control.cancelled:
+            raise ProviderCancelled() from None
         raise exchange.translate(exc, calling=tool_name) from None
+    finally:
+        if control is not None:
+            control.detach()
+    if cancel_scope.cancelled_caught:
+        raise ProviderCancelled()
     return {
         "content": [
             block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
         ],
         "structuredContent": result.structured_content,
         "isError": bool(result.is_error),
+        "_meta": result.meta,
     }
+
+
+def _progress_relay(control: CallControl | None) -> Any:
+    """The SDK progress callback that hands the provider's progress to `control.on_progress`, or None."""
+    sink = control.on_progress if control is not None else None
+    if sink is None:
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        sink(progress, total, message)
+
+    return relay

@@ -45,6 +45,12 @@ class ProviderTool:
     input_schema: dict
     is_write: bool
     version_hash: str
+    # What the gateway's listing passes through as the provider said it (see `LISTING_FIELDS`).
+    listing: dict | None = None
+
+
+# Tool fields the gateway's `tools/list` passes through unchanged (the input schema is projected separately).
+LISTING_FIELDS = ("title", "outputSchema", "annotations", "_meta")
 
 
 # -- tools -------------------------------------------------------------------------------------------------------
@@ -83,12 +89,15 @@ def _provider_tool(tool: mcp_types.Tool) -> ProviderTool:
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     description = tool.description or ""
     input_schema = dict(tool.input_schema)
+    dumped = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+    listing = {key: dumped[key] for key in LISTING_FIELDS if key in dumped}
     return ProviderTool(
         name=tool.name,
         description=description,
         input_schema=input_schema,
         is_write=tool_is_write(tool.name, annotations),
         version_hash=tool_version_hash(tool.name, description, input_schema),
+        listing=listing or None,
     )
 
 

@@ -41,6 +41,7 @@ def index_tools(connection: ToolConnection, tools, *, first_index: bool) -> None
             db.session.add(row)
         row.description = tool.description or ""
         row.input_schema = tool.input_schema or {}
+        row.listing = getattr(tool, "listing", None)
         row.is_write = tool.is_write
         row.version_hash = tool.version_hash
         row.status = "active"

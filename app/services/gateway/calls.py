@@ -13,9 +13,11 @@ from app.extensions import db
 from app.models import ConnectionGrant, ToolConnection
 from app.services.activity import record_activity
 from app.services.connections import endpoint, provider_errors, provider_limits, provider_mcp
+from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.gateway.approval_cards import _approval_step
 from app.services.gateway.arguments import REDACTED, project_arguments
 from app.services.gateway.results import (
+    CALL_CANCELLED,
     PROVIDER_BUSY,
     PROVIDER_ERROR,
     PROVIDER_PAUSED,
@@ -158,6 +160,11 @@ def _scrub(value, secrets: list[str]):
 def _provider_failure(prepared: PreparedCall, err: provider_errors.ProviderError) -> tuple[str, dict]:
     """The outcome code and the isError result for a call the provider did not complete."""
     name = prepared.connection_name
+    if isinstance(err, ProviderCancelled):
+        return CALL_CANCELLED, _refusal(
+            CALL_CANCELLED,
+            f"The call to {name} was cancelled; {name} was told to stop. It may have partly run at the provider.",
+        )
     if isinstance(err, provider_errors.ProviderBusy):
         return PROVIDER_BUSY, _refusal(
             PROVIDER_BUSY,
@@ -180,10 +187,12 @@ def _provider_failure(prepared: PreparedCall, err: provider_errors.ProviderError
     return PROVIDER_ERROR, _refusal(PROVIDER_ERROR, f"The call to {name} failed: {err.message}")
 
 
-def execute_call(prepared: PreparedCall, target: ProviderTarget) -> dict:
+def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallControl | None = None) -> dict:
     """Call the provider through its bulkhead and breaker, with the call timeout; failures become isError results.
 
-    Touches the database only to record the outcome afterwards.
+    The provider's result passes through as it said it (`content`, `structuredContent`, `isError`, `_meta`), with
+    stored credentials scrubbed. `control` relays progress and lets the agent cancel (`provider_calls`). Touches the
+    database only to record the outcome afterwards.
     """
     try:
         raw = provider_mcp.call_tool(
@@ -194,6 +203,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget) -> dict:
             timeout=target.timeout,
             guard=target.guard,
             limits=provider_limits_from_config(),
+            control=control,
         )
     except provider_errors.ProviderError as err:
         outcome, result = _provider_failure(prepared, err)
@@ -202,6 +212,8 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget) -> dict:
     result: dict = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
     if raw.get("structuredContent") is not None:
         result["structuredContent"] = raw["structuredContent"]
+    if raw.get("_meta"):
+        result["_meta"] = raw["_meta"]
     result = _scrub(result, target.scrub)
     _record(prepared, outcome="tool_error" if result["isError"] else "ok")
     return result

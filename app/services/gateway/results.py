@@ -13,6 +13,7 @@ PROVIDER_ERROR = "provider_error"
 PROVIDER_BUSY = "provider_busy"
 PROVIDER_PAUSED = "provider_paused"
 PROVIDER_TIMEOUT = "provider_timeout"
+CALL_CANCELLED = "cancelled"
 
 
 # --- calling -----------------------------------------------------------------------------------------------------

@@ -71,13 +71,21 @@ class GatewayTool:
         note = f"Tool {tool.name} of the connection {self.connection.name}."
         if self.action == "ask_first":
             note += " Each call needs approval by the task's responsible person before it runs."
-        return {
+        listing = tool.listing or {}
+        # The provider's own annotations pass through; readOnlyHint is always there, so agents can tell reads from
+        # writes without guessing from names (it agrees with the provider's hint when it gave one).
+        annotations = dict(listing.get("annotations") or {})
+        annotations.setdefault("readOnlyHint", not tool.is_write)
+        definition = {
             "name": self.name,
             "description": f"{description}\n\n{note}" if description else note,
             "inputSchema": project_schema(tool.input_schema, self.managed),
-            # MCP tool annotations, so agents can tell reads from writes without guessing from names.
-            "annotations": {"readOnlyHint": not tool.is_write},
+            "annotations": annotations,
         }
+        for key in ("title", "outputSchema", "_meta"):
+            if key in listing:
+                definition[key] = listing[key]
+        return definition
 
 
 def _usable(accesses: list) -> list:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from flask import current_app
 
+from app.core import mcp_versions
 from app.models import HeartbeatRun
 from app.services.runs.tokens import MintedToken, mint_run_token
 
 SERVER_NAME = "paperclip-runtime-tools"
-PROTOCOL_VERSION = "2025-03-26"
+PROTOCOL_VERSION = mcp_versions.BASELINE
 TOOL_NAMES = ("connections_search", "connection_request")
 QUERY_MAX_LENGTH = 200
 SERVICE_MAX_LENGTH = 120

@@ -1,12 +1,18 @@
 """Agent-facing tool gateway: `/mcp/gateway`, the MCP endpoint through which a run calls its connected tools.
 
-Authenticated by the run-bound runtime-tools token and served by the same stateless transport as
-`/mcp/runtime-tools` (see `app.web.jsonrpc`). The handshake and `tools/list` need a live run; `tools/call`
-re-validates the whole run context (task, ownership, responsible person) first. Token and run failures keep
-their HTTP status; everything the agent should read (a denial, an approval to wait for, a provider failure) is
-an isError result. A tools/call commits at three points on purpose: the policy decision (a consumed approval, a
-new card) is durable before the provider is contacted, the transaction is closed while the provider works (no
-database connection is held during the call), and the call's activity row is written after.
+Authenticated by the run-bound runtime-tools token and served by the stateless transport shared with
+`/mcp/runtime-tools` (`app.web.agents.jsonrpc`), negotiating the protocol revision per request
+(`app.web.agents.negotiation`). The handshake and `tools/list` need a live run; `tools/call` re-validates the whole
+run context (task, ownership, responsible person) first. Token and run failures keep their HTTP status; an unknown
+tool is JSON-RPC `-32602` at HTTP 200; everything the agent should read (a denial, an approval to wait for, a
+provider failure) is an isError result. A tools/call commits at three points on purpose: the policy decision (a
+consumed approval, a new card) is durable before the provider is contacted, the transaction is closed while the
+provider works (no database connection is held during the call), and the call's activity row is written after.
+
+Progress and cancellation (`app.web.agents.streaming`): a call whose `_meta.progressToken` is set by a client that
+accepts `text/event-stream` is answered on an SSE stream carrying the provider's progress, then the result; a
+closed stream, or `notifications/cancelled` naming the call's request id (in this server process), cancels the
+provider call, which sends the provider `notifications/cancelled` and ends its session.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ from flask import Blueprint, Response, jsonify
 
 from app.core.errors import ServiceError
 from app.extensions import db
+from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
 from app.services.gateway import tools as gateway_tools
 from app.services.runtime import context as run_context
-from app.web.agents import jsonrpc
+from app.web.agents import jsonrpc, streaming
 from app.web.security import request_run_claims
 from app.web.unit_of_work import Reason, commit_point
 
@@ -43,35 +50,53 @@ def discovery():
 def rpc():
     claims = _claims()
     run, access_revision = run_context.load_live_run_and_revision(claims)
-    return jsonrpc.dispatch(
-        server_name=gateway_tools.SERVER_NAME,
-        list_tools=lambda: gateway_tools.list_tool_definitions(run, access_revision),
-        call_tool=lambda id_, params: _call_tool(id_, claims, params),
+    return jsonrpc.serve(
+        jsonrpc.Door(
+            server_name=gateway_tools.SERVER_NAME,
+            list_tools=lambda: gateway_tools.list_tool_definitions(run, access_revision),
+            call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params, exchange),
+            negotiates=True,
+            on_cancelled=lambda request_id: provider_calls.cancel_in_flight(run.id, request_id),
+        )
     )
 
 
-def _call_tool(id_, claims: dict, params: dict) -> Response:
+def unknown_tool(id_, name) -> jsonrpc.Reply:
+    """An unknown tool: JSON-RPC `-32602` at HTTP 200 (2025-06-18 "Error Handling")."""
+    label = name if isinstance(name, str) and name else "missing"
+    return jsonrpc.error(id_, jsonrpc.INVALID_PARAMS, f"Unknown tool: {label}"), 200
+
+
+def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply | Response:
     name = params.get("name")
     if not isinstance(name, str) or not name:
-        return jsonrpc.unknown_tool(id_, name)
+        return unknown_tool(id_, name)
     arguments = params.get("arguments")
     arguments = {} if arguments is None else arguments
     if not isinstance(arguments, dict):
-        return jsonrpc.rpc(id_, result=jsonrpc.tool_error("Validation error: arguments must be an object"))
+        return jsonrpc.message(
+            id_, result=jsonrpc.tool_error("Validation error: arguments must be an object")
+        ), 200
     try:
         ctx = run_context.load_run_context(claims)
     except run_context.RunRejected:
         raise
     except ServiceError as err:
         db.session.rollback()
-        return jsonrpc.rpc(id_, result=jsonrpc.tool_error(err.message))
+        return jsonrpc.message(id_, result=jsonrpc.tool_error(err.message)), 200
+    run_id = ctx.run.id
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
     commit_point(Reason.GATEWAY_DECISION)
     if prepared.unknown:
-        return jsonrpc.unknown_tool(id_, name)
+        return unknown_tool(id_, name)
     if prepared.ready:
         target = gateway_calls.prepare_target(prepared)
         commit_point(Reason.PROVIDER_CALL)
         if target is not None:
-            prepared.result = gateway_calls.execute_call(prepared, target)
-    return jsonrpc.rpc(id_, result=prepared.result)
+            token = streaming.progress_token(params)
+            if token is not None and exchange.streams and not exchange.batched:
+                return streaming.streamed_call(id_, token, run_id, prepared, target, exchange)
+            control = provider_calls.CallControl()
+            with provider_calls.in_flight(run_id, id_, control):
+                prepared.result = gateway_calls.execute_call(prepared, target, control=control)
+    return jsonrpc.message(id_, result=prepared.result), 200

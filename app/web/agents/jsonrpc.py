@@ -1,32 +1,97 @@
-"""The stateless MCP-over-HTTP door shared by `/mcp/runtime-tools` and `/mcp/gateway`.
+"""The stateless MCP-over-HTTP transport shared by `/mcp/runtime-tools` and `/mcp/gateway`.
 
-Both endpoints follow the same transport rules (DECISIONS "Runtime MCP endpoint"): JSON responses only, no
-`Mcp-Session-Id`, no SSE stream (a GET asking for one gets 405 with `Allow: POST`), a body that is not JSON -> 400
-`-32700`, a batch, non-object or non-string `method` -> 400 `-32600`, `params` neither an object nor null -> 400
-`-32602`, notifications and messages without a `method` (the client's responses) -> 202 with no body, `ping` -> `{}`,
-unknown methods -> 404 `-32601`. The caller authenticates the token and the run first, then hands the parsed message
-to `dispatch` with its own `tools/list` and `tools/call` handlers.
+Both doors follow the same transport rules: no `Mcp-Session-Id`, a GET asking for an SSE stream gets 405 with
+`Allow: POST`, a body that is not JSON -> 400 `-32700`, a non-object message or a non-string `method` -> 400
+`-32600`, `params` neither an object nor null -> 400 `-32602`, notifications and the client's responses -> 202 with
+no body, `ping` -> `{}`. Where they differ, a `Door` says how:
+
+- the runtime door speaks the seed contract's revision (2025-03-26) whatever the client asks, and answers an unknown
+  method or tool with HTTP 404 and `-32601` (`connection-intents-api.md`);
+- the gateway negotiates (`app.web.agents.negotiation`: the `initialize` answer, the `MCP-Protocol-Version` header,
+  2026-07-28's per-request `_meta` and `Mcp-*` headers) and answers request errors with HTTP 200 (clients read a
+  404 as "session ended"), except where 2026-07-28 prescribes a status (404 for an unknown method).
+
+Batches (a JSON array) are answered with an array of responses on revisions that have them (2025-03-26: the runtime
+door always, the gateway when that is the request's revision; notifications inside get no entry, an all-notification
+batch gets 202), and refused with 400 `-32600` otherwise. An empty array is 400 `-32600`.
+
+The caller authenticates the token and the run first, then calls `serve` with its door.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from flask import Response, request
 
+from app.core import mcp_versions
 from app.web.json_body import EMPTY, BodyNotJson, read_json_body
 
-PROTOCOL_VERSION = "2025-03-26"
+PROTOCOL_VERSION = mcp_versions.BASELINE
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+
+NOT_CACHED = {"ttlMs": 0, "cacheScope": "private"}
+# A JSON-RPC message to send (None: an empty body) and its HTTP status.
+Reply = tuple[dict | list | None, int]
 
 
-def rpc(id_, *, result=None, error=None, status: int = 200) -> Response:
-    """One JSON-RPC response (a result, or an error object) as `application/json`."""
+@dataclass(frozen=True)
+class Exchange:
+    """How one request is spoken: its revision, whether it is modern (2026-07-28), inside a batch, may stream."""
+
+    version: str
+    modern: bool = False
+    batched: bool = False
+    streams: bool = False
+
+
+@dataclass(frozen=True)
+class Door:
+    """One MCP endpoint's tools and the rules where the doors differ (see the module docstring)."""
+
+    server_name: str
+    list_tools: Callable[[], list[dict]]
+    # Answers a `tools/call` (id, params, exchange): a Reply, or a Response of its own (an SSE stream).
+    call_tool: Callable[[Any, dict, Exchange], Reply | Response]
+    negotiates: bool = False
+    error_status: int = 200
+    on_cancelled: Callable[[Any], None] | None = None
+
+
+def message(id_, *, result=None, error=None) -> dict:
+    """One JSON-RPC response body (a result, or an error object)."""
     body: dict = {"jsonrpc": "2.0", "id": id_}
     if error is not None:
         body["error"] = error
     else:
         body["result"] = result
+    return body
+
+
+def error(id_, code: int, text: str, data=None) -> dict:
+    err: dict = {"code": code, "message": text}
+    if data is not None:
+        err["data"] = data
+    return message(id_, error=err)
+
+
+def rpc(id_, *, result=None, error=None, status: int = 200) -> Response:
+    """One JSON-RPC response (a result, or an error object) as `application/json`."""
+    return respond((message(id_, result=result, error=error), status))
+
+
+def respond(reply: Reply | Response) -> Response:
+    if isinstance(reply, Response):
+        return reply
+    body, status = reply
+    if body is None:
+        return Response(status=status)
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
@@ -44,8 +109,9 @@ def tool_error(message: str, structured: dict | None = None) -> dict:
 
 
 def unknown_tool(id_, name) -> Response:
+    """The runtime door's unknown tool: HTTP 404 with `-32601` (the seed contract)."""
     label = name if isinstance(name, str) and name else "missing"
-    return rpc(id_, error={"code": -32601, "message": f"Unknown tool: {label}"}, status=404)
+    return rpc(id_, error={"code": METHOD_NOT_FOUND, "message": f"Unknown tool: {label}"}, status=404)
 
 
 def sse_probe_refused() -> Response | None:
@@ -55,52 +121,119 @@ def sse_probe_refused() -> Response | None:
     return None
 
 
-def dispatch(
-    *,
-    server_name: str,
-    list_tools: Callable[[], list[dict]],
-    call_tool: Callable[[object, dict], Response],
-    protocol_version: str = PROTOCOL_VERSION,
-) -> Response:
-    """Parse the request body as one JSON-RPC message and answer it.
+def accepts_sse() -> bool:
+    return "text/event-stream" in request.headers.get("Accept", "")
 
-    `list_tools()` returns the tool definitions; `call_tool(id_, params)` answers a `tools/call` itself.
-    """
+
+def serve(door: Door) -> Response:
+    """Read the body (one message or a batch) and answer it for `door`."""
     try:
-        message = read_json_body()
+        body = read_json_body()
     except BodyNotJson:
-        return rpc(None, error={"code": -32700, "message": "Parse error"}, status=400)
-    if message is EMPTY:
-        return rpc(None, error={"code": -32700, "message": "Parse error"}, status=400)
-    if not isinstance(message, dict):
-        return rpc(None, error={"code": -32600, "message": "Invalid Request"}, status=400)
-    id_ = message.get("id")
-    if "method" not in message:
-        if "id" not in message or "result" in message or "error" in message:
-            return Response(status=202)  # a response (or a bare notification) from the client: nothing to say
-        return rpc(id_, error={"code": -32600, "message": "Invalid Request"}, status=400)
-    method = message["method"]
+        body = EMPTY
+    if body is EMPTY:
+        return respond((error(None, PARSE_ERROR, "Parse error"), 400))
+    if door.negotiates:
+        from app.web.agents import negotiation
+
+        chosen = negotiation.choose(body, request.headers)
+        if not isinstance(chosen, Exchange):
+            return respond(chosen)
+        exchange = chosen
+    else:
+        exchange = Exchange(version=mcp_versions.BASELINE)
+    if isinstance(body, list):
+        return respond(_batch(door, exchange, body))
+    return respond(answer(door, replace(exchange, streams=accepts_sse()), body))
+
+
+def _batch(door: Door, exchange: Exchange, batch: list) -> Reply:
+    if not batch:
+        return error(None, INVALID_REQUEST, "Invalid Request: empty batch"), 400
+    if exchange.modern or exchange.version not in mcp_versions.WITH_BATCHES:
+        return error(
+            None, INVALID_REQUEST, f"Invalid Request: protocol revision {exchange.version} has no batches"
+        ), 400
+    inner = replace(exchange, batched=True)
+    answers = []
+    for item in batch:
+        reply = answer(door, inner, item)
+        body = reply[0] if not isinstance(reply, Response) else json.loads(reply.get_data())
+        if body is not None:
+            answers.append(body)
+    return (answers or None), (200 if answers else 202)
+
+
+def answer(door: Door, exchange: Exchange, msg) -> Reply | Response:
+    """Answer one JSON-RPC message."""
+    if not isinstance(msg, dict):
+        return error(None, INVALID_REQUEST, "Invalid Request"), 400
+    id_ = msg.get("id")
+    if "method" not in msg:
+        if "id" not in msg or "result" in msg or "error" in msg:
+            return None, 202  # a response (or a bare notification) from the client: nothing to say
+        return error(id_, INVALID_REQUEST, "Invalid Request"), 400
+    method = msg["method"]
     if not isinstance(method, str):
-        return rpc(id_, error={"code": -32600, "message": "Invalid Request"}, status=400)
-    params = message.get("params")
+        return error(id_, INVALID_REQUEST, "Invalid Request"), 400
+    params = msg.get("params")
     params = {} if params is None else params
     if not isinstance(params, dict):
-        return rpc(id_, error={"code": -32602, "message": "Invalid params"}, status=400)
-    if method.startswith("notifications/") or "id" not in message:
-        return Response(status=202)
-    if method == "initialize":
-        return rpc(
-            id_,
-            result={
-                "protocolVersion": protocol_version,
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": server_name, "version": "1"},
-            },
-        )
-    if method == "ping":
-        return rpc(id_, result={})
-    if method == "tools/list":
-        return rpc(id_, result={"tools": list_tools()})
+        return error(id_, INVALID_PARAMS, "Invalid params"), 400
+    if method.startswith("notifications/") or "id" not in msg:
+        if method == "notifications/cancelled" and door.on_cancelled is not None:
+            door.on_cancelled(params.get("requestId"))
+        return None, 202
     if method == "tools/call":
-        return call_tool(id_, params)
-    return rpc(id_, error={"code": -32601, "message": f"Unknown method: {method}"}, status=404)
+        reply = door.call_tool(id_, params, exchange)
+        return _modern_result(door, exchange, reply)
+    result = _result_of(door, exchange, method, params)
+    if result is None:
+        # 2026-07-28 prescribes 404 for an unknown method; legacy gateway clients read a 404 as "session ended".
+        status = 404 if exchange.modern else door.error_status
+        return error(id_, METHOD_NOT_FOUND, f"Unknown method: {method}"), status
+    return _modern_result(door, exchange, (message(id_, result=result), 200))
+
+
+def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dict | None:
+    """The result of a method this transport answers itself, or None for an unknown method."""
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        tools = {"tools": door.list_tools()}
+        # 2026-07-28 caching: a run's listing is its own and changes with access, so nobody should keep it.
+        return {**tools, **NOT_CACHED} if exchange.modern else tools
+    if exchange.modern:
+        if method == "server/discover":
+            return {
+                "supportedVersions": [*reversed(mcp_versions.SUPPORTED)],
+                "capabilities": {"tools": {"listChanged": False}},
+                **NOT_CACHED,
+            }
+        return None
+    if method == "initialize":
+        version = (
+            mcp_versions.negotiate(params.get("protocolVersion")) if door.negotiates else exchange.version
+        )
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": door.server_name, "version": "1"},
+        }
+    return None
+
+
+def _modern_result(door: Door, exchange: Exchange, reply: Reply | Response) -> Reply | Response:
+    """On 2026-07-28, a result says `resultType: complete` and names the server in its `_meta`."""
+    if not exchange.modern or isinstance(reply, Response):
+        return reply
+    body, status = reply
+    if isinstance(body, dict) and isinstance(body.get("result"), dict):
+        body["result"] = modern_result(door.server_name, body["result"])
+    return body, status
+
+
+def modern_result(server_name: str, result: dict) -> dict:
+    meta = dict(result.get("_meta") or {})
+    meta.setdefault(mcp_versions.META_SERVER_INFO, {"name": server_name, "version": "1"})
+    return {"resultType": "complete", **result, "_meta": meta}

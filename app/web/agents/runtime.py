@@ -1,8 +1,8 @@
 """Agent-facing runtime tools: the `/mcp/runtime-tools` MCP endpoint and its REST equivalents.
 
 Authenticated only by the run-bound runtime-tools bearer token (these paths are CSRF-exempt and never use a session).
-The MCP endpoint is stateless Streamable HTTP: JSON responses only, no `Mcp-Session-Id`, no SSE stream (a GET that
-asks for one gets 405). Tool failures the agent should read come back as `isError` results; token and run failures
+The MCP endpoint is stateless Streamable HTTP speaking revision 2025-03-26 only: JSON responses only, no
+`Mcp-Session-Id`, no SSE stream (a GET that asks for one gets 405), batches answered with an array. Tool failures the agent should read come back as `isError` results; token and run failures
 keep their HTTP status so clients stop.
 """
 
@@ -114,11 +114,13 @@ def mcp_discovery():
 def mcp_rpc():
     claims = _claims()
     context.load_live_run(claims)
-    return jsonrpc.dispatch(
-        server_name=descriptor.SERVER_NAME,
-        protocol_version=descriptor.PROTOCOL_VERSION,
-        list_tools=lambda: descriptor.TOOL_DEFINITIONS,
-        call_tool=lambda id_, params: _call_tool(id_, claims, params),
+    return jsonrpc.serve(
+        jsonrpc.Door(
+            server_name=descriptor.SERVER_NAME,
+            list_tools=lambda: descriptor.TOOL_DEFINITIONS,
+            call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params),
+            error_status=404,  # the seed contract: unknown tool or method -> HTTP 404 with -32601
+        )
     )
 
 

@@ -1,0 +1,101 @@
+"""What an agent's client can do to a provider call while it runs: hear its progress, and cancel it.
+
+A `CallControl` is made by the caller (a request thread) and handed to `provider_mcp.call_tool`, whose event loop
+attaches its cancel scope to it. `cancel()` is thread-safe: another request thread (the agent's
+`notifications/cancelled`) or a closed SSE response may call it at any time, before, during or after the call.
+Cancelling the provider call makes the SDK client send the provider `notifications/cancelled` and close the
+provider session, exactly as our own timeout does.
+
+`in_flight` registers a call under its run and the agent's JSON-RPC request id, so a cancellation that arrives on
+another request of the same run (and in the same server process: the gateway keeps no shared state) finds it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from app.services.connections.provider_errors import ProviderError
+
+ProgressSink = Callable[[float, float | None, str | None], None]
+
+
+class ProviderCancelled(ProviderError):
+    """The agent cancelled the call before the provider answered (the provider was told)."""
+
+    def __init__(self) -> None:
+        super().__init__("The call was cancelled before the provider answered.")
+
+
+class CallControl:
+    """Progress sink and cancel switch of one provider call (see the module docstring)."""
+
+    def __init__(self, on_progress: ProgressSink | None = None):
+        self.on_progress = on_progress
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._scope: anyio.CancelScope | None = None
+        self._token: Any = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def attach(self, scope: anyio.CancelScope) -> None:
+        """Called inside the provider call's event loop: `cancel()` from now on cancels `scope`."""
+        with self._lock:
+            self._scope, self._token = scope, anyio.lowlevel.current_token()
+            if self._cancelled:
+                scope.cancel()
+
+    def detach(self) -> None:
+        with self._lock:
+            self._scope = self._token = None
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            scope, token = self._scope, self._token
+        if scope is None:
+            return
+        with suppress(RuntimeError):  # the loop ended meanwhile: the call is over, nothing to cancel
+            anyio.from_thread.run_sync(scope.cancel, token=token)
+
+
+_in_flight: dict[tuple[str, str], CallControl] = {}
+_in_flight_lock = threading.Lock()
+
+
+def _key(run_id: object, request_id: object) -> tuple[str, str]:
+    return str(run_id), json.dumps(request_id)
+
+
+@contextmanager
+def in_flight(run_id: object, request_id: object, control: CallControl) -> Iterator[CallControl]:
+    """Make `control` findable by `cancel_in_flight` while the block runs."""
+    key = _key(run_id, request_id)
+    with _in_flight_lock:
+        _in_flight[key] = control
+    try:
+        yield control
+    finally:
+        with _in_flight_lock:
+            if _in_flight.get(key) is control:
+                del _in_flight[key]
+
+
+def cancel_in_flight(run_id: object, request_id: object) -> bool:
+    """Cancel the run's call with that request id if this process is running it; whether one was found."""
+    with _in_flight_lock:
+        control = _in_flight.get(_key(run_id, request_id))
+    if control is None:
+        return False
+    control.cancel()
+    return True

@@ -1,0 +1,99 @@
+"""A gateway `tools/call` answered on an SSE stream: the provider's progress as it comes, then the result.
+
+Used when the agent's call carries `_meta.progressToken` and its client accepts `text/event-stream` (one request,
+one stream: still no sessions). The provider call runs in a worker thread with its own app context; the response
+generator relays each progress notification (re-addressed to the agent's own progress token) and ends with the
+JSON-RPC response. The request's unit of work has ended before the stream starts, so the worker writes the call's
+activity row in a transaction of its own (`Reason.STREAMED_CALL_RECORDED`).
+
+Cancellation: when the agent closes the stream (2026-07-28: closing it *is* the cancellation) the generator is
+closed, which cancels the provider call; `notifications/cancelled` naming this request cancels it too.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import uuid
+from collections.abc import Iterator
+
+from flask import Flask, Response, current_app
+
+from app.extensions import db
+from app.services.connections import provider_calls
+from app.services.gateway import calls as gateway_calls
+from app.services.gateway.results import PreparedCall
+from app.services.gateway.tools import SERVER_NAME
+from app.web.agents import jsonrpc
+from app.web.unit_of_work import Reason, commit_point
+
+SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+
+
+def progress_token(params: dict):
+    """The call's `_meta.progressToken` (a string or an integer), else None."""
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if isinstance(token, bool) or not isinstance(token, str | int):
+        return None
+    return token
+
+
+def sse_event(body: dict) -> str:
+    return f"event: message\ndata: {json.dumps(body)}\n\n"
+
+
+def streamed_call(
+    id_,
+    token,
+    run_id: uuid.UUID,
+    prepared: PreparedCall,
+    target: gateway_calls.ProviderTarget,
+    exchange: jsonrpc.Exchange,
+) -> Response:
+    """Start the provider call and answer with the SSE stream that relays it (see the module docstring)."""
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    events: queue.Queue[tuple[str, dict]] = queue.Queue()
+
+    def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        params: dict = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        events.put(("progress", {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
+
+    control = provider_calls.CallControl(on_progress=on_progress)
+
+    def work() -> None:
+        with app.app_context(), provider_calls.in_flight(run_id, id_, control):
+            try:
+                result = gateway_calls.execute_call(prepared, target, control=control)
+                commit_point(Reason.STREAMED_CALL_RECORDED)
+            except Exception:
+                db.session.rollback()
+                result = jsonrpc.tool_error(
+                    "The call failed inside Switchboard; it may have run at the provider."
+                )
+            if exchange.modern:
+                result = jsonrpc.modern_result(SERVER_NAME, result)
+            events.put(("result", jsonrpc.message(id_, result=result)))
+
+    worker = threading.Thread(target=work, name="gateway-streamed-call", daemon=True)
+    worker.start()
+
+    def stream() -> Iterator[str]:
+        finished = False
+        try:
+            while True:
+                kind, body = events.get()
+                yield sse_event(body)
+                if kind == "result":
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                control.cancel()  # the agent closed the stream: cancel the provider call
+
+    return Response(stream(), mimetype="text/event-stream", headers=SSE_HEADERS)
