@@ -4,16 +4,16 @@ Adds the nullable `connection_tools.listing` column: the provider's `title`, `ou
 of the tool as last indexed, passed through in the gateway's `tools/list`. Rows indexed before it stay null (the
 next tool refresh fills them).
 
-Revision ID: 0013_tool_listing_fields
-Revises: 0012_notifications
+Revision ID: 0014_tool_listing_fields
+Revises: 0013_install_tool_scope
 """
 
 from alembic import op
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-revision = "0013_tool_listing_fields"
-down_revision = "0012_notifications"
+revision = "0014_tool_listing_fields"
+down_revision = "0013_install_tool_scope"
 branch_labels = None
 depends_on = None
 
