@@ -51,10 +51,23 @@ def test_activity_reads_as_sentences_with_the_code_behind_a_disclosure(app, db, 
 
     card = open_honcho_card(app, db, make, "/intents")
     assert Htmx(app, card.member).post(f"{card.url}/setup", setup_form(card)).status_code == 200
+    record_activity(  # what the worker writes when it finishes a run
+        company_id=card.company.id,
+        actor_type="system",
+        actor_id="worker",
+        action="run.succeeded",
+        entity_type="heartbeat_run",
+        entity_id=card.run.id,
+        agent_id=card.agent.id,
+        run_id=card.run.id,
+        details={"status": "succeeded"},
+    )
+    db.session.commit()
     page = Htmx(app, card.member).client.get("/activity").get_data(as_text=True)
     name, task = card.member.name, card.issue.identifier
     assert f"{name} connected Honcho for Builder on {task}" in page
     assert f"{name} finished setting up Honcho (3 tools)" in page
     assert f"Builder asked for a connection on {task}" in page
     assert "<summary>Event code and ids</summary>" in page
+    assert "Builder&#39;s run succeeded" in page  # the sentence, HTML-escaped
     assert "<code>issue.connection_intent_connected</code>" in page

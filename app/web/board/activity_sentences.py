@@ -142,10 +142,10 @@ def sentence(row: ActivityLog, names: Names) -> str:
         code = str(details.get("outcome") or "ran")
         outcome = OUTCOME_WORDS.get(code, code)
         return f"{who} called {details.get('toolName') or 'a tool'} on {connection}: {outcome}"
-    if action == "run.started":
-        return f"{who} started a run"
-    if action == "run.failed":
-        return f"{who}'s run failed"
+    if action.startswith("run."):
+        # Runs are started and finished by the worker: the sentence is about the agent whose run it is.
+        agent = names.agent(row)
+        return f"{agent[:1].upper() + agent[1:]}'s run {action.split('.', 1)[1].replace('_', ' ')}"
     if action == "member.added":
         return f"{who} added a member"
     if action == "member.updated":
