@@ -9,6 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.adapters import EXECUTABLE_ADAPTERS
 from app.core.errors import Conflict, Unprocessable
+from app.core.wake_signal import RUNS, signal_work
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
 from app.models.base import utcnow
@@ -147,6 +148,7 @@ def start_next_wake(agent_id: uuid.UUID, issue_id: uuid.UUID | None) -> Heartbea
     wake.status = "claimed"
     wake.run_id = run.id
     db.session.flush()
+    signal_work(db.session, RUNS)  # a listening worker claims it as soon as this commits
     return run
 
 
