@@ -144,8 +144,8 @@ def resolve_and_wait(app, ids: dict, interaction_id) -> float:
     from app.extensions import db
     from app.models import HeartbeatRun
     from app.services.intents import resolution
-    from app.workers.continuations import wake_key
     from app.workers.continuations import deliver as deliver_continuation
+    from app.workers.continuations import wake_key
 
     with app.app_context():
         resolution.decline_intent(interaction_id, ids["owner"], None)
@@ -194,7 +194,9 @@ def wake_latency(app, ids: dict, url: str, env: dict, cards: int, rounds: int, p
                 process.send_signal(signal.SIGSTOP)
             print(
                 f"  wake round {_round + 1}/{rounds}: "
-                + "; ".join(f"{m} " + " ".join(f"{v:.0f}" for v in latencies[m][-per_round:]) for m in workers),
+                + "; ".join(
+                    f"{m} " + " ".join(f"{v:.0f}" for v in latencies[m][-per_round:]) for m in workers
+                ),
                 flush=True,
             )
     finally:
@@ -209,12 +211,20 @@ def wake_latency(app, ids: dict, url: str, env: dict, cards: int, rounds: int, p
 
 
 def baseline_module(rev: str) -> types.ModuleType:
+    """`app/workers/continuations.py` as it was at `rev` (written to a scratch file and imported from there)."""
     source = subprocess.run(
-        ["git", "show", f"{rev}:app/workers/continuations.py"], cwd=ROOT, check=True, capture_output=True, text=True
+        ["git", "show", f"{rev}:app/workers/continuations.py"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
-    spec = importlib.util.spec_from_loader("bench_baseline_continuations", loader=None)
+    path = Path(tempfile.mkdtemp(prefix="switchboard-baseline-")) / "baseline_continuations.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("bench_baseline_continuations", path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    exec(compile(source, f"{rev}:app/workers/continuations.py", "exec"), module.__dict__)
+    spec.loader.exec_module(module)
     return module
 
 
@@ -262,7 +272,10 @@ def delivery_rates(app, ids: dict, rev: str, deliveries: int, rounds: int, limit
     from app.workers import continuations
 
     old = baseline_module(rev)
-    sweeps = {f"baseline ({rev})": lambda n: old.sweep_pending(limit=n), "current": continuations.sweep_pending}
+    sweeps = {
+        f"baseline ({rev})": lambda n: old.sweep_pending(limit=n),
+        "current": continuations.sweep_pending,
+    }
     rates: dict[str, list[float]] = {label: [] for label in sweeps}
     per_round = max(1, deliveries // rounds)
     for _round in range(rounds):
@@ -275,17 +288,25 @@ def delivery_rates(app, ids: dict, rev: str, deliveries: int, rounds: int, limit
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--admin-url",
-        default=os.environ.get("BENCH_ADMIN_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+        default=os.environ.get(
+            "BENCH_ADMIN_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+        ),
     )
     parser.add_argument("--cards", type=int, default=40, help="cards per worker mode for the wake latency")
     parser.add_argument("--rounds", type=int, default=4, help="turns each mode takes")
     parser.add_argument("--poll", type=float, default=2.0, help="the workers' poll interval (the fallback)")
-    parser.add_argument("--deliveries", type=int, default=400, help="resolutions per variant for the delivery rate")
+    parser.add_argument(
+        "--deliveries", type=int, default=400, help="resolutions per variant for the delivery rate"
+    )
     parser.add_argument("--sweep-limit", type=int, default=50, help="rows per sweep (the worker's default)")
-    parser.add_argument("--baseline-rev", default="ebc3788", help="git revision of the baseline delivery code")
+    parser.add_argument(
+        "--baseline-rev", default="ebc3788", help="git revision of the baseline delivery code"
+    )
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-rate", action="store_true")
     parser.add_argument("--worker", choices=("poll", "listen"), help=argparse.SUPPRESS)
@@ -320,7 +341,9 @@ def main(argv: list[str] | None = None) -> None:
         if not args.skip_latency:
             latencies = wake_latency(app, ids, url, env, args.cards, args.rounds, args.poll)
             print()
-            print(f"Wake latency, commit -> continuation run started ({args.cards} cards per mode, poll {args.poll:g} s)")
+            print(
+                f"Wake latency, commit -> continuation run started ({args.cards} cards per mode, poll {args.poll:g} s)"
+            )
             print(f"{'worker':10} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'mean ms':>9}")
             for mode, values in latencies.items():
                 print(
@@ -339,11 +362,18 @@ def main(argv: list[str] | None = None) -> None:
                 )
             )
         if not args.skip_rate:
-            rates = delivery_rates(app, ids, args.baseline_rev, args.deliveries, args.rounds, args.sweep_limit)
+            rates = delivery_rates(
+                app, ids, args.baseline_rev, args.deliveries, args.rounds, args.sweep_limit
+            )
             print()
-            print(f"Continuation deliveries, two worker threads, sweeps of {args.sweep_limit} ({args.rounds} rounds)")
+            print(
+                f"Continuation deliveries, two worker threads, sweeps of {args.sweep_limit} ({args.rounds} rounds)"
+            )
             for label, values in rates.items():
-                print(f"{label:22} {statistics.mean(values):8.1f}/s  rounds: " + ", ".join(f"{v:.0f}" for v in values))
+                print(
+                    f"{label:22} {statistics.mean(values):8.1f}/s  rounds: "
+                    + ", ".join(f"{v:.0f}" for v in values)
+                )
             base, current = (statistics.mean(v) for v in rates.values())
             verdict = "ok" if current >= RATE_TARGET else "MISS"
             print(f"ratio current/baseline: {current / base:.2f}; target >= {RATE_TARGET:g}/s: {verdict}")
