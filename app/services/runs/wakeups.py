@@ -154,14 +154,16 @@ def request_wakeups(specs: list[WakeSpec]) -> dict[str, WakeupRequest | None]:
     agent_ids = sorted({spec.agent.id for spec in specs})
     db.session.execute(select(Agent.id).where(Agent.id.in_(agent_ids)).order_by(Agent.id).with_for_update())
     keys = [spec.idempotency_key for spec in specs]
-    live = set(
-        db.session.scalars(
+    live: set[str] = set(
+        key
+        for key in db.session.scalars(
             select(WakeupRequest.idempotency_key).where(
                 WakeupRequest.company_id.in_({spec.agent.company_id for spec in specs}),
                 WakeupRequest.idempotency_key.in_(keys),
                 WakeupRequest.status.not_in(("skipped", "failed", "cancelled")),
             )
         )
+        if key is not None
     )
     created: dict[str, WakeupRequest | None] = dict.fromkeys(live)
     wakes = []
