@@ -54,6 +54,7 @@ def module_at(rev: str, path: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(f"bench_baseline_{Path(path).stem}", target)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
