@@ -219,6 +219,32 @@ def tool_counts(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, i
     return {connection_id: (int(total), int(usable or 0)) for connection_id, total, usable in rows}
 
 
+def tool_rows_with_actions(connection_ids: list[uuid.UUID]) -> list:
+    """`tools_with_policies` as plain rows (connection_id, name, description, input_schema, is_write, action),
+    ordered by connection and name, for callers that read thousands of tools and keep none (gateway listings)."""
+    if not connection_ids:
+        return []
+    return list(
+        db.session.execute(
+            select(
+                ConnectionTool.connection_id,
+                ConnectionTool.name,
+                ConnectionTool.description,
+                ConnectionTool.input_schema,
+                ConnectionTool.is_write,
+                func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION).label("action"),
+            )
+            .outerjoin(
+                ToolPolicy,
+                (ToolPolicy.connection_id == ConnectionTool.connection_id)
+                & (ToolPolicy.tool_name == ConnectionTool.name),
+            )
+            .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
+            .order_by(ConnectionTool.connection_id, ConnectionTool.name)
+        )
+    )
+
+
 def tools_with_policies(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[ToolAccess]]:
     """Active indexed tools of the connections with their action policy (no row means ask first)."""
     rows = db.session.execute(
