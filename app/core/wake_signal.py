@@ -90,7 +90,6 @@ def _after_commit(session: Session) -> None:
 
 
 def _after_rollback(session: Session, previous_transaction) -> None:
-    if (
-        not previous_transaction.nested
-    ):  # a savepoint's rollback leaves the outer transaction's signal standing
+    # A savepoint's rollback leaves the outer transaction's signal standing.
+    if not previous_transaction.nested:
         session.info.pop(_PENDING_KEY, None)
