@@ -243,6 +243,9 @@ def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dic
         "instruction resolution": lambda: _resolve(
             app, db, HeartbeatRun, seeded, resolve_instructions_for_run
         ),
+        "instruction resolution, rebuilt": lambda: _resolve(
+            app, db, HeartbeatRun, seeded, _cold_resolution(resolve_instructions_for_run)
+        ),
         "Permissions page": lambda: client.get(f"/apps/{seeded.permissions_connection_id}/permissions"),
     }
     if gateway:
@@ -277,6 +280,17 @@ def _cold_listing(client, bearer):
 
     clear_listings()
     return client.post("/mcp/gateway", json=rpc("tools/list"), headers=bearer)
+
+
+def _cold_resolution(resolver):
+    """A resolution right after an access change: the audience's sources are built again."""
+    from app.services.runs.snapshot import clear_instruction_sources
+
+    def resolve(run):
+        clear_instruction_sources()
+        return resolver(run)
+
+    return resolve
 
 
 def _resolve(app, db, model, seeded, resolver):

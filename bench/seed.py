@@ -351,13 +351,16 @@ def seed_company(scale: float) -> Seeded:
 
 
 def grow_catalog(seeded: Seeded, factor: int) -> None:
-    """Grow apps, connections and tools to `factor` times their size; commits."""
+    """Grow apps, connections and tools to `factor` times their size; commits (raising the access revision, as any
+    writer that bypasses the ORM must: caches of search indexes, listings and instruction sources key on it)."""
     from app.extensions import db
+    from app.services.access.revision import touch
 
     apps = _catalog_size()
     connections = seeded.generated_connections
     slugs = add_catalog_apps(seeded, apps * (factor - 1))
     add_connections(seeded, slugs[: len(slugs) * 3 // 5], connections * (factor - 1), bench_agent_installs=0)
+    touch(seeded.company_id)
     db.session.commit()
     db.session.execute(text("ANALYZE"))
     db.session.commit()

@@ -265,3 +265,27 @@ def test_two_workers_deliver_200_resolutions_exactly_once(app, db, make, team):
         .where(ConnectionIntentDelivery.delivered_at.is_(None))
     )
     assert pending == 0
+
+
+def test_a_sweep_delivers_a_batch_in_constant_statements(app, db, make, team):
+    from tests.conftest import count_statements
+
+    company, owner, agent, _issue = team
+    counts = []
+    for size in (3, 12):
+        ids = []
+        for _ in range(size):
+            issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
+            interaction = card(db, company, owner, agent, issue)
+            resolution.decline_intent(interaction.id, owner.id, None)
+            db.session.commit()
+            ids.append(interaction.id)
+        db.session.expunge_all()  # nothing answered from the identity map
+        with count_statements(db.engine) as statements:
+            assert sweep_pending() == {WOKEN: size}
+        counts.append(len(statements))
+        assert {len(wakes_for(db, i)) for i in ids} == {1}
+        company, owner, agent = (db.session.merge(o, load=True) for o in (company, owner, agent))
+    assert counts[0] == counts[1]
+    runs = db.session.scalars(select(HeartbeatRun).where(HeartbeatRun.status == "queued")).all()
+    assert len(runs) == 15  # each task got its continuation run

@@ -207,6 +207,20 @@ def test_tools_list_statement_count_is_constant_as_connections_grow(app, db, wor
     assert many == one
 
 
+def test_the_listing_is_built_from_plain_rows_as_the_tool_map_would_list_it(app, db, world):
+    """`build_listing` (plain rows) and `tool_map` (the call path's objects) agree, managed and blocked included."""
+    notes = connect(world, "github", NOTES_KEY, name="Notes")
+    connect(world, "github", NOTES_KEY, name="Notes")  # the same name twice: suffixed slugs
+    connect(world, "honcho", HONCHO_KEY)  # a managed workspace argument
+    patch(world, notes["id"], {"toolPolicies": {"get_note": "block", "search_notes": "allow"}})
+    run = db.session.get(type(world.run), world.run.id)
+    listing = gateway_tools.build_listing(run)
+    assert listing == [tool.definition() for tool in gateway_tools.tool_map(run).values()]
+    names = [tool["name"] for tool in listing]
+    assert len(names) == len(set(names)) and any(name.startswith("honcho") for name in names)
+    assert not any(name.endswith("__get_note") and notes["id"][:8] in name for name in names)
+
+
 def test_call_statement_count_does_not_grow_with_the_agents_tools(app, db, world):
     from app.extensions import db as _db
 

@@ -11,7 +11,7 @@ import itertools
 import json
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 
 from app.adapters.http import request_body
 from app.core.errors import Forbidden
@@ -384,3 +384,37 @@ def test_no_descriptor_without_responsible_person_or_public_url(db, app, make, t
         assert prepare_invocation(start_run(db, agent, issue)).runtime_tools is None
     finally:
         app.config["PUBLIC_BASE_URL"] = saved
+
+
+# --- cost ------------------------------------------------------------------------------------------------------
+
+
+def test_resolution_costs_constant_statements_and_a_repeat_reads_only_the_revision(db, team):
+    from app.services.connections.instructions import BLOCK_PREFIX
+    from app.services.runs.snapshot import clear_instruction_sources
+    from tests.conftest import count_statements
+
+    company, owner, agent, issue = team
+    run = run_for(db, agent, issue, owner)
+    built, repeated = [], []
+    for total in (3, 30):
+        while len(db.session.scalars(select(ToolConnection)).all()) < total:
+            add_connection(db, company, tools={"search": "allow", "delete": "block"})
+        db.session.commit()
+        resolve_instructions_for_run(run)  # the process's parsed catalog holds the app (not what is counted)
+        clear_instruction_sources()
+        for counts in (built, repeated):
+            db.session.expire_all()
+            with count_statements(db.engine) as statements:
+                snapshot = resolve_instructions_for_run(run)
+            counts.append(len(statements))
+            assert snapshot is not None and snapshot["text"].count(BLOCK_PREFIX) == total
+            db.session.rollback()
+    assert built[0] == built[1]  # the same statements for 3 and 30 connections
+    assert repeated[0] == repeated[1] and repeated[0] < built[0]
+    assert repeated[0] <= 4  # the (expired) run, its agent and task, the revision
+    # An access change raises the revision: the next resolution sees it.
+    connection = db.session.scalars(select(ToolConnection)).first()
+    connection.agent_instructions = {**HANDBOOK, "enabled": False}
+    db.session.commit()
+    assert resolve_instructions_for_run(run)["text"].count(BLOCK_PREFIX) == 29

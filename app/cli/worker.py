@@ -16,7 +16,7 @@ from app.cli import needs_database
 @needs_database
 def worker_command(once: bool, poll_seconds: float):
     """Run the background worker (runs and continuation delivery)."""
-    from app.workers.loop import run_once, run_worker_forever
+    from app.workers.loop import run_once, run_worker_forever, stop_worker
 
     app = current_app._get_current_object()
     if once:
@@ -35,4 +35,4 @@ def worker_command(once: bool, poll_seconds: float):
     try:
         run_worker_forever(app, poll_seconds, jobs=("runs",), stop=stop)
     except KeyboardInterrupt:
-        stop.set()
+        stop_worker(stop)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 from urllib.parse import urlsplit
 
 import anyio
@@ -134,8 +135,10 @@ def guarded_transport() -> httpx.HTTPTransport:
     return transport
 
 
-def guarded_async_transport(allowed_hosts: frozenset[str]) -> httpx2.AsyncHTTPTransport:
-    """The same for the MCP client (httpx2, asyncio)."""
-    transport = httpx2.AsyncHTTPTransport(trust_env=False)
+def guarded_async_transport(
+    allowed_hosts: frozenset[str], verify: ssl.SSLContext | bool = True
+) -> httpx2.AsyncHTTPTransport:
+    """The same for the MCP client (httpx2, asyncio); `verify` may be a shared SSL context (built once)."""
+    transport = httpx2.AsyncHTTPTransport(trust_env=False, verify=verify)
     transport._pool._network_backend = _PinnedAsyncBackend(allowed_hosts)
     return transport

@@ -10,6 +10,10 @@ ready for the agent yet, or the task is not in progress or in review), or wakes 
 `connection-intent:<interactionId>:<connected|declined>` and marks the row delivered. The key is unique among live
 wakes (a database index), so a crash after enqueue, an overlapping lease or a repeated sweep finds the existing wake
 and only marks the row delivered.
+
+The worker's sweep does this for a batch: one statement leases up to 50 rows (`UPDATE ... WHERE interaction_id IN
+(SELECT ... FOR UPDATE SKIP LOCKED) RETURNING`), and `deliver_leased_batch` decides them all in one transaction with
+a constant number of statements (`request_wakeups`); if the batch fails it falls back to one row at a time.
 """
 
 from __future__ import annotations
@@ -24,7 +28,13 @@ from app.extensions import db
 from app.models import Agent, ConnectionIntentDelivery, Issue, Membership, ThreadInteraction
 from app.models.base import utcnow
 from app.services.access.effective import effective_access
-from app.services.runs.wakeups import WakeAlreadyExists, live_wake_for_key, request_wakeup
+from app.services.runs.wakeups import (
+    WakeAlreadyExists,
+    WakeSpec,
+    live_wake_for_key,
+    request_wakeup,
+    request_wakeups,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,41 +59,36 @@ def _is_postgres() -> bool:
     return db.session.get_bind().dialect.name == "postgresql"
 
 
-def _lease(interaction_ids: list[uuid.UUID], now) -> list[uuid.UUID]:
-    claimed = []
-    for interaction_id in interaction_ids:
-        result = db.session.execute(
-            update(ConnectionIntentDelivery)
-            .where(
-                ConnectionIntentDelivery.interaction_id == interaction_id,
-                ConnectionIntentDelivery.delivered_at.is_(None),
-                ConnectionIntentDelivery.next_attempt_at <= now,
-            )
-            .values(next_attempt_at=now + timedelta(seconds=LEASE_SECONDS))
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount == 1:
-            claimed.append(interaction_id)
-    return claimed
-
-
 def claim_due(limit: int = SWEEP_LIMIT, interaction_id: uuid.UUID | None = None) -> list[uuid.UUID]:
-    """Lease due rows (all, or just one) and commit the lease; returns the leased interaction ids."""
+    """Lease due rows (all, or just one) in one statement and commit the lease; returns the leased interaction ids.
+
+    On PostgreSQL the rows are picked `FOR UPDATE SKIP LOCKED`, so concurrent workers lease disjoint batches; the
+    outer conditions repeat the subquery's, which is what guards backends without row locks.
+    """
     now = utcnow()
-    query = (
+    due = (
+        ConnectionIntentDelivery.delivered_at.is_(None),
+        ConnectionIntentDelivery.next_attempt_at <= now,
+    )
+    pick = (
         select(ConnectionIntentDelivery.interaction_id)
-        .where(
-            ConnectionIntentDelivery.delivered_at.is_(None),
-            ConnectionIntentDelivery.next_attempt_at <= now,
-        )
+        .where(*due)
         .order_by(ConnectionIntentDelivery.next_attempt_at)
         .limit(limit)
     )
     if interaction_id is not None:
-        query = query.where(ConnectionIntentDelivery.interaction_id == interaction_id)
+        pick = pick.where(ConnectionIntentDelivery.interaction_id == interaction_id)
     if _is_postgres():
-        query = query.with_for_update(skip_locked=True)
-    claimed = _lease(list(db.session.scalars(query)), now)
+        pick = pick.with_for_update(skip_locked=True)
+    claimed = list(
+        db.session.scalars(
+            update(ConnectionIntentDelivery)
+            .where(ConnectionIntentDelivery.interaction_id.in_(pick), *due)
+            .values(next_attempt_at=now + timedelta(seconds=LEASE_SECONDS))
+            .returning(ConnectionIntentDelivery.interaction_id)
+            .execution_options(synchronize_session=False)
+        )
+    )
     db.session.commit()
     return claimed
 
@@ -165,16 +170,7 @@ def deliver_leased(interaction_id: uuid.UUID) -> str:
                 issue=issue,
                 source="automation",
                 reason="connection_intent.resolved",
-                context={
-                    "issueId": str(issue.id),
-                    "taskId": str(issue.id),
-                    "interactionId": str(interaction_id),
-                    "interactionKind": KIND,
-                    "interactionStatus": interaction.status,
-                    "outcome": outcome,
-                    "wakeReason": "connection_intent.resolved",
-                    "forceFreshSession": True,
-                },
+                context=_wake_context(interaction_id, issue, interaction, outcome),
                 responsible_user_id=interaction.addressee_user_id,
                 idempotency_key=key,
             )
@@ -203,11 +199,129 @@ def _safe_deliver(interaction_id: uuid.UUID) -> str:
         return RETRY
 
 
+def _wake_context(
+    interaction_id: uuid.UUID, issue: Issue, interaction: ThreadInteraction, outcome: str
+) -> dict:
+    return {
+        "issueId": str(issue.id),
+        "taskId": str(issue.id),
+        "interactionId": str(interaction_id),
+        "interactionKind": KIND,
+        "interactionStatus": interaction.status,
+        "outcome": outcome,
+        "wakeReason": "connection_intent.resolved",
+        "forceFreshSession": True,
+    }
+
+
+def deliver_leased_batch(interaction_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """Deliver leased rows together: the same decisions as `deliver_leased`, in one transaction and a constant
+    number of statements (plus a readiness check per connected card). Commits; returns what happened to each.
+
+    When anything goes wrong the batch is rolled back and each row is delivered on its own (`deliver_leased`).
+    """
+    if not interaction_ids:
+        return {}
+    try:
+        results = _deliver_batch(interaction_ids)
+        db.session.commit()
+        return results
+    except Exception:
+        db.session.rollback()
+        log.warning("batch delivery failed; delivering one at a time", exc_info=True)
+        return {interaction_id: _safe_deliver(interaction_id) for interaction_id in interaction_ids}
+
+
+def _deliver_batch(interaction_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+    rows = db.session.execute(
+        select(ConnectionIntentDelivery, ThreadInteraction, Issue)
+        .outerjoin(ThreadInteraction, ThreadInteraction.id == ConnectionIntentDelivery.interaction_id)
+        .outerjoin(Issue, Issue.id == ThreadInteraction.issue_id)
+        .where(ConnectionIntentDelivery.interaction_id.in_(interaction_ids))
+    ).all()
+    found = {row[0].interaction_id: row for row in rows}
+    companies = {row[0].company_id for row in rows}
+    addressees = {row[1].addressee_user_id for row in rows if row[1] is not None and row[1].addressee_user_id}
+    writers = (
+        {
+            (m.company_id, m.user_id)
+            for m in db.session.scalars(
+                select(Membership).where(
+                    Membership.company_id.in_(companies), Membership.user_id.in_(addressees)
+                )
+            )
+            if m.has_write_access
+        }
+        if addressees
+        else set()
+    )
+    assignees = {row[2].assignee_agent_id for row in rows if row[2] is not None and row[2].assignee_agent_id}
+    agents = (
+        {a.id: a for a in db.session.scalars(select(Agent).where(Agent.id.in_(assignees)))}
+        if assignees
+        else {}
+    )
+    results: dict[uuid.UUID, str] = {}
+    specs: dict[uuid.UUID, WakeSpec] = {}
+    for interaction_id in interaction_ids:
+        row = found.get(interaction_id)
+        if row is None or row[0].delivered_at is not None:
+            results[interaction_id] = ALREADY_WOKEN
+            continue
+        delivery, interaction, issue = row
+        requesting = (interaction.payload or {}).get("requestingAgentId") if interaction is not None else None
+        if (
+            interaction is None
+            or interaction.company_id != delivery.company_id
+            or interaction.kind != KIND
+            or interaction.status not in OUTCOMES
+            or issue is None
+            or issue.company_id != delivery.company_id
+            or issue.is_closed
+            or issue.assignee_agent_id is None
+            or str(issue.assignee_agent_id) != requesting
+            or (delivery.company_id, interaction.addressee_user_id) not in writers
+            or issue.assignee_agent_id not in agents
+        ):
+            results[interaction_id] = RETIRED
+            continue
+        agent = agents[issue.assignee_agent_id]
+        outcome = OUTCOMES[interaction.status]
+        if issue.status not in WAKE_STATUSES or (
+            outcome == "connected" and not _connection_ready(interaction, agent.id)
+        ):
+            results[interaction_id] = RETRY  # the lease stays: tried again when it runs out
+            continue
+        specs[interaction_id] = WakeSpec(
+            agent=agent,
+            issue=issue,
+            source="automation",
+            reason="connection_intent.resolved",
+            context=_wake_context(interaction_id, issue, interaction, outcome),
+            responsible_user_id=interaction.addressee_user_id,
+            idempotency_key=wake_key(interaction_id, outcome),
+        )
+    woken = request_wakeups(list(specs.values()))
+    for interaction_id, spec in specs.items():
+        results[interaction_id] = WOKEN if woken.get(spec.idempotency_key) is not None else ALREADY_WOKEN
+    done = [i for i, result in results.items() if result != RETRY]
+    if done:
+        db.session.execute(
+            update(ConnectionIntentDelivery)
+            .where(
+                ConnectionIntentDelivery.interaction_id.in_(done),
+                ConnectionIntentDelivery.delivered_at.is_(None),
+            )
+            .values(delivered_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
+    return results
+
+
 def sweep_pending(limit: int = SWEEP_LIMIT) -> dict[str, int]:
-    """Lease and deliver up to `limit` due rows; returns a count per result."""
+    """Lease and deliver up to `limit` due rows (one batch); returns a count per result."""
     counts: dict[str, int] = {}
-    for interaction_id in claim_due(limit):
-        result = _safe_deliver(interaction_id)
+    for result in deliver_leased_batch(claim_due(limit)).values():
         counts[result] = counts.get(result, 0) + 1
     return counts
 

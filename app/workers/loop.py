@@ -1,8 +1,13 @@
 """The worker loop: deliver continuations and execute runs, in `switchboard worker` or a thread of the web process.
 
-`run_worker_forever` polls both jobs; `start_in_process_worker` starts one daemon thread per job so a long agent run
-never delays continuation delivery (used under `make run` when `RUN_WORKER_IN_PROCESS` is set). A card resolution
-does not wait for the loop: the request delivers its continuation itself once it commits.
+`run_worker_forever` runs the jobs whenever there is work; `start_in_process_worker` starts one daemon thread per job
+so a long agent run never delays continuation delivery (used under `make run` when `RUN_WORKER_IN_PROCESS` is set).
+A card resolution does not wait for the loop: the request delivers its continuation itself once it commits.
+
+An idle worker waits for a wake signal (`app/core/wake_signal.py`): the transaction that queues work signals its
+topic (a queued run, a continuation, a notification); on PostgreSQL a NOTIFY reaches every worker process through
+its listener (`app/workers/listener.py`), and in-process workers are nudged after the commit on every backend. The
+poll interval is only the fallback (a lost notification, a listener reconnecting, work that became due by time).
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ from collections.abc import Callable
 
 from flask import Flask
 
+from app.core import wake_signal
 from app.extensions import db
+from app.workers.listener import ensure_listener
 
 log = logging.getLogger(__name__)
 
 JOBS = ("continuations", "runs", "notifications")  # notifications: issue 15 outbox
-_nudge = threading.Event()
 
 
 def _job(name: str) -> Callable[[], int]:
@@ -59,20 +65,32 @@ def run_worker_forever(
     *,
     jobs: tuple[str, ...] = JOBS,
     stop: threading.Event | None = None,
+    listen: bool = True,
 ) -> None:
-    """Poll the jobs until `stop` is set; sleeps `poll_seconds` between idle passes (or until stopped)."""
+    """Run the jobs until `stop` is set; idle, wait for a wake signal or `poll_seconds` (`stop_worker` ends the wait).
+
+    `listen=False` leaves out the PostgreSQL listener (the in-process signal and the poll remain).
+    """
     stop = stop or threading.Event()
+    if listen:
+        with app.app_context():
+            ensure_listener(db.engine.url)
     while not stop.is_set():
+        seen = wake_signal.generation(jobs)  # read first: a signal during the pass is not lost
         if run_once(app, jobs):
             continue
-        # Idle: until the next poll, or sooner when a request left work (`notify_worker`).
-        if _nudge.wait(poll_seconds):
-            _nudge.clear()
+        wake_signal.wait_for(jobs, seen, poll_seconds)
 
 
 def notify_worker() -> None:
     """Ask in-process workers to look for work now instead of at the next poll (after a commit that queued some)."""
-    _nudge.set()
+    wake_signal.nudge()
+
+
+def stop_worker(stop: threading.Event) -> None:
+    """Set `stop` and wake the idle workers so they see it now."""
+    stop.set()
+    wake_signal.nudge()
 
 
 def start_in_process_worker(app: Flask, poll_seconds: float = 2.0) -> list[threading.Thread]:

@@ -53,6 +53,9 @@ class ConnectionAccess:
     # With `with_tools=False` only these counts are loaded (readiness needs no tool rows).
     tool_count: int | None = None
     usable_tool_count: int | None = None
+    # The access card's scope when the agent reaches this connection only through one (see `scopes`); callers that
+    # read plain tool rows themselves (gateway listings) apply it with `within_scope_action`.
+    tool_scope: dict[str, str] | None = None
 
     @property
     def usable_tools(self) -> list[ToolAccess]:
@@ -197,6 +200,7 @@ def effective_access(
                 grant=select_grant(grants_by_connection[c.id], agent_id, responsible),
                 tool_count=counts.get(c.id, (0, 0))[0],
                 usable_tool_count=counts.get(c.id, (0, 0))[1],
+                tool_scope=scoped.get(c.id),
             )
             for c in connections
         ]
@@ -206,9 +210,19 @@ def effective_access(
             connection=c,
             grant=select_grant(grants_by_connection[c.id], agent_id, responsible),
             tools=_within_scope(tools_by_connection.get(c.id, []), scoped.get(c.id)),
+            tool_scope=scoped.get(c.id),
         )
         for c in connections
     ]
+
+
+def within_scope_action(scope: dict[str, str] | None, tool_name: str, action: str) -> str | None:
+    """A plain tool row's action under an access card's scope: None when the scope leaves the tool out."""
+    if scope is None:
+        return action
+    if tool_name not in scope:
+        return None
+    return scopes.stricter(action, scope[tool_name])
 
 
 def _within_scope(tools: list[ToolAccess], scope: dict[str, str] | None) -> list[ToolAccess]:
@@ -246,6 +260,33 @@ def tool_counts(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, i
         .group_by(ConnectionTool.connection_id)
     ).all()
     return {connection_id: (int(total), int(usable or 0)) for connection_id, total, usable in rows}
+
+
+def tool_rows_with_actions(connection_ids: list[uuid.UUID]) -> list:
+    """`tools_with_policies` as plain rows (connection_id, name, description, input_schema, is_write, listing, action),
+    ordered by connection and name, for callers that read thousands of tools and keep none (gateway listings)."""
+    if not connection_ids:
+        return []
+    return list(
+        db.session.execute(
+            select(
+                ConnectionTool.connection_id,
+                ConnectionTool.name,
+                ConnectionTool.description,
+                ConnectionTool.input_schema,
+                ConnectionTool.is_write,
+                ConnectionTool.listing,
+                func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION).label("action"),
+            )
+            .outerjoin(
+                ToolPolicy,
+                (ToolPolicy.connection_id == ConnectionTool.connection_id)
+                & (ToolPolicy.tool_name == ConnectionTool.name),
+            )
+            .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
+            .order_by(ConnectionTool.connection_id, ConnectionTool.name)
+        )
+    )
 
 
 def tools_with_policies(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[ToolAccess]]:

@@ -139,6 +139,25 @@ def _forget_on_rollback(session: Session, transaction) -> None:
         session.info.pop(_CHANGED, None)
 
 
+def current_revision(company_id: uuid.UUID) -> int:
+    """The company's committed revision (one statement; 0 before its first change)."""
+    return int(
+        db.session.scalar(select(AccessRevision.revision).where(AccessRevision.company_id == company_id)) or 0
+    )
+
+
+def changed_in_this_transaction(company_id: uuid.UUID, session: Session | None = None) -> bool:
+    """Whether this transaction has written something that will raise the company's revision at commit.
+
+    A cache filed under the committed revision does not describe such a transaction's own view: callers that
+    read inside it build afresh. (Pending objects are flushed first, as a query would autoflush them.)
+    """
+    session = session or db.session()
+    session.flush()
+    changed = session.info.get(_CHANGED) or set()
+    return company_id in changed or EVERY_COMPANY in changed
+
+
 def revision_column():
     """The company's revision as a column for a query joined to `AccessRevision` (0 before its first change)."""
     return db.func.coalesce(AccessRevision.revision, 0)

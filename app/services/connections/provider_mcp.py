@@ -6,7 +6,8 @@ connection with the official MCP SDK client (`streamable_http_client` over an `h
 `ClientSession.initialize()`), do their work and close it; nothing is kept between calls.
 
 Callers are synchronous (Flask request threads and workers, with no running event loop), so the public functions run
-the async code with `anyio.run`. There is deliberately no async entry point: each call goes through the
+the async code on the process's one event loop (a daemon thread started on first use, `_on_loop`): creating and
+tearing down a loop per call cost more than the call to a local provider. There is deliberately no async entry point: each call goes through the
 outbound guard (`guard=`), which an async shortcut would skip.
 
 Every failure becomes a `ProviderError` whose `.message` is plain words that are safe to show a user: it never
@@ -18,9 +19,14 @@ Nothing here reads Flask's request or touches the database."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
-from collections.abc import Mapping
-from typing import Any
+import os
+import ssl
+import threading
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
@@ -69,7 +75,7 @@ def list_tools(
     `guard` (the outbound guard's allowed hosts) pins connections to addresses checked at connect time; pass it
     for URLs a member typed.
     """
-    return anyio.run(_run_list_tools, server_url, headers, timeout, guard)
+    return _on_loop(_run_list_tools(server_url, headers, timeout, guard))
 
 
 def call_tool(
@@ -93,12 +99,43 @@ def call_tool(
     raises ProviderBusy and an open breaker ProviderPaused at once, without contacting the provider, and a
     ProviderTimeout counts towards opening the breaker.
     """
-    return anyio.run(
-        _run_call_tool, server_url, headers, tool_name, arguments, timeout, guard, limits, control
+    return _on_loop(
+        _run_call_tool(server_url, headers, tool_name, arguments, timeout, guard, limits, control)
     )
 
 
+# -- the process's event loop ------------------------------------------------------------------------------------
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid: int | None = None
+_loop_lock = threading.Lock()
+
+T = TypeVar("T")
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """The process's provider event loop, started on first use (and again in a forked child)."""
+    global _loop, _loop_pid
+    with _loop_lock:
+        if _loop is None or _loop_pid != os.getpid() or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="switchboard-provider-loop", daemon=True).start()
+            _loop, _loop_pid = loop, os.getpid()
+        return _loop
+
+
+def _on_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` on the process's loop and wait for it (every exchange has its own overall deadline)."""
+    return asyncio.run_coroutine_threadsafe(coroutine, _event_loop()).result()
+
+
 # -- the exchange ------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One client SSL context per process: building one loads the CA bundle (about 20 ms), once per call before."""
+    return httpx2.create_ssl_context()
 
 
 class _Exchange:
@@ -140,11 +177,13 @@ class _Exchange:
             write=self.timeout,
             pool=self.timeout,
         )
+        verify = _ssl_context()
         return httpx2.AsyncClient(
             headers=self.headers,
             timeout=timeout,
+            verify=verify,
             event_hooks={"response": [self._on_response]},
-            transport=guarded_async_transport(self.guard) if self.guard is not None else None,
+            transport=guarded_async_transport(self.guard, verify) if self.guard is not None else None,
         )
 
     def session(self, read: Any, write: Any) -> ClientSession:

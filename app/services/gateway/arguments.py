@@ -20,14 +20,18 @@ def managed_arguments(
     connection: ToolConnection, app_definition, input_schema: dict | None
 ) -> dict[str, Any]:
     """Arguments pinned by the connection's public configuration for a tool with this schema."""
+    return managed_for_schema(pinned_arguments(connection, app_definition), input_schema)
+
+
+def pinned_arguments(connection: ToolConnection, app_definition) -> dict[str, Any]:
+    """Every tool argument the connection's public configuration pins, whatever the tool (once per connection)."""
     if app_definition is None:
         return {}
     method = get_method(app_definition, connection.method_key)
     if method is None:
         return {}
-    properties = (input_schema or {}).get("properties") or {}
     values = connection.method_config
-    managed: dict[str, Any] = {}
+    pinned: dict[str, Any] = {}
     for tenant_field in method.tenantFields:
         if not tenant_field.is_public:
             continue
@@ -35,17 +39,27 @@ def managed_arguments(
         value = values.get(tenant_field.key)
         if isinstance(value, str):
             value = value.strip()
-        if argument and argument in properties and value not in (None, ""):
-            managed[argument] = value
-    return managed
+        if argument and value not in (None, ""):
+            pinned[argument] = value
+    return pinned
+
+
+def managed_for_schema(pinned: dict[str, Any], input_schema: dict | None) -> dict[str, Any]:
+    """The pinned arguments this tool's schema declares."""
+    if not pinned:
+        return {}
+    properties = (input_schema or {}).get("properties") or {}
+    return {argument: value for argument, value in pinned.items() if argument in properties}
 
 
 def project_schema(input_schema: dict | None, managed: dict[str, Any]) -> dict:
     """The agent-visible schema: managed arguments removed from `properties` and `required`.
 
     Copies only the levels it changes (a listing projects thousands of schemas); nested values are shared with
-    the stored schema and never modified.
+    the stored schema and never modified. A schema with nothing to change is returned as it is.
     """
+    if not managed and input_schema and "type" in input_schema:
+        return input_schema
     schema = dict(input_schema or {}) or {"type": "object", "properties": {}}
     schema.setdefault("type", "object")
     if managed:

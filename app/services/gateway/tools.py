@@ -10,9 +10,20 @@ from typing import Any
 
 from app.catalog.loader import get_apps
 from app.models import HeartbeatRun, ToolConnection
-from app.services.access.effective import ConnectionAccess, ToolAccess, effective_access
+from app.services.access.effective import (
+    ConnectionAccess,
+    ToolAccess,
+    effective_access,
+    tool_rows_with_actions,
+    within_scope_action,
+)
 from app.services.access.revision import RevisionCache
-from app.services.gateway.arguments import managed_arguments, project_schema
+from app.services.gateway.arguments import (
+    managed_arguments,
+    managed_for_schema,
+    pinned_arguments,
+    project_schema,
+)
 
 SERVER_NAME = "switchboard-tool-gateway"
 NAME_SEPARATOR = "__"
@@ -67,25 +78,51 @@ class GatewayTool:
 
     def definition(self) -> dict:
         tool = self.tool_access.tool
-        description = (tool.description or "").strip()
-        note = f"Tool {tool.name} of the connection {self.connection.name}."
-        if self.action == "ask_first":
-            note += " Each call needs approval by the task's responsible person before it runs."
-        listing = tool.listing or {}
-        # The provider's own annotations pass through; readOnlyHint is always there, so agents can tell reads from
-        # writes without guessing from names (it agrees with the provider's hint when it gave one).
-        annotations = dict(listing.get("annotations") or {})
-        annotations.setdefault("readOnlyHint", not tool.is_write)
-        definition = {
-            "name": self.name,
-            "description": f"{description}\n\n{note}" if description else note,
-            "inputSchema": project_schema(tool.input_schema, self.managed),
-            "annotations": annotations,
-        }
-        for key in ("title", "outputSchema", "_meta"):
-            if key in listing:
-                definition[key] = listing[key]
-        return definition
+        return tool_definition(
+            self.name,
+            tool.name,
+            tool.description,
+            tool.input_schema,
+            tool.is_write,
+            self.connection.name,
+            self.action,
+            self.managed,
+            tool.listing,
+        )
+
+
+def tool_definition(
+    name: str,
+    tool_name: str,
+    description: str | None,
+    input_schema: dict | None,
+    is_write: bool,
+    connection_name: str,
+    action: str,
+    managed: dict[str, Any],
+    listing: dict | None = None,
+) -> dict:
+    """A tool's `tools/list` entry, as the agent sees it (the one place that shapes it). The provider's `title`,
+    `outputSchema`, annotations and `_meta` pass through; managed arguments leave the input schema only."""
+    description = (description or "").strip()
+    note = f"Tool {tool_name} of the connection {connection_name}."
+    if action == "ask_first":
+        note += " Each call needs approval by the task's responsible person before it runs."
+    listing = listing or {}
+    # readOnlyHint is always there, so agents can tell reads from writes without guessing from names (it agrees with
+    # the provider's hint when it gave one).
+    annotations = dict(listing.get("annotations") or {})
+    annotations.setdefault("readOnlyHint", not is_write)
+    definition = {
+        "name": name,
+        "description": f"{description}\n\n{note}" if description else note,
+        "inputSchema": project_schema(input_schema, managed),
+        "annotations": annotations,
+    }
+    for key in ("title", "outputSchema", "_meta"):
+        if key in listing:
+            definition[key] = listing[key]
+    return definition
 
 
 def _usable(accesses: list) -> list:
@@ -158,8 +195,54 @@ def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> list[dict]
     return _listings.get_or_build(
         (run.company_id, run.agent_id, run.responsible_user_id),
         access_revision,
-        lambda: [tool.definition() for tool in tool_map(run).values()],
+        lambda: build_listing(run),
     )
+
+
+def build_listing(run: HeartbeatRun) -> list[dict]:
+    """`[tool.definition() for tool in tool_map(run).values()]`, without a `GatewayTool` or an ORM row per tool.
+
+    The same decisions in the same order (connections by id, tools by name): the usable connections from tool
+    counts, then the tools of those connections as plain rows with their action, pinned arguments worked out once
+    per connection. A constant number of statements.
+    """
+    usable = _usable(
+        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
+    )
+    usable = [access for access in usable if access.has_tools]
+    if not usable:
+        return []
+    slugs = _slugs([a.connection for a in usable])
+    apps = get_apps(a.connection.app_slug for a in usable)
+    connections = {
+        a.connection.id: (
+            slugs[a.connection.id],
+            a.connection.name,
+            pinned_arguments(a.connection, apps.get(a.connection.app_slug)),
+            a.tool_scope,
+        )
+        for a in usable
+    }
+    listing: dict[str, dict] = {}
+    for row in tool_rows_with_actions(list(connections)):
+        slug, connection_name, pinned, scope = connections[row.connection_id]
+        # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
+        action = within_scope_action(scope, row.name, row.action)
+        if action is None or action == "block":
+            continue
+        name = visible_name(slug, row.name)
+        listing[name] = tool_definition(
+            name,
+            row.name,
+            row.description,
+            row.input_schema,
+            row.is_write,
+            connection_name,
+            action,
+            managed_for_schema(pinned, row.input_schema),
+            row.listing,
+        )
+    return list(listing.values())
 
 
 def clear_listings() -> None:

@@ -7,6 +7,7 @@ import uuid
 from sqlalchemy import select, update
 
 from app.core.errors import Conflict, Forbidden, NotFound, Unprocessable
+from app.core.wake_signal import CONTINUATIONS, signal_work
 from app.extensions import db
 from app.models import (
     ConnectionIntentDelivery,
@@ -181,6 +182,9 @@ def _resolve(interaction: ThreadInteraction, user_id: uuid.UUID, status: str, re
         )
     )
     db.session.flush()
+    signal_work(
+        db.session, CONTINUATIONS
+    )  # NOTIFY at commit: a listening worker delivers it if the request does not
     db.session.refresh(interaction)
     notifications.card_resolved(interaction)  # notifications: issue 15
 

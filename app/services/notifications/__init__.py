@@ -25,10 +25,10 @@ from __future__ import annotations
 import uuid
 
 from flask import current_app
-from sqlalchemy import event as sa_event
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.wake_signal import NOTIFICATIONS, signal_work
 from app.extensions import db
 from app.models import (
     Issue,
@@ -172,6 +172,7 @@ def _queue(
         next_attempt_at=now,
     )
     session.add(row)
+    signal_work(session, NOTIFICATIONS)  # the outbox worker looks at once after the commit
     return row
 
 
@@ -210,19 +211,6 @@ def _queue_webhooks(session: Session, company_id, event: str, data: dict, subjec
             )
 
 
-def _nudge_after_commit(session) -> None:
-    """Wake in-process workers once the transaction commits (nothing happens on rollback)."""
-    target = session() if not isinstance(session, Session) else session
-    if not sa_event.contains(target, "after_commit", _after_commit):
-        sa_event.listen(target, "after_commit", _after_commit, once=True)
-
-
-def _after_commit(_session) -> None:
-    from app.workers.loop import notify_worker
-
-    notify_worker()
-
-
 # --- the events ----------------------------------------------------------------------------------------------
 
 
@@ -244,7 +232,6 @@ def card_created(interaction: ThreadInteraction, session: Session | None = None,
         dedupe_key=f"email:card:{interaction.id}",
     )
     _queue_webhooks(session, interaction.company_id, event, data, subject=str(interaction.id))
-    _nudge_after_commit(session)
 
 
 def card_resolved(interaction: ThreadInteraction, session: Session | None = None) -> None:
@@ -256,7 +243,6 @@ def card_resolved(interaction: ThreadInteraction, session: Session | None = None
     _queue_webhooks(
         session, interaction.company_id, event, card_data(interaction, session), subject=str(interaction.id)
     )
-    _nudge_after_commit(session)
 
 
 def cards_resolved(interactions, session: Session | None = None) -> None:
@@ -275,16 +261,13 @@ def connection_needs_reauthorization(connection: ToolConnection, grant=None, ses
     data = connection_data(connection, grantId=str(grant.id) if grant is not None else None)
     _queue_email(session, connection.company_id, "connection.needs_reauthorization", owner_id, data)
     _queue_webhooks(session, connection.company_id, "connection.needs_reauthorization", data)
-    _nudge_after_commit(session)
 
 
 def connection_connected(connection: ToolConnection, session: Session | None = None) -> None:
     session = _session(session)
     _queue_webhooks(session, connection.company_id, "connection.connected", connection_data(connection))
-    _nudge_after_commit(session)
 
 
 def connection_disconnected(connection: ToolConnection, session: Session | None = None) -> None:
     session = _session(session)
     _queue_webhooks(session, connection.company_id, "connection.disconnected", connection_data(connection))
-    _nudge_after_commit(session)

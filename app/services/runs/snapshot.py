@@ -8,6 +8,11 @@ run (a personal grant only while its person is an active member with write acces
 configuration field is set. It reads persisted settings and the cached catalog only, never a provider, and runs on
 every turn, so a revocation takes effect on the next turn.
 
+The eligible sources depend only on rows that raise the company's access revision (connections with their
+instructions and configuration, grants, installs, tools, policies, memberships, the cached catalog), so a process
+keeps them per audience (company, agent, responsible person) under that revision: a turn after no access change
+costs the run scope and the revision read. A transaction that has itself changed such rows builds afresh.
+
 `prepare_invocation` builds the `Invocation` an adapter executes. It resolves once per turn and freezes the result on
 the run (`context_snapshot["paperclipTurn"]`): preparing the same active turn again returns the same snapshot and
 session decision, while the next turn sees later edits. Server-owned fields (`connectionInstructions`,
@@ -21,6 +26,7 @@ from app.core.errors import Forbidden
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue
 from app.services.access.effective import effective_access
+from app.services.access.revision import RevisionCache, changed_in_this_transaction, current_revision
 from app.services.connections.instructions import InstructionSource, compose_snapshot, instruction_context
 
 # --- the resolver ------------------------------------------------------------------------------------------------
@@ -37,9 +43,29 @@ def _load_run_scope(run: HeartbeatRun) -> tuple[Agent, Issue | None]:
     return agent, issue
 
 
+SOURCES_CACHE_SIZE = 256
+_sources: RevisionCache[list[InstructionSource]] = RevisionCache(SOURCES_CACHE_SIZE)
+
+
 def instruction_sources_for_run(run: HeartbeatRun) -> list[InstructionSource]:
     """The connections this run's agent may use with the grant selected for each (the eligible candidates)."""
     _load_run_scope(run)
+    if changed_in_this_transaction(run.company_id):
+        return _build_sources(run)
+    return list(
+        _sources.get_or_build(
+            (run.company_id, run.agent_id, run.responsible_user_id),
+            current_revision(run.company_id),
+            lambda: _build_sources(run),
+        )
+    )
+
+
+def clear_instruction_sources() -> None:
+    _sources.clear()
+
+
+def _build_sources(run: HeartbeatRun) -> list[InstructionSource]:
     eligible = [
         access
         for access in effective_access(

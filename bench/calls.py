@@ -1,0 +1,146 @@
+"""Provider call overhead: the gateway's provider client, baseline revision vs now, against a real MCP peer.
+
+    .venv/bin/python bench/calls.py [--calls 100] [--baseline-rev ebc3788]
+
+Starts the notes peer (`tests/peers/mcp_servers.py`, built with the official MCP SDK) in a separate process, then
+times one call of its `get_note` tool, taking turns call by call (so noise lands on every variant):
+
+- `direct, open session`: the official SDK client on one session kept open (what the provider itself costs);
+- `direct, new session`: the SDK client opening a session per call (initialize, call, close);
+- `baseline call_tool`: `app/services/connections/provider_mcp.call_tool` as it was at `--baseline-rev` (loaded
+  from git: an event loop and an SSL context per call);
+- `current call_tool`: the same function now.
+
+No database is involved: this is the client side of hot path 1, step 7. Prints the median and p90 milliseconds and
+each variant's ratio to the open session. Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from hot_paths import module_at, percentile  # noqa: E402  (bench/hot_paths.py, beside this file)
+
+PEER = """
+import sys, threading
+from tests.peers.mcp_servers import start_notes_server
+server = start_notes_server()
+print(server.url, flush=True)
+threading.Event().wait()
+"""
+
+
+class OpenSession:
+    """One SDK session kept open on a loop of its own (the floor)."""
+
+    def __init__(self, url: str, headers: dict):
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.url, self.headers = url, headers
+        self.ready = asyncio.run_coroutine_threadsafe(self._open(), self.loop).result()
+
+    async def _open(self):
+        from contextlib import AsyncExitStack
+
+        import httpx2
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
+        self.stack = AsyncExitStack()
+        http = await self.stack.enter_async_context(httpx2.AsyncClient(headers=self.headers))
+        read, write = await self.stack.enter_async_context(streamable_http_client(self.url, http_client=http))
+        self.session = await self.stack.enter_async_context(ClientSession(read, write))
+        await self.session.initialize()
+        return True
+
+    def call(self, name: str, arguments: dict):
+        return asyncio.run_coroutine_threadsafe(self.session.call_tool(name, arguments), self.loop).result()
+
+
+def new_session_call(url: str, headers: dict, name: str, arguments: dict):
+    import anyio
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def once():
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool(name, arguments)
+
+    return anyio.run(once)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--calls", type=int, default=100, help="timed calls per variant")
+    parser.add_argument("--baseline-rev", default="ebc3788")
+    args = parser.parse_args(argv)
+
+    from app.services.connections import provider_mcp
+    from tests.peers.mcp_servers import NOTES_KEY
+
+    peer = subprocess.Popen(
+        [sys.executable, "-c", PEER],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"PYTHONPATH": str(ROOT)},
+    )
+    try:
+        url = peer.stdout.readline().strip()
+        headers = {"Authorization": f"Bearer {NOTES_KEY}"}
+        tool, arguments = "get_note", {"note_id": "n1"}
+        old = module_at(args.baseline_rev, "app/services/connections/provider_mcp.py")
+        session = OpenSession(url, headers)
+        variants = {
+            "direct, open session": lambda: session.call(tool, arguments),
+            "direct, new session": lambda: new_session_call(url, headers, tool, arguments),
+            "baseline call_tool": lambda: old.call_tool(
+                url, headers=headers, tool_name=tool, arguments=arguments
+            ),
+            "current call_tool": lambda: provider_mcp.call_tool(
+                url, headers=headers, tool_name=tool, arguments=arguments
+            ),
+        }
+        for variant in variants.values():
+            for _ in range(3):
+                variant()  # warm
+        timings: dict[str, list[float]] = {label: [] for label in variants}
+        for _ in range(args.calls):
+            for label, variant in variants.items():
+                t0 = time.perf_counter()
+                variant()
+                timings[label].append((time.perf_counter() - t0) * 1000)
+        floor = statistics.median(timings["direct, open session"])
+        print(f"peer {url}; {args.calls} calls per variant, taking turns; baseline {args.baseline_rev}")
+        print(f"{'variant':24} {'median ms':>10} {'p90 ms':>8} {'x open session':>15}")
+        for label, values in timings.items():
+            median = statistics.median(values)
+            print(f"{label:24} {median:10.1f} {percentile(values, 90):8.1f} {median / floor:15.2f}")
+        base, current = (statistics.median(timings[k]) for k in ("baseline call_tool", "current call_tool"))
+        print(f"current/baseline: {current / base:.2f}")
+    finally:
+        peer.terminate()
+        peer.wait(10)
+
+
+if __name__ == "__main__":
+    main()
