@@ -16,11 +16,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Node test peers (the local OAuth/OIDC server; the MCP conformance suite with the Node 22 it needs, both from the
-# npm registry) live under tests/peers; installed on demand.
-peers:
+# Test peers live under tests/peers, installed on demand: Node ones from the npm registry (the local OAuth/OIDC
+# server; the MCP conformance suite with the Node 22 it needs; the official TypeScript SDK client, run with that
+# Node), and the Python SDK 1.x client in its own venv (the main venv has mcp 2.x), pinned in its requirements.txt.
+PY1_PEER := tests/peers/clients/py1
+PY1_STAMP := $(PY1_PEER)/.venv/.installed-stamp
+
+$(PY1_STAMP): $(PY1_PEER)/requirements.txt
+	test -x $(PY1_PEER)/.venv/bin/python || python3 -m venv $(PY1_PEER)/.venv
+	$(PY1_PEER)/.venv/bin/pip install -q -r $(PY1_PEER)/requirements.txt
+	touch $(PY1_STAMP)
+
+peers: $(PY1_STAMP)
 	@if [ -f tests/peers/oidc/package.json ]; then cd tests/peers/oidc && npm install --silent --no-audit --no-fund; fi
 	@if [ -f tests/peers/conformance/package.json ]; then cd tests/peers/conformance && npm install --silent --no-audit --no-fund; fi
+	@if [ -f tests/peers/clients/ts/package.json ]; then cd tests/peers/clients/ts && npm install --silent --no-audit --no-fund; fi
 
 run: install
 	$(BIN)/switchboard db upgrade
