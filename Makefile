@@ -22,9 +22,9 @@ install: $(STAMP)
 PY1_PEER := tests/peers/clients/py1
 PY1_STAMP := $(PY1_PEER)/.venv/.installed-stamp
 
-$(PY1_STAMP): $(PY1_PEER)/requirements.txt
+$(PY1_STAMP): $(PY1_PEER)/requirements.txt $(PY1_PEER)/constraints.txt
 	test -x $(PY1_PEER)/.venv/bin/python || python3 -m venv $(PY1_PEER)/.venv
-	$(PY1_PEER)/.venv/bin/pip install -q -r $(PY1_PEER)/requirements.txt
+	$(PY1_PEER)/.venv/bin/pip install -q -r $(PY1_PEER)/requirements.txt -c $(PY1_PEER)/constraints.txt
 	touch $(PY1_STAMP)
 
 peers: $(PY1_STAMP)
