@@ -16,11 +16,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Node test peers (the local OAuth/OIDC server; the MCP conformance suite with the Node 22 it needs, both from the
-# npm registry) live under tests/peers; installed on demand.
+# Node test peers (the local OAuth/OIDC server; the MCP conformance suite with the Node 22 it needs; axe-core for the
+# accessibility test; all from the npm registry) live under tests/peers; installed on demand.
 peers:
 	@if [ -f tests/peers/oidc/package.json ]; then cd tests/peers/oidc && npm install --silent --no-audit --no-fund; fi
 	@if [ -f tests/peers/conformance/package.json ]; then cd tests/peers/conformance && npm install --silent --no-audit --no-fund; fi
+	@if [ -f tests/peers/axe/package.json ]; then cd tests/peers/axe && npm install --silent --no-audit --no-fund; fi
 
 run: install
 	$(BIN)/switchboard db upgrade
