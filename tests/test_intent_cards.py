@@ -327,3 +327,19 @@ def test_no_card_html_ever_holds_credentials_or_urls(app, db, card, providers):
             b"127.0.0.1:",
         ):
             assert leak not in raw
+
+
+def test_a_refused_key_in_the_dialog_is_logged_as_a_failed_setup_like_the_apps_page(app, db, card, providers):
+    from app.models import ActivityLog
+
+    response = Htmx(app, card.member).post(
+        f"{card.url}/setup", setup_form(card, **{"credentials-authorization": "wrong-key"})
+    )
+    assert response.status_code == 422
+    db.session.expire_all()
+    logged = db.session.scalars(select(ActivityLog).order_by(ActivityLog.created_at)).all()
+    failures = [row for row in logged if row.action == "tool_app.setup_failed"]
+    assert len(failures) == 1 and "tool_app.connected" not in [row.action for row in logged]
+    assert failures[0].details["app"] == "honcho" and "wrong-key" not in str(failures[0].details)
+    draft = db.session.scalar(select(ToolConnection))
+    assert draft.status == "draft" and failures[0].entity_id == str(draft.id)

@@ -34,7 +34,7 @@ from app.services.intents import card as intents_card
 from app.services.intents import resolution as intents_resolution
 from app.services.intents import service as intents_service
 from app.services.intents import setup as intent_setup
-from app.web.apps.setup import resumable_draft
+from app.web.apps.setup import record_refusal, resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
     build_setup_flow,
@@ -450,7 +450,10 @@ def setup_submit(interaction_id):
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         # Inside the card's dialog a refusal re-renders the form (htmx swaps only 2xx/422), never a 403 page.
-        return failed(422 if status == 403 and _fragment() else status, **shown)
+        response = failed(422 if status == 403 and _fragment() else status, **shown)
+        # A refused key is a failed attempt, recorded as on the Apps page (`tool_app.setup_failed`).
+        record_refusal(membership, draft, err)
+        return response
     except intent_setup.CardCompletionFailed as err:
         db.session.rollback()
         intent_setup.mark_needs_retry(interaction.id, current_user.id)
