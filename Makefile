@@ -18,7 +18,7 @@ install: $(STAMP)
 
 # Test peers live under tests/peers, installed on demand: Node ones from the npm registry (the local OAuth/OIDC
 # server; the MCP conformance suite with the Node 22 it needs; the official TypeScript SDK client, run with that
-# Node), and the Python SDK 1.x client in its own venv (the main venv has mcp 2.x), pinned in its requirements.txt.
+# Node; axe-core for the accessibility test), and the Python SDK 1.x client in its own venv (the main venv has mcp 2.x), pinned in its requirements.txt.
 PY1_PEER := tests/peers/clients/py1
 PY1_STAMP := $(PY1_PEER)/.venv/.installed-stamp
 
@@ -31,6 +31,7 @@ peers: $(PY1_STAMP)
 	@if [ -f tests/peers/oidc/package.json ]; then cd tests/peers/oidc && npm install --silent --no-audit --no-fund; fi
 	@if [ -f tests/peers/conformance/package.json ]; then cd tests/peers/conformance && npm install --silent --no-audit --no-fund; fi
 	@if [ -f tests/peers/clients/ts/package.json ]; then cd tests/peers/clients/ts && npm install --silent --no-audit --no-fund; fi
+	@if [ -f tests/peers/axe/package.json ]; then cd tests/peers/axe && npm install --silent --no-audit --no-fund; fi
 
 run: install
 	$(BIN)/switchboard db upgrade

@@ -327,3 +327,75 @@ def test_no_card_html_ever_holds_credentials_or_urls(app, db, card, providers):
             b"127.0.0.1:",
         ):
             assert leak not in raw
+
+
+def test_a_refused_key_in_the_dialog_is_logged_as_a_failed_setup_like_the_apps_page(app, db, card, providers):
+    from app.models import ActivityLog
+
+    response = Htmx(app, card.member).post(
+        f"{card.url}/setup", setup_form(card, **{"credentials-authorization": "wrong-key"})
+    )
+    assert response.status_code == 422
+    db.session.expire_all()
+    logged = db.session.scalars(select(ActivityLog).order_by(ActivityLog.created_at)).all()
+    failures = [row for row in logged if row.action == "tool_app.setup_failed"]
+    assert len(failures) == 1 and "tool_app.connected" not in [row.action for row in logged]
+    assert failures[0].details["app"] == "honcho" and "wrong-key" not in str(failures[0].details)
+    draft = db.session.scalar(select(ToolConnection))
+    assert draft.status == "draft" and failures[0].entity_id == str(draft.id)
+
+
+def disconnected_honcho(app, db, card) -> str:
+    """Honcho set up by the card's addressee, then Disconnected (credentials erased, the connection kept)."""
+    from app.models import Membership
+    from app.services.management.lifecycle import disconnect_connection
+
+    cid = connect(app, card.member, card.company, honcho_body(identity="user"))["id"]
+    membership = db.session.scalar(
+        select(Membership).where(
+            Membership.user_id == card.member.id, Membership.company_id == card.company.id
+        )
+    )
+    disconnect_connection(membership, db.session.get(ToolConnection, uuid.UUID(cid)))
+    db.session.commit()
+    return cid
+
+
+def test_a_disconnected_connection_is_offered_as_reconnect_and_keeps_its_id(app, db, card, providers):
+    cid = disconnected_honcho(app, db, card)
+    me = Htmx(app, card.member)
+    body = me.get(f"{card.url}/dialog").get_data(as_text=True)
+    assert f'action="/intents/{card.id}/reconnect/{cid}"' in body and "Reconnect Honcho" in body
+    assert f'action="/intents/{card.id}/setup"' not in body
+
+    response = me.post(f"{card.url}/reconnect/{cid}", {"credentials-authorization": HONCHO_KEY})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert "Honcho connected" in assert_fragment(response)
+    row = interaction(db, card)
+    assert row.status == "accepted" and row.result["connectionId"] == cid
+    connections = db.session.scalars(select(ToolConnection)).all()
+    assert [(str(c.id), c.name, c.status) for c in connections] == [(cid, "Honcho", "active")]
+
+
+def test_a_refused_key_on_reconnect_is_logged_and_the_connection_stays_disconnected(app, db, card, providers):
+    from app.models import ActivityLog
+
+    cid = disconnected_honcho(app, db, card)
+    response = Htmx(app, card.member).post(
+        f"{card.url}/reconnect/{cid}", {"credentials-authorization": "wrong"}
+    )
+    assert response.status_code == 422
+    body = assert_fragment(response)
+    assert "Honcho refused the credentials." in body and f"/intents/{card.id}/reconnect/{cid}" in body
+    db.session.expire_all()
+    assert db.session.get(ToolConnection, uuid.UUID(cid)).status == "disconnected"
+    assert interaction(db, card).status == "pending"
+    failures = db.session.scalars(
+        select(ActivityLog).where(ActivityLog.action == "tool_app.setup_failed")
+    ).all()
+    assert [f.entity_id for f in failures] == [cid]
+    # Another connection's id is not reconnected from this card.
+    other = Htmx(app, card.member).post(
+        f"{card.url}/reconnect/{uuid.uuid4()}", {"credentials-authorization": "x"}
+    )
+    assert other.status_code == 404

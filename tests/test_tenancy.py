@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -389,3 +390,16 @@ def test_adding_someone_twice_is_409(client, db, make, worlds):
     )
     assert response.status_code == 409
     assert snapshot(db, alpha) == before
+
+
+def test_a_refused_role_change_shows_the_saved_role_and_the_reason(client, db, make, worlds):
+    alpha, _beta = worlds
+    token = sign_in(client, alpha.owner)
+    target = alpha.membership
+    response = client.post(f"/members/{target.id}/role", data={"role": "viewer", "csrf_token": token})
+    assert response.status_code == 409
+    html = response.get_data(as_text=True)
+    assert f'id="role-error-{target.id}"' in html and "The role stays owner." in html
+    select = re.search(rf'<select[^>]*id="role-{target.id}"[^>]*>(.*?)</select>', html, re.S)
+    assert select is not None and 'aria-invalid="true"' in select.group(0)
+    assert re.search(r'<option selected value="owner">|<option value="owner" selected>', select.group(1))

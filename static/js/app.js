@@ -21,6 +21,14 @@ document.addEventListener("htmx:responseError", function (event) {
   flash.appendChild(box);
 });
 
+// A refused change leaves the page as it was (4xx is not swapped): a form marked data-reset-on-refusal puts its
+// fields back to the saved values it was rendered with (the Members page's role select), so it never shows a role
+// that did not save.
+document.addEventListener("htmx:responseError", function (event) {
+  var form = event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("form[data-reset-on-refusal]");
+  if (form) form.reset();
+});
+
 // Focus fields marked data-autofocus once htmx has processed them (a plain autofocus fires before htmx attaches
 // its listeners, so typing straight away could be lost).
 document.addEventListener("htmx:load", function (event) {

@@ -112,15 +112,16 @@ def connect_submit(slug):
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         response = failed(status, **shown)
-        _record_refusal(membership, draft, err)
+        record_refusal(membership, draft, err)
         return response
     except intent_setup.CardCompletionFailed as err:
         return _card_refused(err, failed)
     return _finished(draft, card)
 
 
-def _record_refusal(membership, connection: ToolConnection | None, err) -> None:
-    """A key the provider refused is a failed attempt: recorded as one (the form answers 422 and rolls back)."""
+def record_refusal(membership, connection: ToolConnection | None, err) -> None:
+    """A key the provider refused is a failed attempt: recorded as one (the form answers 422 and rolls back). The
+    card's dialog records its refusals here too."""
     if connection is None or not isinstance(err, ProviderRefused):
         return
     db.session.rollback()
@@ -192,7 +193,7 @@ def reconnect(connection_id):
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         response = failed(status, **shown)
-        _record_refusal(membership, connection, err)
+        record_refusal(membership, connection, err)
         return response
     except intent_setup.CardCompletionFailed as err:
         return _card_refused(err, failed)

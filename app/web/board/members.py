@@ -4,7 +4,8 @@ import secrets
 
 from flask import redirect, render_template, url_for
 
-from app.core.errors import Forbidden, Unprocessable
+from app.core.errors import Forbidden, ServiceError, Unprocessable
+from app.extensions import db
 from app.models import Membership
 from app.models.tenancy import MANAGE_MEMBERS
 from app.services.accounts import find_user_by_email
@@ -16,7 +17,7 @@ from app.web.forms import AddMemberForm, MemberRoleForm
 MANAGE_FORBIDDEN = "Only owners and admins can manage members"
 
 
-def _render(membership, form=None, created_password=None, existing_account=None, status=200):
+def _render(membership, form=None, created_password=None, existing_account=None, role_error=None, status=200):
     members = company_members(membership.company_id)
     return render_template(
         "board/members.html",
@@ -26,6 +27,7 @@ def _render(membership, form=None, created_password=None, existing_account=None,
         can_manage=membership.has_permission(MANAGE_MEMBERS),
         created_password=created_password,
         existing_account=existing_account,
+        role_error=role_error,
     ), status
 
 
@@ -66,5 +68,11 @@ def change_role(membership_id):
     form = MemberRoleForm()
     if not form.validate_on_submit():
         raise Unprocessable("Choose a valid role")
-    change_member(membership, target, role=form.role.data)
+    try:
+        change_member(membership, target, role=form.role.data)
+    except ServiceError as err:
+        # A refused change (the last owner, an admin changing an owner) re-renders the page with the saved roles,
+        # so the select shows the role that still holds, and the reason beside it.
+        db.session.rollback()
+        return _render(membership, role_error=(target.id, err.message), status=err.status)
     return redirect(url_for("board.members"), code=303)

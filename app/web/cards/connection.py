@@ -25,7 +25,7 @@ from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db, htmx
 from app.models import Issue, ThreadInteraction
 from app.models.base import as_utc
-from app.services.access.effective import can_manage_connections
+from app.services.access.effective import can_configure, can_manage_connections
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, update_connection
 from app.services.intents import access_requests
@@ -34,7 +34,8 @@ from app.services.intents import card as intents_card
 from app.services.intents import resolution as intents_resolution
 from app.services.intents import service as intents_service
 from app.services.intents import setup as intent_setup
-from app.web.apps.setup import resumable_draft
+from app.services.management.lifecycle import DISCONNECTED
+from app.web.apps.setup import record_refusal, resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
     build_setup_flow,
@@ -284,9 +285,41 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
     return flow
 
 
+def _disconnected(interaction, membership, app_definition):
+    """The service's Disconnected connection this person may reconnect (the oldest), or None: the dialog offers
+    Reconnect of that connection, keeping its id and settings, rather than a new setup ("Honcho 2")."""
+    if app_definition is None or not app_definition.methods:
+        return None
+    return next(
+        (
+            c
+            for c in intents_service.matching_connections(interaction.company_id, app_definition.slug)
+            if c.status == DISCONNECTED and can_configure(membership, c)
+        ),
+        None,
+    )
+
+
+def _reconnect_flow(interaction, membership, app_definition, connection, **kwargs):
+    return build_setup_flow(
+        membership,
+        app_definition,
+        action_url=url_for(
+            "intent_cards.reconnect", interaction_id=interaction.id, connection_id=connection.id
+        ),
+        mode="reconnect",
+        connection=connection,
+        hx_target="#setup-flow" if _fragment() else None,
+        **kwargs,
+    )
+
+
 def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_draft=None, **flow_kwargs):
     options = intents_resolution.setup_options(interaction)
     app_definition = _catalog_app(interaction)
+    disconnected = _disconnected(interaction, membership, app_definition) if flow is None else None
+    if disconnected is not None and oauth_draft is None and "submission" not in flow_kwargs:
+        flow = _reconnect_flow(interaction, membership, app_definition, disconnected)
     if flow is None and app_definition is not None and app_definition.methods and oauth_draft is None:
         flow = _dialog_flow(interaction, membership, app_definition, **flow_kwargs)
     return {
@@ -450,7 +483,10 @@ def setup_submit(interaction_id):
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         # Inside the card's dialog a refusal re-renders the form (htmx swaps only 2xx/422), never a 403 page.
-        return failed(422 if status == 403 and _fragment() else status, **shown)
+        response = failed(422 if status == 403 and _fragment() else status, **shown)
+        # A refused key is a failed attempt, recorded as on the Apps page (`tool_app.setup_failed`).
+        record_refusal(membership, draft, err)
+        return response
     except intent_setup.CardCompletionFailed as err:
         db.session.rollback()
         intent_setup.mark_needs_retry(interaction.id, current_user.id)
@@ -460,6 +496,45 @@ def setup_submit(interaction_id):
         # The card stopped waiting meanwhile (task closed or reassigned): show what it became.
         db.session.rollback()
         return _card_response(interaction)
+    return _resolved(resolved)
+
+
+@bp.post("/intents/<interaction_id>/reconnect/<connection_id>")
+def reconnect(interaction_id, connection_id):
+    """Reconnect the service's Disconnected connection from the card (same id, settings and audience), then
+    complete the card with it, in one unit of work. A refused key is logged as a failed setup and re-renders the
+    form; a refused completion keeps nothing (the connection stays Disconnected) and shows why."""
+    interaction, membership = _addressed(interaction_id)
+    require_write(membership)
+    if interaction.status != "pending":
+        return _card_response(interaction)
+    app_definition = _catalog_app(interaction)
+    connection = _disconnected(interaction, membership, app_definition)
+    if connection is None or str(connection.id) != connection_id:
+        raise NotFound("This connection cannot be reconnected from this card")
+    method = get_method(app_definition, connection.method_key)
+    if method.auth == "oauth":
+        # OAuth reconnects sign in from the connection's own page; the card then offers Use <name>.
+        return redirect(url_for("apps.reconnect", connection_id=connection.id), code=303)
+    submission = read_submission(request.form, method, reconnect=True)
+    try:
+        intent_setup.finish_setup(membership, connection, app_definition, credentials=submission.credentials)
+        resolved = intents_resolution.complete_intent(interaction.id, current_user.id, connection.id)
+    except SETUP_REFUSALS as err:
+        status, shown = refusal_view(err)
+        db.session.rollback()
+        flow = _reconnect_flow(interaction, membership, app_definition, connection, **shown)
+        response = _flow_response(
+            interaction, membership, flow, 422 if status == 403 and _fragment() else status
+        )
+        record_refusal(membership, connection, err)
+        return response
+    except Conflict:
+        db.session.rollback()
+        return _card_response(interaction)
+    except ServiceError as err:
+        db.session.rollback()
+        return _dialog_response(interaction, membership, 422, error=err.message)
     return _resolved(resolved)
 
 
