@@ -159,3 +159,19 @@ def _wait_until(condition, patience: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "gave up waiting"
         time.sleep(0.01)
+
+
+def test_a_stopped_peer_is_reported_unreachable_then_recovered(notes_server):
+    _get_note(notes_server)
+    port = notes_server.port
+    notes_server.stop()
+    try:
+        with pytest.raises(provider_mcp.ProviderUnavailable, match="connection refused"):
+            _get_note(notes_server)  # the reused session's transport died; the one retry could not connect
+        assert provider_mcp._on_loop(_count()) == 0
+    finally:
+        notes_server.reset()
+        notes_server.start(port)
+    _get_note(notes_server)
+    assert notes_server.calls == [("get_note", {"note_id": "n1"})]
+    assert _initializes(notes_server) == 1

@@ -1,9 +1,12 @@
 """Client for providers' remote MCP servers (Streamable HTTP), used with stored credentials.
 
 Switchboard talks to a provider's MCP server for two reasons: at setup time to verify an API key and index the
-provider's tools (`list_tools`), and later to call a tool on behalf of an agent (`call_tool`). Both open a fresh
-connection with the official MCP SDK client (`streamable_http_client` over an `httpx2.AsyncClient`, then
-`ClientSession.initialize()`), do their work and close it; nothing is kept between calls.
+provider's tools (`list_tools`), and later to call a tool on behalf of an agent (`call_tool`). `list_tools` opens a
+fresh connection with the official MCP SDK client (`streamable_http_client` over an `httpx2.AsyncClient`, then
+`ClientSession.initialize()`), does its work and closes it. `call_tool` borrows a live session kept per (server URL,
+credential headers digest, guard, timeout) in this process (`provider_sessions`): one handshake for many calls; a
+transport or auth failure evicts the session, and a reused session the provider forgot (404 on its session id, or
+no connection) is retried once on a fresh one, since the call cannot have run. `close_sessions()` closes them all.
 
 Callers are synchronous (Flask request threads and workers, with no running event loop), so the public functions run
 the async code on the process's one event loop (a daemon thread started on first use, `_on_loop`): creating and
@@ -91,7 +94,9 @@ def call_tool(
     limits: provider_limits.Limits | None = None,
     control: CallControl | None = None,
 ) -> dict:
-    """Connect, initialize and call one tool once. Raises ProviderError (`guard` as for `list_tools`).
+    """Call one tool once on the pooled session (opened and initialized if needed). Raises ProviderError.
+
+    `guard` as for `list_tools`; it is part of the pool key, so a guarded call never borrows an unguarded client.
 
     Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool, "_meta": ... or
     None}`; a tool that ran and reported failure comes back with `isError: true`, not as an exception. With
@@ -357,17 +362,35 @@ async def _send_pooled(
                     not cancelled and holder.status is None and _answered(exc)
                 )
                 provider_sessions.release(lease, evict_session=not keep)
-                if attempt == 1 and lease.reused and not cancelled and _forgotten(exc, holder.status):
+                failure: BaseException = exc
+                if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
+                    # The transport died under the call: why (no connection could be made?) is the owner's.
+                    cause = await lease.entry.ended(_TRANSPORT_PATIENCE)
+                    if cause is not None:
+                        failure = cause
+                        exchange.error_status = exchange.error_status or _first_status(cause)
+                if attempt == 1 and lease.reused and not cancelled and _forgotten(failure, holder.status):
                     logger.info(
                         "Provider session with %s was forgotten; retrying on a fresh one", exchange.host
                     )
                     continue
-                raise
+                if failure is exc:
+                    raise
+                raise failure from None
             provider_sessions.release(lease)
             return result
         finally:
             provider_sessions.current_status.reset(token)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+_TRANSPORT_PATIENCE = 1.0
+
+
+def _first_status(exc: BaseException) -> int | None:
+    return next(
+        (item.response.status_code for item in _walk(exc) if isinstance(item, httpx2.HTTPStatusError)), None
+    )
 
 
 def _answered(exc: BaseException) -> bool:

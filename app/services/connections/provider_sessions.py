@@ -71,7 +71,8 @@ class PooledSession:
         self._open_client = open_client
         self._make_session = make_session
         self.session: ClientSession | None = None
-        self.error: BaseException | None = None
+        self.error: BaseException | None = None  # why opening or initializing failed
+        self.failure: BaseException | None = None  # why the session ended, if it did not end by `close`
         self.init_status = StatusHolder()
         self.ready = asyncio.Event()
         self.closing = asyncio.Event()
@@ -99,6 +100,7 @@ class PooledSession:
                 self.ready.set()
                 await self._wait_until_done()
         except BaseException as exc:  # noqa: BLE001 - kept for the callers; the task itself ends quietly
+            self.failure = exc
             if self.error is None and self.session is None:
                 self.error = exc
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -119,6 +121,12 @@ class PooledSession:
 
     def close(self) -> None:
         self.closing.set()
+
+    async def ended(self, patience: float) -> BaseException | None:
+        """Wait (at most `patience` seconds) for the owner task to end; why it failed, if it did."""
+        if self.task is not None and not self.task.done():
+            await asyncio.wait({self.task}, timeout=patience)
+        return self.failure
 
 
 @dataclass
