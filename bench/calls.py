@@ -1,6 +1,6 @@
 """Provider call overhead: the gateway's provider client, baseline revision vs now, against a real MCP peer.
 
-    .venv/bin/python bench/calls.py [--calls 100] [--baseline-rev ebc3788]
+    .venv/bin/python bench/calls.py [--calls 100] [--baseline-rev ebc3788] [--fresh-rev 4d51cdf]
 
 Starts the notes peer (`tests/peers/mcp_servers.py`, built with the official MCP SDK) in a separate process, then
 times one call of its `get_note` tool, taking turns call by call (so noise lands on every variant):
@@ -9,7 +9,9 @@ times one call of its `get_note` tool, taking turns call by call (so noise lands
 - `direct, new session`: the SDK client opening a session per call (initialize, call, close);
 - `baseline call_tool`: `app/services/connections/provider_mcp.call_tool` as it was at `--baseline-rev` (loaded
   from git: an event loop and an SSL context per call);
-- `current call_tool`: the same function now.
+- `session per call`: the same function at `--fresh-rev` (one loop per process, but a fresh MCP session per call:
+  initialize, initialized, the call, and for a stateful provider the GET stream and DELETE);
+- `current call_tool (pooled)`: the same function now (a pooled session per URL and credential, `provider_sessions`).
 
 No database is involved: this is the client side of hot path 1, step 7. Prints the median and p90 milliseconds and
 each variant's ratio to the open session. Timings are printed, never asserted.
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--calls", type=int, default=100, help="timed calls per variant")
     parser.add_argument("--baseline-rev", default="ebc3788")
+    parser.add_argument("--fresh-rev", default="4d51cdf", help="the last revision with a session per call")
     args = parser.parse_args(argv)
 
     from app.services.connections import provider_mcp
@@ -109,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         headers = {"Authorization": f"Bearer {NOTES_KEY}"}
         tool, arguments = "get_note", {"note_id": "n1"}
         old = module_at(args.baseline_rev, "app/services/connections/provider_mcp.py")
+        fresh = module_at(args.fresh_rev, "app/services/connections/provider_mcp.py")
         session = OpenSession(url, headers)
         variants = {
             "direct, open session": lambda: session.call(tool, arguments),
@@ -116,7 +120,10 @@ def main(argv: list[str] | None = None) -> None:
             "baseline call_tool": lambda: old.call_tool(
                 url, headers=headers, tool_name=tool, arguments=arguments
             ),
-            "current call_tool": lambda: provider_mcp.call_tool(
+            "session per call": lambda: fresh.call_tool(
+                url, headers=headers, tool_name=tool, arguments=arguments
+            ),
+            "current call_tool (pooled)": lambda: provider_mcp.call_tool(
                 url, headers=headers, tool_name=tool, arguments=arguments
             ),
         }
@@ -131,12 +138,15 @@ def main(argv: list[str] | None = None) -> None:
                 timings[label].append((time.perf_counter() - t0) * 1000)
         floor = statistics.median(timings["direct, open session"])
         print(f"peer {url}; {args.calls} calls per variant, taking turns; baseline {args.baseline_rev}")
-        print(f"{'variant':24} {'median ms':>10} {'p90 ms':>8} {'x open session':>15}")
+        print(f"{'variant':28} {'median ms':>10} {'p90 ms':>8} {'x open session':>15}")
         for label, values in timings.items():
             median = statistics.median(values)
-            print(f"{label:24} {median:10.1f} {percentile(values, 90):8.1f} {median / floor:15.2f}")
-        base, current = (statistics.median(timings[k]) for k in ("baseline call_tool", "current call_tool"))
-        print(f"current/baseline: {current / base:.2f}")
+            print(f"{label:28} {median:10.1f} {percentile(values, 90):8.1f} {median / floor:15.2f}")
+        base, per_call, current = (
+            statistics.median(timings[k])
+            for k in ("baseline call_tool", "session per call", "current call_tool (pooled)")
+        )
+        print(f"current/baseline: {current / base:.2f}; current/session per call: {current / per_call:.2f}")
     finally:
         peer.terminate()
         peer.wait(10)

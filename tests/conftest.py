@@ -154,12 +154,14 @@ def _empty_tables(_db) -> None:
 
 @pytest.fixture(autouse=True)
 def process_wide_limits_reset():
-    """Provider bulkheads and breakers are process-wide: each test starts with none."""
-    from app.services.connections import provider_limits
+    """Provider bulkheads, breakers and pooled sessions are process-wide: each test starts with none."""
+    from app.services.connections import provider_limits, provider_mcp
 
     provider_limits.reset()
+    provider_mcp.close_sessions()
     yield
     provider_limits.reset()
+    provider_mcp.close_sessions()
 
 
 @pytest.fixture

@@ -692,3 +692,23 @@ def test_a_listing_is_reused_until_an_access_write_changes_it(db, world):
     assert len(statements) == 1  # the run and its company's access revision
     patch(world, created["id"], {"toolPolicies": {"search_notes": "block"}})
     assert listed() == [name for name in first if name != "notes__search_notes"]
+
+
+# --- provider sessions ---------------------------------------------------------------------------------------------
+
+
+def test_sequential_gateway_calls_open_one_provider_session(db, world, notes_server):
+    connect(world, "github", NOTES_KEY)
+    notes_server.reset()  # forget the connect-time listing (its own session, setup is not the hot path)
+    for _ in range(6):
+        response = rpc(
+            world.client,
+            world.token,
+            "tools/call",
+            {"name": "github__get_note", "arguments": {"note_id": "n1"}},
+        )
+        assert response.json["result"]["isError"] is False, response.json
+    posts = [r for r in notes_server.requests if r.method == "POST"]
+    assert len(notes_server.calls) == 6
+    assert len(posts) == 2 + 6  # one initialize + initialized, then one POST per call (not 3 per call)
+    assert {r.auth for r in posts} == {"ok"}

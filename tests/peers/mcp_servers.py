@@ -103,8 +103,11 @@ class RunningMcpServer:
         reject_status: int = 401,
         instructions: str | None = None,
         json_response: bool = True,
+        stateless: bool = True,
     ):
         self.name = name
+        # False: the peer keeps MCP sessions (an `Mcp-Session-Id`), and forgets them when restarted.
+        self.stateless = stateless
         # False: answers may be SSE streams (needed to send progress notifications before a result).
         self.json_response = json_response
         self.reject_status = reject_status
@@ -236,13 +239,15 @@ class RunningMcpServer:
         """The ASGI layer in front of the SDK app that checks credentials (the API key here)."""
         return _ApiKeyGate(app, self)
 
-    def start(self) -> RunningMcpServer:
-        """Serve on a free loopback port in a daemon thread; return once the port accepts connections."""
+    def start(self, port: int = 0) -> RunningMcpServer:
+        """Serve on loopback (a free port, or `port`: a restart) in a daemon thread; return once it accepts."""
         self._baseline = set(self._registrations)
-        app = self._gate(self.mcp.streamable_http_app(stateless_http=True, json_response=self.json_response))
+        app = self._gate(
+            self.mcp.streamable_http_app(stateless_http=self.stateless, json_response=self.json_response)
+        )
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
@@ -281,6 +286,7 @@ def start_notes_server(
     key_prefix: str = "Bearer ",
     key_query: str | None = None,
     reject_status: int = 401,
+    stateless: bool = True,
 ) -> RunningMcpServer:
     """A notes app: search_notes (read-only), create_note (write), get_note (read, no annotations).
 
@@ -294,6 +300,7 @@ def start_notes_server(
         key_prefix=key_prefix,
         key_query=key_query,
         reject_status=reject_status,
+        stateless=stateless,
     )
     notes: dict[str, dict[str, str]] = {
         "n1": {"id": "n1", "title": "Quarterly planning", "body": "Goals for Q3."},

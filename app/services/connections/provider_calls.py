@@ -3,8 +3,8 @@
 A `CallControl` is made by the caller (a request thread) and handed to `provider_mcp.call_tool`, whose event loop
 attaches its cancel scope to it. `cancel()` is thread-safe: another request thread (the agent's
 `notifications/cancelled`) or a closed SSE response may call it at any time, before, during or after the call.
-Cancelling the provider call makes the SDK client send the provider `notifications/cancelled` and close the
-provider session, exactly as our own timeout does.
+Cancelling the provider call makes the SDK client send the provider `notifications/cancelled`, exactly as our own
+timeout does; the pooled provider session (`provider_sessions`) stays open for the next call (a timeout evicts it).
 
 `in_flight` registers a call under its run and the agent's JSON-RPC request id, so a cancellation that arrives on
 another request of the same run (and in the same server process: the gateway keeps no shared state) finds it.

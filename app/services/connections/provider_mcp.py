@@ -1,9 +1,12 @@
 """Client for providers' remote MCP servers (Streamable HTTP), used with stored credentials.
 
 Switchboard talks to a provider's MCP server for two reasons: at setup time to verify an API key and index the
-provider's tools (`list_tools`), and later to call a tool on behalf of an agent (`call_tool`). Both open a fresh
-connection with the official MCP SDK client (`streamable_http_client` over an `httpx2.AsyncClient`, then
-`ClientSession.initialize()`), do their work and close it; nothing is kept between calls.
+provider's tools (`list_tools`), and later to call a tool on behalf of an agent (`call_tool`). `list_tools` opens a
+fresh connection with the official MCP SDK client (`streamable_http_client` over an `httpx2.AsyncClient`, then
+`ClientSession.initialize()`), does its work and closes it. `call_tool` borrows a live session kept per (server URL,
+credential headers digest, guard, timeout) in this process (`provider_sessions`): one handshake for many calls; a
+transport or auth failure evicts the session, and a reused session the provider forgot (404 on its session id, or
+no connection) is retried once on a fresh one, since the call cannot have run. `close_sessions()` closes them all.
 
 Callers are synchronous (Flask request threads and workers, with no running event loop), so the public functions run
 the async code on the process's one event loop (a daemon thread started on first use, `_on_loop`): creating and
@@ -34,9 +37,10 @@ import httpx2
 import mcp_types
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from app.core.net_guard import guarded_async_transport
-from app.services.connections import provider_limits
+from app.services.connections import provider_limits, provider_sessions
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.connections.provider_errors import (
     ProviderBusy,
@@ -48,6 +52,7 @@ from app.services.connections.provider_errors import (
     _scrub,
     _secret_values,
     _translate,
+    _walk,
 )
 from app.services.connections.provider_tools import (
     CLIENT_INFO,
@@ -89,7 +94,9 @@ def call_tool(
     limits: provider_limits.Limits | None = None,
     control: CallControl | None = None,
 ) -> dict:
-    """Connect, initialize and call one tool once. Raises ProviderError (`guard` as for `list_tools`).
+    """Call one tool once on the pooled session (opened and initialized if needed). Raises ProviderError.
+
+    `guard` as for `list_tools`; it is part of the pool key, so a guarded call never borrows an unguarded client.
 
     Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool, "_meta": ... or
     None}`; a tool that ran and reported failure comes back with `isError: true`, not as an exception. With
@@ -102,6 +109,12 @@ def call_tool(
     return _on_loop(
         _run_call_tool(server_url, headers, tool_name, arguments, timeout, guard, limits, control)
     )
+
+
+def close_sessions() -> None:
+    """Close every provider session this process keeps open (`provider_sessions`); the next call opens afresh."""
+    if _loop is not None and _loop_pid == os.getpid() and not _loop.is_closed():
+        _on_loop(provider_sessions.close_all())
 
 
 # -- the process's event loop ------------------------------------------------------------------------------------
@@ -166,7 +179,12 @@ class _Exchange:
         self.secrets = _secret_values(self.headers, parts.query)
 
     async def _on_response(self, response: httpx2.Response) -> None:
-        if response.status_code >= 400 and self.error_status is None:
+        if response.status_code < 400:
+            return
+        holder = provider_sessions.current_status.get()  # a pooled client: the status of whose request
+        if holder is not None:
+            holder.record(response.status_code)
+        elif self.error_status is None:
             self.error_status = response.status_code
 
     def http_client(self) -> httpx2.AsyncClient:
@@ -275,25 +293,18 @@ async def _call_once(
 ) -> dict:
     exchange = _Exchange(server_url, headers, timeout, guard)
     progress = _progress_relay(control)
+    key = provider_sessions.key_for(server_url, exchange.headers, guard, timeout)
+    # send_request rather than session.call_tool: the latter lists tools first to validate the result against the
+    # tool's output schema, and would turn a call that already ran at the provider into an error when the
+    # provider's result does not match its own schema. We pass through what it said.
+    request = mcp_types.CallToolRequest(
+        params=mcp_types.CallToolRequestParams(name=tool_name, arguments=arguments)
+    )
     try:
         with anyio.CancelScope() as cancel_scope, anyio.fail_after(timeout):
             if control is not None:
                 control.attach(cancel_scope)
-            async with (
-                exchange.http_client() as http,
-                streamable_http_client(server_url, http_client=http) as (read, write),
-                exchange.session(read, write) as session,
-            ):
-                await session.initialize()
-                # send_request rather than session.call_tool: the latter lists tools first to validate the result
-                # against the tool's output schema, and would turn a call that already ran at the provider into an
-                # error when the provider's result does not match its own schema. We pass through what it said.
-                request = mcp_types.CallToolRequest(
-                    params=mcp_types.CallToolRequestParams(name=tool_name, arguments=arguments)
-                )
-                result = await session.send_request(
-                    request, mcp_types.CallToolResult, progress_callback=progress
-                )
+            result = await _send_pooled(exchange, key, request, progress, control)
     except ProviderError:
         raise
     except Exception as exc:
@@ -313,6 +324,88 @@ async def _call_once(
         "isError": bool(result.is_error),
         "_meta": result.meta,
     }
+
+
+async def _send_pooled(
+    exchange: _Exchange,
+    key: provider_sessions.Key,
+    request: mcp_types.CallToolRequest,
+    progress: Any,
+    control: CallControl | None,
+) -> mcp_types.CallToolResult:
+    """Send `request` on the pooled session for `key`; once more on a fresh session if a reused one was forgotten.
+
+    A reused session whose provider no longer knows it (HTTP 404 on the session id, e.g. after a restart) or whose
+    connection could not be made ran nothing at the provider, so the call is retried once on a fresh session. Any
+    other transport or auth failure evicts the session and is raised; a tool or protocol error from a provider that
+    answered keeps it, and so does the agent's cancellation (the SDK tells the provider, the session stays usable).
+    """
+    for attempt in (1, 2):
+        holder = provider_sessions.StatusHolder()
+        token = provider_sessions.current_status.set(holder)
+        try:
+            try:
+                lease = await provider_sessions.acquire(
+                    key, exchange.http_client, exchange.session, fresh=attempt == 2
+                )
+            except BaseException:
+                exchange.error_status = holder.status
+                raise
+            try:
+                result = await lease.session.send_request(
+                    request, mcp_types.CallToolResult, progress_callback=progress
+                )
+            except BaseException as exc:
+                exchange.error_status = holder.status
+                cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+                keep = (cancelled and control is not None and control.cancelled) or (
+                    not cancelled and holder.status is None and _answered(exc)
+                )
+                provider_sessions.release(lease, evict_session=not keep)
+                failure: BaseException = exc
+                if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
+                    # The transport died under the call: why (no connection could be made?) is the owner's.
+                    cause = await lease.entry.ended(_TRANSPORT_PATIENCE)
+                    if cause is not None:
+                        failure = cause
+                        exchange.error_status = exchange.error_status or _first_status(cause)
+                if attempt == 1 and lease.reused and not cancelled and _forgotten(failure, holder.status):
+                    logger.info(
+                        "Provider session with %s was forgotten; retrying on a fresh one", exchange.host
+                    )
+                    continue
+                if failure is exc:
+                    raise
+                raise failure from None
+            provider_sessions.release(lease)
+            return result
+        finally:
+            provider_sessions.current_status.reset(token)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_TRANSPORT_PATIENCE = 1.0
+
+
+def _first_status(exc: BaseException) -> int | None:
+    return next(
+        (item.response.status_code for item in _walk(exc) if isinstance(item, httpx2.HTTPStatusError)), None
+    )
+
+
+def _answered(exc: BaseException) -> bool:
+    """Whether the provider itself answered with a JSON-RPC error (the session is fine)."""
+    return isinstance(exc, MCPError) and exc.code not in (
+        mcp_types.CONNECTION_CLOSED,
+        mcp_types.REQUEST_TIMEOUT,
+    )
+
+
+def _forgotten(exc: BaseException, status: int | None) -> bool:
+    """A failure that shows the request never ran: the session id was unknown (404), or no connection was made."""
+    if status == 404:
+        return True
+    return status is None and any(isinstance(item, httpx2.ConnectError) for item in _walk(exc))
 
 
 def _progress_relay(control: CallControl | None) -> Any:
