@@ -52,3 +52,17 @@ document.addEventListener("click", function (event) {
   button.setAttribute("aria-expanded", open ? "true" : "false");
   button.closest("nav").classList.toggle("nav-open", open);
 });
+
+// After a refused setup (a provider refusal or field errors swapped in), bring the reason into view and give it focus,
+// so the person reads what went wrong and the submit button is close at hand.
+document.addEventListener("htmx:afterSettle", function (event) {
+  var config = event.detail.requestConfig;
+  var form = config && config.elt;
+  if (!form || !form.hasAttribute || !form.hasAttribute("data-busy-form")) return;  // only the setup form's answers
+  var flow = document.getElementById("setup-flow");
+  var reason = flow && flow.querySelector("#setup-flow-refusal, #setup-flow-errors, [aria-invalid='true']");
+  if (!reason) return;
+  if (!reason.hasAttribute("tabindex") && !/^(INPUT|SELECT|TEXTAREA)$/.test(reason.tagName)) reason.setAttribute("tabindex", "-1");
+  reason.focus();
+  reason.scrollIntoView({ block: "center" });
+});

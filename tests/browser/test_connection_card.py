@@ -48,8 +48,15 @@ def test_addressee_connects_from_the_card_and_others_wait(
     dialog = page.locator(f"#intent-dialog-{interaction_id}")
     expect(dialog).to_be_visible()
     expect(dialog.get_by_role("heading", name="Connect Honcho for Builder")).to_be_visible()
-    dialog.get_by_label("API key").fill(HONCHO_KEY)
+    # A refused key first: the reason is brought into view with the focus on it (issue 16), the choices kept.
+    dialog.get_by_label("API key").fill("not-the-key")
     dialog.get_by_label("Honcho workspace").fill("team")
+    dialog.get_by_role("button", name="Connect", exact=True).click()
+    refusal = dialog.locator("#setup-flow-refusal")
+    expect(refusal).to_contain_text("Honcho refused the credentials.")
+    expect(refusal).to_be_focused()
+    expect(dialog.get_by_label("Honcho workspace")).to_have_value("team")
+    dialog.get_by_label("API key").fill(HONCHO_KEY)
     page.screenshot(path=str(artifacts / "connection-card-dialog.png"))
     dialog.get_by_role("button", name="Connect", exact=True).click()
 
