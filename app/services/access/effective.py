@@ -229,11 +229,8 @@ def _within_scope(tools: list[ToolAccess], scope: dict[str, str] | None) -> list
     """The tools an access card's scope covers, each at the stricter of its policy and the card's permission."""
     if scope is None:
         return tools
-    return [
-        ToolAccess(tool=t.tool, action=scopes.stricter(t.action, scope[t.tool.name]))
-        for t in tools
-        if t.tool.name in scope
-    ]
+    scoped = ((t, within_scope_action(scope, t.tool.name, t.action)) for t in tools)
+    return [ToolAccess(tool=t.tool, action=action) for t, action in scoped if action is not None]
 
 
 def _scoped_counts(scoped: dict[uuid.UUID, dict[str, str]]) -> dict[uuid.UUID, tuple[int, int]]:

@@ -88,6 +88,15 @@ def require_addressee(interaction: ThreadInteraction, user_id: uuid.UUID) -> Non
         raise Forbidden(NOT_ADDRESSEE)
 
 
+def card_task_is_active(interaction: ThreadInteraction, issue: Issue | None) -> bool:
+    """The card's task is open and still owned by the agent that asked (the one rule; `active_task` locks)."""
+    return (
+        issue is not None
+        and not issue.is_closed
+        and str(issue.assignee_agent_id) == (interaction.payload or {}).get("requestingAgentId")
+    )
+
+
 def active_task(interaction: ThreadInteraction) -> Issue:
     issue = db.session.scalar(
         select(Issue)
@@ -95,11 +104,7 @@ def active_task(interaction: ThreadInteraction) -> Issue:
         .with_for_update()
         .execution_options(populate_existing=True)
     )
-    if (
-        issue is None
-        or issue.is_closed
-        or str(issue.assignee_agent_id) != (interaction.payload or {}).get("requestingAgentId")
-    ):
+    if issue is None or not card_task_is_active(interaction, issue):
         raise Conflict(TASK_GONE)
     return issue
 

@@ -193,12 +193,7 @@ def card_is_open(interaction_id: uuid.UUID) -> bool:
     interaction = db.session.get(ThreadInteraction, interaction_id)
     if interaction is None or interaction.kind != intents_card.KIND or interaction.status != "pending":
         return False
-    issue = db.session.get(Issue, interaction.issue_id)
-    return (
-        issue is not None
-        and not issue.is_closed
-        and issue.assignee_agent_id == resolution.requester_of(interaction)
-    )
+    return resolution.card_task_is_active(interaction, db.session.get(Issue, interaction.issue_id))
 
 
 def finish_card_oauth(

@@ -99,42 +99,44 @@ def _by_id(model, label_column, ids: set[str]) -> dict[str, str]:
     }
 
 
+# Sentences that only name who, the connection, the agent and the task: one template per event code.
+TEMPLATES = {
+    "tool_app.connected": "{who} started setting up {connection}",
+    "tool_app.oauth_started": "{who} started signing in to {connection}",
+    "tool_app.oauth_connected": "{who} signed in to {connection}",
+    "tool_connection.reconnected": "{who} reconnected {connection}",
+    "tool_connection.grant_delegated": "{who} let {agent} act with their own account on {connection}",
+    "tool_connection.needs_reauthorization": "{connection} needs someone to sign in again",
+    "tool_connection.reauthorization_recovered": "{connection} works again",
+    "issue.connection_intent_connected": "{who} connected {connection} for {agent} on {task}",
+    "issue.connection_intent_declined": "{who} declined {agent}'s connection request on {task}",
+    "issue.comment_added": "{who} commented on {task}",
+    "member.added": "{who} added a member",
+    "member.updated": "{who} changed a member's role",
+    "agent.updated": "{who} changed {agent}'s instructions",
+}
+
+
 def sentence(row: ActivityLog, names: Names) -> str:
     """What happened, in words, for one activity row."""
     details = row.details or {}
     who = names.actor(row)
     connection = names.connection(row)
     action = row.action
-    if action == "tool_app.connected":
-        return f"{who} started setting up {connection}"
+    if action in TEMPLATES:
+        return TEMPLATES[action].format(
+            who=who, connection=connection, agent=names.agent(row), task=names.task(row)
+        )
     if action == "tool_app.finished":
         return f"{who} finished setting up {connection} ({details.get('toolCount', 0)} tools)"
-    if action == "tool_app.oauth_started":
-        return f"{who} started signing in to {connection}"
-    if action == "tool_app.oauth_connected":
-        return f"{who} signed in to {connection}"
     if action == "tool_app.oauth_failed":
         return f"{who}'s sign-in to {connection} did not finish ({details.get('reason', 'unknown reason')})"
-    if action == "tool_connection.reconnected":
-        return f"{who} reconnected {connection}"
     if action == "tool_connection.updated":
         fields = ", ".join(details.get("fields") or []) or "settings"
         return f"{who} changed {connection}: {fields}"
-    if action == "tool_connection.grant_delegated":
-        return f"{who} let {names.agent(row)} act with their own account on {connection}"
-    if action == "tool_connection.needs_reauthorization":
-        return f"{connection} needs someone to sign in again"
-    if action == "tool_connection.reauthorization_recovered":
-        return f"{connection} works again"
-    if action == "issue.connection_intent_connected":
-        return f"{who} connected {connection} for {names.agent(row)} on {names.task(row)}"
-    if action == "issue.connection_intent_declined":
-        return f"{who} declined {names.agent(row)}'s connection request on {names.task(row)}"
     if action == "issue.thread_interaction_created":
         kind = "an approval" if details.get("interactionKind") == "tool_approval" else "a connection"
         return f"{who} asked for {kind} on {names.task(row)}"
-    if action == "issue.comment_added":
-        return f"{who} commented on {names.task(row)}"
     if action == "issue.updated":
         changed = ", ".join(_change_words(details.get("changes") or {})) or "details"
         return f"{who} changed {names.task(row)}: {changed}"
@@ -146,12 +148,6 @@ def sentence(row: ActivityLog, names: Names) -> str:
         # Runs are started and finished by the worker: the sentence is about the agent whose run it is.
         agent = names.agent(row)
         return f"{agent[:1].upper() + agent[1:]}'s run {action.split('.', 1)[1].replace('_', ' ')}"
-    if action == "member.added":
-        return f"{who} added a member"
-    if action == "member.updated":
-        return f"{who} changed a member's role"
-    if action == "agent.updated":
-        return f"{who} changed {names.agent(row)}'s instructions"
     return f"{who}: {action.replace('_', ' ').replace('.', ' · ')}"
 
 
