@@ -129,29 +129,25 @@ def _frozen_sse_server(mcp_server_factory) -> tuple[RunningMcpServer, threading.
 def test_sse_calls_keep_the_call_timeout_and_the_provider_limits(mcp_server_factory):
     frozen, release = _frozen_sse_server(mcp_server_factory)
     limits = provider_limits.Limits(max_concurrent=2, failure_threshold=1, reset_seconds=30)
+
+    def call(label: str) -> dict:
+        return provider_mcp.call_tool(
+            frozen.url,
+            headers=AUTH,
+            tool_name="wait_for_release",
+            arguments={"label": label},
+            timeout=0.5,
+            limits=limits,
+            transport="sse",
+        )
+
     try:
         with pytest.raises(ProviderTimeout) as timed_out:
-            provider_mcp.call_tool(
-                frozen.url,
-                headers=AUTH,
-                tool_name="wait_for_release",
-                arguments={"label": "a"},
-                timeout=0.5,
-                limits=limits,
-                transport="sse",
-            )
+            call("a")
         assert timed_out.value.message == "The provider's MCP server did not answer within 0.5 seconds."
         # One timeout opens this breaker: the next call is refused at once, without reaching the provider.
         with pytest.raises(ProviderPaused):
-            provider_mcp.call_tool(
-                frozen.url,
-                headers=AUTH,
-                tool_name="wait_for_release",
-                arguments={"label": "b"},
-                timeout=0.5,
-                limits=limits,
-                transport="sse",
-            )
+            call("b")
         assert frozen.calls == [("wait_for_release", {"label": "a"})]
     finally:
         release.set()
