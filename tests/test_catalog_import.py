@@ -13,6 +13,7 @@ import pytest
 
 from app.catalog.loader import get_app
 from app.catalog.registry_import import schema_problems
+from app.services.connections.endpoint import config_headers
 from tests.conftest import serving
 from tests.test_run_tokens import search
 from tests.test_runtime_rest import board_api, connect
@@ -240,7 +241,7 @@ def test_headers_map_to_credential_and_configuration_fields(app, db, extra_dir, 
     result = run_import(app, write_document(tmp_path, document), "--slug", "acme-crm")
     assert result.exit_code == 0, result.output
     assert (
-        "  note: the non-secret header X-Region is a configuration field; the gateway does not send it as a header"
+        "  note: the non-secret header X-Region is a configuration field; the gateway sends its value as that header"
         in result.stdout.splitlines()
     )
     method = get_app("acme-crm").methods[0]
@@ -259,6 +260,8 @@ def test_headers_map_to_credential_and_configuration_fields(app, db, extra_dir, 
         "eu",
         ["eu", "us"],
     )
+    # The value the person picks is what the provider receives in that header (the credential stays apart).
+    assert config_headers(method, {"x_region": "us"}) == {"X-Region": "us"}
 
     two_secrets = json.loads(json.dumps(document))
     two_secrets["remotes"][0]["headers"][1]["isSecret"] = True

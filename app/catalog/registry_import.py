@@ -298,7 +298,7 @@ def convert(
         methods.append(_method(remote, key, suffix, auth_without_key))
         plain = [h["name"] for h in remote.get("headers") or [] if not h.get("isSecret")]
         notes.extend(
-            f"the non-secret header {name} is a configuration field; the gateway does not send it as a header"
+            f"the non-secret header {name} is a configuration field; the gateway sends its value as that header"
             for name in plain
         )
     definition: dict[str, Any] = {
