@@ -57,7 +57,8 @@ def public_addresses(host: str, port: int) -> list[str]:
         raise UnsafeUrl(f"The host {host} could not be resolved.") from None
     addresses = []
     for info in infos:
-        address = info[4][0].split("%", 1)[0]
+        # sockaddr[0] is the address text for AF_INET/AF_INET6 (typeshed also allows an int for AF_CAN).
+        address = str(info[4][0]).split("%", 1)[0]
         if not _is_public(ipaddress.ip_address(address)):
             raise UnsafeUrl(f"The host {host} resolves to a private or local address, which is not allowed.")
         addresses.append(address)

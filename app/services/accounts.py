@@ -58,9 +58,9 @@ def authenticate(email: str, password: str, remote_addr: str | None) -> User | N
         minutes = max(1, math.ceil(wait / 60))
         error = TooManyRequests(
             "Too many failed sign-in attempts. Try again in "
-            f"{minutes} minute{'s' if minutes != 1 else ''}, or sign in from another device."
+            f"{minutes} minute{'s' if minutes != 1 else ''}, or sign in from another device.",
+            retry_after=wait,
         )
-        error.retry_after = wait
         raise error
     user = find_user_by_email(email)
     if user is None:

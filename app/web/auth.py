@@ -25,7 +25,7 @@ def login():
     except TooManyRequests as err:
         commit_point(Reason.SIGN_IN_ATTEMPT)
         page = render_template("auth/login.html", form=form, next_url=next_url, error=err.message)
-        return page, 429, {"Retry-After": str(getattr(err, "retry_after", 60))}
+        return page, 429, {"Retry-After": str(err.retry_after)}
     if user is None:
         commit_point(Reason.SIGN_IN_ATTEMPT)
         return render_template(

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from sqlalchemy import event, inspect, select, update
+from sqlalchemy import Integer, event, inspect, literal_column, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -38,6 +38,7 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
+from app.models.base import table_of
 
 # Models whose rows decide a search answer; each carries `company_id`.
 TRACKED = (
@@ -115,11 +116,13 @@ def _raise_revisions(session: Session) -> None:
     changed = session.info.pop(_CHANGED, None)
     if not changed:
         return
-    table = AccessRevision.__table__
+    table = table_of(AccessRevision)
     dialect = session.get_bind().dialect.name
     insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
     if EVERY_COMPANY in changed:
-        missing = select(Company.id, 0).where(~Company.id.in_(select(table.c.company_id)))
+        missing = select(Company.id, literal_column("0", Integer)).where(
+            ~Company.id.in_(select(table.c.company_id))
+        )
         session.execute(
             insert(table).from_select(["company_id", "revision"], missing).on_conflict_do_nothing()
         )

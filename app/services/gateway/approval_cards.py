@@ -9,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.extensions import db
 from app.models import ThreadInteraction
-from app.models.base import utcnow
+from app.models.base import rowcount, utcnow
 from app.services import notifications  # notifications: issue 15
 from app.services.gateway.arguments import canonical_digest, redact_arguments
 from app.services.gateway.results import (
@@ -75,7 +75,7 @@ def consume_card(card: ThreadInteraction) -> bool:
         .execution_options(synchronize_session=False)
     )
     db.session.expire(card)
-    return outcome.rowcount == 1
+    return rowcount(outcome) == 1
 
 
 def _create_card(ctx, tool: GatewayTool, key: str, projected: dict) -> ThreadInteraction:

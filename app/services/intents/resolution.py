@@ -17,7 +17,7 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
 )
-from app.models.base import utcnow
+from app.models.base import rowcount, utcnow
 from app.models.connections import ATTENTION_HEALTH
 from app.services import notifications  # notifications: issue 15
 from app.services.access.effective import can_manage_connections, effective_access
@@ -178,7 +178,7 @@ def _resolve(interaction: ThreadInteraction, user_id: uuid.UUID, status: str, re
         .values(status=status, result=result, resolved_by_user_id=user_id, resolved_at=now, updated_at=now)
         .execution_options(synchronize_session=False)
     )
-    if outcome.rowcount != 1:
+    if rowcount(outcome) != 1:
         raise Conflict(ALREADY_RESOLVED)
     retire_oauth_states([interaction.id])
     db.session.add(

@@ -24,7 +24,7 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
 )
-from app.models.base import as_utc, utcnow
+from app.models.base import as_utc, rowcount, utcnow
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
 from app.services.connections import endpoint, setup
@@ -212,7 +212,7 @@ def consume_state(raw_state: str, user_id: uuid.UUID) -> OAuthState:
         .values(consumed_at=now)
         .execution_options(synchronize_session=False)
     )
-    if result.rowcount != 1:
+    if rowcount(result) != 1:
         raise InvalidOAuthState()
     db.session.expire(row)
     return row

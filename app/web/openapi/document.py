@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, Flask, current_app, jsonify
+from flask import Blueprint, Flask, jsonify
 from pydantic.json_schema import models_json_schema
 
+from app.extensions import current_app_object
 from app.web.openapi.registry import SECURITY_SCHEMES, Answer, Operation, all_operations
 
 bp = Blueprint("openapi", __name__)
@@ -80,7 +81,7 @@ def build_document(
     paths: dict = {}
     for op in operations:
         paths.setdefault(op.path, {})[op.method] = _operation_object(op, refs)
-    document = {
+    document: dict = {
         "openapi": OPENAPI_VERSION,
         "info": {
             "title": "Switchboard",
@@ -101,7 +102,7 @@ def build_document(
 
 @bp.get("/api/openapi.json")
 def openapi_document():
-    app = current_app._get_current_object()
+    app = current_app_object()
     document = app.extensions.get("switchboard_openapi")
     if document is None:  # built once per app: the models and routes do not change while it runs
         server_url = str(app.config.get("PUBLIC_BASE_URL") or "").rstrip("/")
