@@ -21,6 +21,7 @@ from typing import Any
 
 from flask import current_app, has_app_context
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 from sqlalchemy import select
 
 from app.catalog.schema import AppDefinition, DefinitionError, Method
@@ -61,7 +62,7 @@ def _format_path(loc: tuple[str | int, ...]) -> str:
     return out or "(file)"
 
 
-def _message(error: dict[str, Any]) -> tuple[tuple[str | int, ...], str]:
+def _message(error: ErrorDetails) -> tuple[tuple[str | int, ...], str]:
     """Turn one pydantic error into (path, plain message); cross-key rule failures carry their own sub-path."""
     loc = tuple(error["loc"])
     kind = error["type"]
@@ -342,8 +343,8 @@ def list_apps() -> list[AppDefinition]:
     return sorted(apps, key=lambda app: (app.name.casefold(), app.slug))
 
 
-def get_method(app: AppDefinition, method_key: str | None) -> Method | None:
-    """The app's method with this key, else its first method (None only for an app without methods)."""
+def get_method(app: AppDefinition, method_key: str | None) -> Method:
+    """The app's method with this key, else its first method (every app has at least one)."""
     return app.method(method_key)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from typing import Literal
 
 from sqlalchemy import case, func, select
 
@@ -131,8 +132,8 @@ def update_issue(
     issue: Issue,
     *,
     status: str | None = None,
-    assignee_agent_id: uuid.UUID | None | str = "unchanged",
-    responsible_user_id: uuid.UUID | None | str = "unchanged",
+    assignee_agent_id: uuid.UUID | None | Literal["unchanged"] = "unchanged",
+    responsible_user_id: uuid.UUID | None | Literal["unchanged"] = "unchanged",
 ) -> Issue:
     """Change status, assignee or responsible person; every referenced object must belong to the task's company."""
     changes: dict = {}

@@ -154,6 +154,8 @@ def deliver_leased(interaction_id: uuid.UUID) -> str:
         db.session.commit()
         return RETIRED
     agent = db.session.get(Agent, issue.assignee_agent_id)
+    if agent is None:  # the assignee is a foreign key, so this means a broken row: retried like any failure
+        raise LookupError(f"The agent {issue.assignee_agent_id} assigned to task {issue.id} was not found")
     outcome = OUTCOMES[interaction.status]
     if outcome == "connected" and not _connection_ready(interaction, agent.id):
         db.session.rollback()

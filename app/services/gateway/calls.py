@@ -56,7 +56,7 @@ def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
     prepared.tool_name = tool.tool_access.tool.name
     prepared.connection_id = tool.connection.id
     prepared.connection_name = tool.connection.name
-    prepared.grant_id = tool.access.grant.id
+    prepared.grant_id = tool.grant.id
     projected = project_arguments(arguments, tool.managed)
     prepared.arguments = projected
     if tool.action == "block":
@@ -209,7 +209,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         outcome, result = _provider_failure(prepared, err)
         _record(prepared, outcome=outcome)
         return result
-    result: dict = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
+    result = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
     if raw.get("structuredContent") is not None:
         result["structuredContent"] = raw["structuredContent"]
     if raw.get("_meta"):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy import exists, or_, select
 
 from app.catalog.loader import get_app, logo_url
+from app.catalog.schema import AppDefinition
 from app.extensions import db
 from app.models import (
     ConnectionGrant,
@@ -31,7 +33,22 @@ class ServiceIdentity:
     connection_id: uuid.UUID | None = None
 
 
-def service_slug_of(connection: ToolConnection) -> str:
+class ConnectionFacts(Protocol):
+    """What naming a connection as a service reads: a ToolConnection, or a row of its columns (runtime search)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+    @property
+    def app_slug(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def auth_kind(self) -> str: ...
+
+
+def service_slug_of(connection: ConnectionFacts) -> str:
     """Custom MCP connections are their own service; catalog connections belong to their app's slug."""
     if connection.app_slug == CUSTOM_APP_SLUG:
         return f"{CONNECTION_PREFIX}{connection.id}"
@@ -50,7 +67,7 @@ def catalog_service(app_definition) -> ServiceIdentity:
     )
 
 
-def configured_service(connection: ToolConnection, custom=None) -> ServiceIdentity:
+def configured_service(connection: ConnectionFacts, custom: AppDefinition | None = None) -> ServiceIdentity:
     """A custom MCP connection as a service; `custom` is the catalog's custom app, when the caller has it."""
     custom = custom or get_app(CUSTOM_APP_SLUG)
     return ServiceIdentity(

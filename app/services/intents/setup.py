@@ -206,6 +206,8 @@ def finish_card_oauth(
 
     A card that stopped waiting meanwhile raises CardClosed before any token is stored.
     """
+    if state.interaction_id is None:  # a sign-in started outside a card
+        raise NotFound("Connection intent not found")
     interaction = resolution.lock_intent(state.interaction_id)
     if interaction.status != "pending":
         raise CardClosed()

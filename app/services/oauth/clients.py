@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.errors import (
+    Conflict,
     ProviderRefused,
     Unprocessable,
 )
@@ -187,6 +188,8 @@ def _registered_client(connection: ToolConnection, app_definition, method) -> Cl
                 OAuthClientRegistration.app_slug == connection.app_slug,
             )
         )
+        if row is None:  # that registration was removed again before we could read it
+            raise Conflict("The sign-in setup for this app changed meanwhile. Try again.") from None
     return _client_from_registration(row)
 
 
