@@ -4,6 +4,7 @@ MCP Registry server.json documents as new definitions."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from app.catalog.loader import (
 )
 from app.cli import needs_database
 from app.extensions import db
+
+if TYPE_CHECKING:
+    from app.catalog.registry_import import AuthWithoutKey
 
 _directory_option = click.option(
     "--directory",
@@ -94,7 +98,7 @@ def validate_command(directory: Path):
 )
 @click.option("--force", is_flag=True, help="Replace an earlier import of the same slug in the same folder.")
 @needs_database
-def import_command(source: str, slug: str | None, auth_without_key: str, force: bool):
+def import_command(source: str, slug: str | None, auth_without_key: AuthWithoutKey, force: bool):
     """Turn an MCP Registry server.json (a file or an http(s) URL) into an app definition and ingest it.
 
     The definition is written to SWITCHBOARD_CATALOG_EXTRA_DIR when set, else to app/catalog/definitions/.

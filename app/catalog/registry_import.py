@@ -210,9 +210,9 @@ def _method(remote: dict, key: str, label_suffix: str, auth_without_key: AuthWit
     headers = remote.get("headers") or []
     secrets = [h for h in headers if h.get("isSecret")]
     if len(secrets) > 1:
-        names = ", ".join(h["name"] for h in secrets)
+        secret_names = ", ".join(h["name"] for h in secrets)
         raise ImportRefused(
-            f"the remote {remote['url']} needs {len(secrets)} secret headers ({names}); "
+            f"the remote {remote['url']} needs {len(secrets)} secret headers ({secret_names}); "
             "a Switchboard connection method carries one credential"
         )
     method: dict[str, Any] = {"key": key, "transport": "mcp_remote"}

@@ -115,9 +115,13 @@ def _upgrade_then_ingest(upgrade: click.Command) -> click.Command:
     """Flask-Migrate's `db upgrade`, followed by a catalog ingest once the database is at this version's head, so a
     fresh deployment serves the shipped catalog right after its first `switchboard db upgrade`."""
 
-    @functools.wraps(upgrade.callback)
+    callback = upgrade.callback
+    if callback is None:  # Flask-Migrate's command always has one
+        raise TypeError(f"the {upgrade.name} command has no callback to extend")
+
+    @functools.wraps(callback)
     def upgraded(*args, **kwargs):
-        upgrade.callback(*args, **kwargs)
+        callback(*args, **kwargs)
         if kwargs.get("sql") or schema_problem() is not None:
             return  # offline SQL output, or an upgrade to an older revision: the tables may not fit this version
         from app.catalog.cli import report_ingest

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from typing import Any
 
 import click
 import requests
@@ -62,7 +63,7 @@ def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_
     run = open_run(agent, issue, responsible_id)
     minted = mint_run_token(run)
     db.session.commit()
-    data = {
+    data: dict[str, Any] = {
         "runId": str(run.id),
         "token": minted.token,
         "expiresAt": minted.expires_at_iso,

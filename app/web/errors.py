@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask, current_app, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from app.core.errors import ServiceError
 from app.web.api.validation import BodyValidationError, validation_error_response
@@ -65,10 +65,11 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException):
-        message = STANDARD_MESSAGES.get(err.code, err.name)
-        if err.code == 413:
+        status = err.code or 500
+        message = STANDARD_MESSAGES.get(status, err.name)
+        if status == 413:
             return too_large_response()
-        response = app.make_response(error_response(message, err.code or 500))
-        if err.code == 405 and getattr(err, "valid_methods", None):
+        response = app.make_response(error_response(message, status))
+        if isinstance(err, MethodNotAllowed) and err.valid_methods:
             response.headers["Allow"] = ", ".join(err.valid_methods)
         return response

@@ -9,15 +9,16 @@ from flask import abort, render_template
 from app.core.errors import Forbidden, ValidationFailed
 from app.extensions import db, htmx
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
-from app.services.connections.instructions import (
-    INSTRUCTIONS_MAX_LENGTH,
-    editor_saved_value,
-    reset_to_template,
-)
+from app.services.connections.instructions import INSTRUCTIONS_MAX_LENGTH, reset_to_template
 from app.services.connections.settings import update_connection
 from app.web.apps import bp
 from app.web.apps.forms import InstructionsEditorForm
-from app.web.apps.instructions_state import EditorState, editor_state, has_editor
+from app.web.apps.instructions_state import (
+    EditorState,
+    editor_start_value,
+    has_editor,
+    require_editor_state,
+)
 from app.web.apps.permissions import back_to_page, load_connection, render_page
 
 SAVE_FAILED = "Couldn’t save instructions. Try again."
@@ -43,7 +44,7 @@ def draft_from_form(form: InstructionsEditorForm, connection, app_definition) ->
     return EditorState(
         app=app_definition,
         connection=connection,
-        saved=editor_saved_value(connection.agent_instructions, app_definition),
+        saved=editor_start_value(connection, app_definition),
         enabled=bool(form.enabled.data),
         text=form.text.data or "",
         template=template,
@@ -92,12 +93,12 @@ def instructions_editor(connection_id):
         status = _save(membership, connection, app_definition, state, value)
         if status == 200:
             wrote = True
-            state.saved = editor_saved_value(connection.agent_instructions, app_definition)
+            state.saved = editor_start_value(connection, app_definition)
     elif action == "edit":
         state.focus_text = not state.editing
         state.editing = True
     elif action == "cancel":
-        state = editor_state(connection, app_definition, can_edit=True)
+        state = require_editor_state(connection, app_definition, can_edit=True)
     elif action == "reset":
         adopted = reset_to_template(state.draft, app_definition)
         state.text, state.template = adopted["text"], adopted.get("template")
@@ -105,7 +106,7 @@ def instructions_editor(connection_id):
         status = _save(membership, connection, app_definition, state, state.value_to_save())
         if status == 200:
             wrote = True
-            state = editor_state(
+            state = require_editor_state(
                 connection, app_definition, can_edit=True, saved_message="Instructions saved."
             )
     if wrote and not htmx:

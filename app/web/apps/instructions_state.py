@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.catalog.loader import template_default
+from app.catalog.schema import AppDefinition
+from app.core.errors import NotFound
 from app.models import ToolConnection
 from app.services.connections.instructions import (
     INSTRUCTIONS_MAX_LENGTH,
@@ -19,7 +21,7 @@ from app.services.connections.instructions import (
 
 @dataclass
 class EditorState:
-    app: object
+    app: AppDefinition
     connection: ToolConnection
     saved: dict
     enabled: bool
@@ -97,7 +99,7 @@ def editor_state(
     """The editor showing the saved value (None when the app has no template, so no editor is rendered)."""
     if not has_editor(app_definition):
         return None
-    saved = editor_saved_value(connection.agent_instructions, app_definition)
+    saved = editor_start_value(connection, app_definition)
     return EditorState(
         app=app_definition,
         connection=connection,
@@ -108,3 +110,21 @@ def editor_state(
         can_edit=can_edit,
         **kwargs,
     )
+
+
+def require_editor_state(
+    connection: ToolConnection, app_definition, *, can_edit: bool, **kwargs
+) -> EditorState:
+    """`editor_state` for a request to the editor itself: an app without an editor has no such page."""
+    state = editor_state(connection, app_definition, can_edit=can_edit, **kwargs)
+    if state is None:
+        raise NotFound("This app has no instructions editor")
+    return state
+
+
+def editor_start_value(connection: ToolConnection, app_definition) -> dict:
+    """The value the editor starts from; an app with an editor has a template, so there always is one."""
+    saved = editor_saved_value(connection.agent_instructions, app_definition)
+    if saved is None:
+        raise NotFound("This app has no instructions editor")
+    return saved

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from werkzeug.datastructures import MultiDict
 
 from app.catalog.loader import get_method, logo_url
+from app.catalog.schema import AppDefinition, Method
 from app.core.errors import Forbidden, ProviderRefused, ServiceError, ValidationFailed
 from app.models import Membership, ToolConnection
 from app.services.access.effective import can_manage_connections
@@ -60,10 +61,10 @@ class Submission:
 
 @dataclass
 class SetupFlow:
-    app: object
+    app: AppDefinition
     mode: str  # "connect" or "reconnect"
     action_url: str
-    method: object
+    method: Method
     methods: list
     identity: str
     identity_choices: list[IdentityChoice]
