@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
+import uuid
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -120,7 +121,7 @@ def user_for_api_key(token: str) -> User | None:
     return key.user
 
 
-def revoke_api_key(user: User, key_id) -> ApiKey:
+def revoke_api_key(user: User, key_id: uuid.UUID) -> ApiKey:
     key = db.session.get(ApiKey, key_id)
     if key is None or key.user_id != user.id:
         raise NotFound("API key not found")

@@ -18,7 +18,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import case, func, or_, select
+from sqlalchemy import Select, case, func, or_, select
 
 from app.extensions import db
 from app.models import (
@@ -124,7 +124,7 @@ def select_grant(
     return None
 
 
-def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID):
+def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID) -> Select[ToolConnection]:
     """Connections installed for the agent, either directly or company-wide."""
     installed = select(ConnectionInstall.connection_id).where(
         ConnectionInstall.company_id == company_id,

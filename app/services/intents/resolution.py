@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from sqlalchemy import select, update
 
@@ -333,10 +334,10 @@ def decline_intent(interaction_id: uuid.UUID, user_id: uuid.UUID, reason: str | 
 
 
 def interaction_json(interaction: ThreadInteraction) -> dict:
-    def s(value):
+    def s(value: object) -> str | None:
         return str(value) if value is not None else None
 
-    def iso(value):
+    def iso(value: datetime | None) -> str | None:
         from app.models.base import as_utc
 
         return as_utc(value).isoformat() if value is not None else None

@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import exists, or_, select
+from sqlalchemy import Exists, exists, or_, select
 
 from app.catalog.loader import get_app, logo_url
 from app.catalog.schema import AppDefinition
@@ -55,7 +55,7 @@ def service_slug_of(connection: ConnectionFacts) -> str:
     return connection.app_slug
 
 
-def catalog_service(app_definition) -> ServiceIdentity:
+def catalog_service(app_definition: AppDefinition) -> ServiceIdentity:
     return ServiceIdentity(
         slug=app_definition.slug,
         name=app_definition.name,
@@ -93,7 +93,7 @@ def grant_in_audience(grant: ConnectionGrant, user_id: uuid.UUID | None, agent_i
     )
 
 
-def grant_in_audience_clause(user_id: uuid.UUID | None, agent_id: uuid.UUID | None):
+def grant_in_audience_clause(user_id: uuid.UUID | None, agent_id: uuid.UUID | None) -> Exists:
     """`grant_in_audience` as SQL: the connection in the query has an active grant for this audience."""
     audience = [ConnectionGrant.kind == "organization"]
     if user_id is not None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import uuid
 
+from app.catalog.schema import AppDefinition
 from app.core.errors import Conflict, NotFound, ServiceError, ValidationFailed
 from app.extensions import db
 from app.models import Issue, Membership, OAuthState, ThreadInteraction, ToolConnection
 from app.services.access.effective import can_configure
 from app.services.connections import card_binding
 from app.services.connections.audience import Audience
-from app.services.connections.settings import UNSET, update_connection
+from app.services.connections.settings import UNSET, Unset, update_connection
 from app.services.connections.setup import finish_connection
 from app.services.intents import audience as intents_audience
 from app.services.intents import card as intents_card
@@ -34,7 +35,7 @@ NO_AUDIENCE = Audience(all_agents=False)
 class CardClosed(Conflict):
     """The card stopped waiting (closed task, new assignee or responsible person, superseded, resolved)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(CARD_CLOSED)
 
 
@@ -133,7 +134,12 @@ def save_card_audience(
 
 
 def save_setup_choices(
-    membership: Membership, draft: ToolConnection, app_definition, *, method_config=UNSET, audience=UNSET
+    membership: Membership,
+    draft: ToolConnection,
+    app_definition: AppDefinition,
+    *,
+    method_config: dict | None | Unset = UNSET,
+    audience: Audience | Unset = UNSET,
 ) -> ThreadInteraction | None:
     """Before a provider sign-in: save the draft's public values, and its audience where it belongs (on the
     draft's card when it has one, else on the draft). Grants nothing. Returns the card, if any."""
@@ -159,12 +165,12 @@ def bound_card_id(connection: ToolConnection, user_id: uuid.UUID) -> uuid.UUID |
 def finish_setup(
     membership: Membership,
     connection: ToolConnection,
-    app_definition,
+    app_definition: AppDefinition,
     *,
     credentials: dict | None = None,
-    method_config=UNSET,
-    audience=UNSET,
-    agent_instructions=UNSET,
+    method_config: dict | None | Unset = UNSET,
+    audience: Audience | Unset = UNSET,
+    agent_instructions: dict | None | Unset = UNSET,
 ) -> ThreadInteraction | None:
     """Verify, store and activate (API-key methods), from any host. A draft bound to a card completes the card in
     the same transaction with the card's saved audience; returns the resolved card, or None for a plain setup.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import requests
@@ -48,7 +49,7 @@ _process_locks_guard = threading.Lock()
 
 
 @contextmanager
-def _grant_process_lock(grant_id: uuid.UUID):
+def _grant_process_lock(grant_id: uuid.UUID) -> Iterator[None]:
     """SQLite has no row locks: serialize refreshes of one grant within this process instead."""
     if db.engine.dialect.name == "postgresql":
         yield

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
@@ -61,7 +61,7 @@ ABANDONED_MESSAGE = "The worker stopped while this run was in progress."
 DEFAULT_TURN_SECONDS = 600
 
 
-def recover_abandoned_runs(now=None) -> int:
+def recover_abandoned_runs(now: datetime | None = None) -> int:
     """Fail runs whose worker died mid-turn, so the agent's next wake on the task can start. Returns how many."""
     now = now or utcnow()
     query = (

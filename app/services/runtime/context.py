@@ -33,7 +33,7 @@ class RunContext:
     access_revision: int = 0  # the company's, read with the run (see `app.services.access.revision`)
 
 
-def _uuid(value) -> uuid.UUID | None:
+def _uuid(value: object) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value))
     except (TypeError, ValueError):

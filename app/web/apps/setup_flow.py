@@ -20,7 +20,7 @@ from app.models import Membership, ToolConnection
 from app.services.access.effective import can_manage_connections
 from app.services.agents import list_agents
 from app.services.connections.audience import Audience, audience_of
-from app.services.connections.settings import UNSET, public_fields
+from app.services.connections.settings import UNSET, Unset, public_fields
 from app.services.connections.setup import start_connection
 from app.services.intents.setup import finish_setup
 from app.web.unit_of_work import Reason, commit_point
@@ -249,8 +249,8 @@ class SetupStep:
 
     connection: ToolConnection
     needs_sign_in: bool
-    method_config: object = UNSET
-    audience: object = UNSET
+    method_config: dict | None | Unset = UNSET
+    audience: Audience | Unset = UNSET
 
 
 def start_or_resume_draft(
