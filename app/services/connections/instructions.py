@@ -77,12 +77,12 @@ def differs_from_template(setting: dict | None, app_definition: AppDefinition | 
     return setting.get("text") != default["text"] or setting.get("template") != default["template"]
 
 
-def reset_to_template(setting: dict | None, app_definition: AppDefinition | None) -> dict | None:
+def reset_to_template(setting: dict, app_definition: AppDefinition | None) -> dict:
     """Adopt the current template text and provenance, keeping the current toggle."""
     default = template_default(app_definition) if app_definition else None
     if default is None:
         return setting
-    enabled = setting.get("enabled", True) if setting is not None else True
+    enabled = setting.get("enabled", True)
     return {**default, "enabled": enabled}
 
 

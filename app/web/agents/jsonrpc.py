@@ -61,7 +61,7 @@ class Door:
     call_tool: Callable[[Any, dict, Exchange], Reply | Response]
     negotiates: bool = False
     error_status: int = 200
-    on_cancelled: Callable[[Any], None] | None = None
+    on_cancelled: Callable[[Any], object] | None = None  # what it returns is ignored
 
 
 def message(id_, *, result=None, error=None) -> dict:

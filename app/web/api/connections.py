@@ -14,7 +14,7 @@ from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection
 from app.services.access.effective import tools_with_policies
 from app.services.connections.audience import Audience, audience_of
-from app.services.connections.settings import UNSET, list_connections, update_connection
+from app.services.connections.settings import UNSET, Unset, list_connections, update_connection
 from app.services.connections.setup import record_setup_failed, start_connection
 from app.services.intents import card as intents_card
 from app.services.intents import resolution
@@ -95,7 +95,7 @@ class PatchBody(StrictBody):
     toolPolicies: dict[str, Literal["allow", "ask_first", "block"]] = Omittable(max_length=2000)
 
 
-def _instructions_arg(body) -> object:
+def _instructions_arg(body: ConnectBody | FinishBody | PatchBody) -> dict | None | Unset:
     """UNSET when the field was not sent; None (no instructions) when sent as null; the setting otherwise."""
     if "agentInstructions" not in body.model_fields_set:
         return UNSET
@@ -161,7 +161,11 @@ def connect_app(company_id):
     )
     if card is not None:
         requester = resolution.requester_of(card)
-        audience = body.audience.to_audience() if body.audience else Audience(False, (requester,))
+        audience = (
+            body.audience.to_audience()
+            if body.audience
+            else Audience(False, (requester,) if requester is not None else ())
+        )
         intent_setup.save_card_audience(card.id, membership, connection, audience)
     commit_point(Reason.DRAFT_BEFORE_VERIFY)
     if body.credentials:

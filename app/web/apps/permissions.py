@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from flask import abort, redirect, render_template, request, url_for
 
 from app.catalog.loader import get_app, get_method, logo_url
+from app.catalog.schema import AppDefinition
 from app.core.errors import Forbidden, Unprocessable, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
@@ -95,7 +96,7 @@ def config_state(connection: ToolConnection, app_definition, **kwargs) -> Config
     return ConfigState(fields=fields, missing_note=missing_config_note(connection, app_definition), **kwargs)
 
 
-def load_connection(connection_id) -> tuple[ToolConnection, Membership, object]:
+def load_connection(connection_id: str) -> tuple[ToolConnection, Membership, AppDefinition | None]:
     connection, membership = load_scoped(ToolConnection, connection_id)
     if connection.status == "archived":
         abort(404)
@@ -237,7 +238,7 @@ def save_tool_policy(connection_id):
     tool = tools.get(form.tool.data or "")
     if tool is None:
         abort(404)
-    status, error = 200, None
+    status, error = 200, ""
     if not form.validate():
         status, error = 422, "Choose Allow, Ask first or Block."
     else:
@@ -252,8 +253,8 @@ def save_tool_policy(connection_id):
     if status == 200:
         if not htmx:
             return back_to_page(connection)
-        tool = tools_with_policies([connection.id])[connection.id]
-        tool = next(t for t in tool if t.tool.name == form.tool.data)
+        rows = tools_with_policies([connection.id])[connection.id]
+        tool = next(t for t in rows if t.tool.name == form.tool.data)
     else:
         db.session.rollback()
     if htmx:

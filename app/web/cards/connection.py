@@ -23,7 +23,7 @@ from flask_login import current_user, login_required
 from app.catalog.loader import get_app, get_method, logo_url
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db, htmx
-from app.models import Issue, ThreadInteraction
+from app.models import Issue, Membership, ThreadInteraction
 from app.models.base import as_utc
 from app.services.access.effective import can_configure, can_manage_connections
 from app.services.connections.audience import Audience
@@ -204,7 +204,7 @@ def _connection_card(item: ThreadInteraction) -> CardView:
 # --- loading and answering --------------------------------------------------------------------------------------
 
 
-def _load(interaction_id) -> tuple[ThreadInteraction, object]:
+def _load(interaction_id: str) -> tuple[ThreadInteraction, Membership]:
     """Load -> company membership (404) ; the caller decides whether only the addressee may go on."""
     interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
     if interaction is None or not intents_card.is_connection_card(interaction):
@@ -212,7 +212,7 @@ def _load(interaction_id) -> tuple[ThreadInteraction, object]:
     return interaction, membership_for(interaction.company_id)
 
 
-def _addressed(interaction_id) -> tuple[ThreadInteraction, object]:
+def _addressed(interaction_id: str) -> tuple[ThreadInteraction, Membership]:
     interaction, membership = _load(interaction_id)
     if interaction.addressee_user_id != current_user.id:
         raise Forbidden(intents_card.NOT_ADDRESSEE)
