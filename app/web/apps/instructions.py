@@ -5,9 +5,12 @@ reset). The toggle and Save instructions write through `update_connection`; the 
 from __future__ import annotations
 
 from flask import abort, render_template
+from flask.typing import ResponseReturnValue
 
+from app.catalog.schema import AppDefinition
 from app.core.errors import Forbidden, ValidationFailed
 from app.extensions import db, htmx
+from app.models import Membership, ToolConnection
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.connections.instructions import INSTRUCTIONS_MAX_LENGTH, reset_to_template
 from app.services.connections.settings import update_connection
@@ -37,7 +40,9 @@ def failure_reason(err: ValidationFailed) -> str:
     return " ".join(dict.fromkeys(reasons))
 
 
-def draft_from_form(form: InstructionsEditorForm, connection, app_definition) -> EditorState:
+def draft_from_form(
+    form: InstructionsEditorForm, connection: ToolConnection, app_definition: AppDefinition
+) -> EditorState:
     template = None
     if form.template_id.data and form.template_version.data:
         template = {"id": form.template_id.data, "version": form.template_version.data}
@@ -53,7 +58,13 @@ def draft_from_form(form: InstructionsEditorForm, connection, app_definition) ->
     )
 
 
-def _save(membership, connection, app_definition, state: EditorState, value: dict) -> int:
+def _save(
+    membership: Membership,
+    connection: ToolConnection,
+    app_definition: AppDefinition | None,
+    state: EditorState,
+    value: dict,
+) -> int:
     """Write the setting; on failure keep the draft in `state` with the error, and answer its status."""
     try:
         update_connection(membership, connection, app_definition, agent_instructions=value)
@@ -69,7 +80,7 @@ def _save(membership, connection, app_definition, state: EditorState, value: dic
 
 
 @bp.post("/apps/<connection_id>/instructions")
-def instructions_editor(connection_id):
+def instructions_editor(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = load_connection(connection_id)
     if not has_editor(app_definition):
         abort(404)
@@ -114,7 +125,13 @@ def instructions_editor(connection_id):
     return _respond(connection, membership, app_definition, state, status)
 
 
-def _respond(connection, membership, app_definition, state: EditorState, status: int):
+def _respond(
+    connection: ToolConnection,
+    membership: Membership,
+    app_definition: AppDefinition | None,
+    state: EditorState,
+    status: int,
+) -> ResponseReturnValue:
     if htmx:
         return render_template("apps/_instructions_editor.html", editor=state), status
     return render_page(connection, membership, app_definition, status, editor=state)

@@ -7,6 +7,7 @@ whether Cancel / Save instructions, Reset to default and the empty-text alert ar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from app.catalog.loader import template_default
 from app.catalog.schema import AppDefinition
@@ -88,13 +89,13 @@ class EditorState:
         return value
 
 
-def has_editor(app_definition) -> bool:
+def has_editor(app_definition: AppDefinition | None) -> TypeGuard[AppDefinition]:
     """The editor appears only when the app declares an explicit instructions template."""
     return app_definition is not None and template_default(app_definition) is not None
 
 
 def editor_state(
-    connection: ToolConnection, app_definition, *, can_edit: bool, **kwargs
+    connection: ToolConnection, app_definition: AppDefinition | None, *, can_edit: bool, **kwargs: Any
 ) -> EditorState | None:
     """The editor showing the saved value (None when the app has no template, so no editor is rendered)."""
     if not has_editor(app_definition):
@@ -113,7 +114,7 @@ def editor_state(
 
 
 def require_editor_state(
-    connection: ToolConnection, app_definition, *, can_edit: bool, **kwargs
+    connection: ToolConnection, app_definition: AppDefinition | None, *, can_edit: bool, **kwargs: Any
 ) -> EditorState:
     """`editor_state` for a request to the editor itself: an app without an editor has no such page."""
     state = editor_state(connection, app_definition, can_edit=can_edit, **kwargs)
@@ -122,7 +123,7 @@ def require_editor_state(
     return state
 
 
-def editor_start_value(connection: ToolConnection, app_definition) -> dict:
+def editor_start_value(connection: ToolConnection, app_definition: AppDefinition | None) -> dict:
     """The value the editor starts from; an app with an editor has a template, so there always is one."""
     saved = editor_saved_value(connection.agent_instructions, app_definition)
     if saved is None:

@@ -3,6 +3,7 @@
 import secrets
 
 from flask import redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 
 from app.core.errors import Forbidden, ServiceError, Unprocessable
 from app.extensions import db
@@ -38,12 +39,12 @@ def _require_member_manager(membership) -> None:
 
 
 @bp.get("/members")
-def members():
+def members() -> ResponseReturnValue:
     return _render(current_membership())
 
 
 @bp.post("/members")
-def add_member():
+def add_member() -> ResponseReturnValue:
     membership = current_membership()
     _require_member_manager(membership)
     form = AddMemberForm()
@@ -62,7 +63,7 @@ def add_member():
 
 
 @bp.post("/members/<membership_id>/role")
-def change_role(membership_id):
+def change_role(membership_id: str) -> ResponseReturnValue:
     target, membership = load_scoped(Membership, membership_id)
     _require_member_manager(membership)
     form = MemberRoleForm()

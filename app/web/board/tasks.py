@@ -1,6 +1,7 @@
 """Tasks: the list with filters, the task page with its thread, comments, status and assignee changes."""
 
 from flask import redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from wtforms.fields.choices import SelectChoice
 
 from app.core.errors import Unprocessable
@@ -58,7 +59,7 @@ def _task_context(issue: Issue, membership, **extra):
 
 
 @bp.get("/tasks")
-def tasks():
+def tasks() -> ResponseReturnValue:
     membership = current_membership()
     status = request.args.get("status") or None
     if status not in (None, *ISSUE_STATUSES):
@@ -81,7 +82,7 @@ def tasks():
 
 
 @bp.post("/tasks")
-def create_task():
+def create_task() -> ResponseReturnValue:
     membership = current_membership()
     require_write(membership)
     form = NewIssueForm()
@@ -106,13 +107,13 @@ def create_task():
 
 
 @bp.get("/tasks/<issue_id>")
-def task(issue_id):
+def task(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     return render_template("board/task.html", runs=recent_runs(issue), **_task_context(issue, membership))
 
 
 @bp.get("/tasks/<issue_id>/items")
-def thread_items_fragment(issue_id):
+def thread_items_fragment(issue_id: str) -> ResponseReturnValue:
     """The thread's items for the page's poller: 204 while nothing changed (a cheap tag, one statement)."""
     issue, _membership = load_scoped(Issue, issue_id)
     version = thread_version(issue)
@@ -124,7 +125,7 @@ def thread_items_fragment(issue_id):
 
 
 @bp.post("/tasks/<issue_id>/comments")
-def post_comment(issue_id):
+def post_comment(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)
     form = CommentForm()
@@ -140,7 +141,7 @@ def post_comment(issue_id):
 
 
 @bp.post("/tasks/<issue_id>/status")
-def change_status(issue_id):
+def change_status(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)
     form = IssueStatusForm()
@@ -151,7 +152,7 @@ def change_status(issue_id):
 
 
 @bp.post("/tasks/<issue_id>/assignee")
-def change_assignee(issue_id):
+def change_assignee(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)
     agents = list_agents(issue.company_id)
@@ -166,7 +167,7 @@ def change_assignee(issue_id):
 
 
 @bp.post("/tasks/<issue_id>/responsible")
-def change_responsible(issue_id):
+def change_responsible(issue_id: str) -> ResponseReturnValue:
     """Hand the task to another person: cards that asked the previous one are superseded."""
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)

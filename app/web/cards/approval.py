@@ -8,6 +8,7 @@ the single source of the card); plain form posts are redirected (303) to the tas
 from __future__ import annotations
 
 from flask import Blueprint, redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import login_required
 
 from app.core.errors import Unprocessable
@@ -44,10 +45,10 @@ def _answer(interaction_id, answer):
 
 
 @bp.post("/approvals/<interaction_id>/approve")
-def approve(interaction_id):
+def approve(interaction_id: str) -> ResponseReturnValue:
     return _answer(interaction_id, approvals.approve)
 
 
 @bp.post("/approvals/<interaction_id>/deny")
-def deny(interaction_id):
+def deny(interaction_id: str) -> ResponseReturnValue:
     return _answer(interaction_id, approvals.deny)

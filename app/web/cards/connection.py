@@ -16,14 +16,17 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from flask import Blueprint, redirect, render_template, request, url_for
+from flask import Blueprint, Response, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
 from app.catalog.loader import get_app, get_method, logo_url
+from app.catalog.schema import AppDefinition
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db, htmx
-from app.models import Issue, Membership, ThreadInteraction
+from app.models import Issue, Membership, ThreadInteraction, ToolConnection, User
 from app.models.base import as_utc
 from app.services.access.effective import can_configure, can_manage_connections
 from app.services.connections.audience import Audience
@@ -38,6 +41,7 @@ from app.services.management.lifecycle import DISCONNECTED
 from app.web.apps.setup import record_refusal, resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
+    SetupFlow,
     build_setup_flow,
     finish_step,
     read_submission,
@@ -59,12 +63,12 @@ CONTINUE_LABEL = "Continue setup"
 
 @bp.before_request
 @login_required
-def _require_login():
+def _require_login() -> None:
     return None
 
 
 @bp.after_request
-def _vary(response):
+def _vary(response: Response) -> Response:
     response.headers.add("Vary", "HX-Request")
     return response
 
@@ -103,7 +107,7 @@ class CardView:
         return self.state in ("requested", "needs_retry")
 
 
-def card_view(item: ThreadInteraction, viewer=None) -> CardView:
+def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
     """The card's state and labels (reference 12.1). A pending card of a closed task shows as expired."""
     payload = intents_card.intent_payload(item)
     viewer = viewer if viewer is not None else current_user
@@ -228,7 +232,9 @@ def _task_url(interaction: ThreadInteraction) -> str:
     return url_for("board.task", issue_id=interaction.issue_id) + f"#intent-card-{interaction.id}"
 
 
-def _card_response(interaction: ThreadInteraction, status: int = 200, error: str | None = None):
+def _card_response(
+    interaction: ThreadInteraction, status: int = 200, error: str | None = None
+) -> ResponseReturnValue:
     """The card alone for htmx (swapped over the card, wherever the request came from), else back to the task."""
     if not _fragment():
         return redirect(_task_url(interaction), code=303)
@@ -245,7 +251,7 @@ def _requester_id(interaction: ThreadInteraction) -> uuid.UUID | None:
         return None
 
 
-def _catalog_app(interaction: ThreadInteraction):
+def _catalog_app(interaction: ThreadInteraction) -> AppDefinition | None:
     """The app whose setup flow the dialog hosts; configured custom services have no setup (only reuse)."""
     slug = intents_card.intent_payload(interaction).get("serviceSlug", "")
     if intents_service.parse_connection_service(slug) is not None:
@@ -253,7 +259,9 @@ def _catalog_app(interaction: ThreadInteraction):
     return get_app(slug)
 
 
-def _dialog_flow(interaction, membership, app_definition, **kwargs):
+def _dialog_flow(
+    interaction: ThreadInteraction, membership: Membership, app_definition: AppDefinition, **kwargs: Any
+) -> SetupFlow:
     """The setup flow in the card's dialog. Continue setup restores the saved draft (its method and identity) and
     the audience saved on the card; a person without sharing authority starts from the requesting agent alone."""
     requester = _requester_id(interaction)
@@ -285,7 +293,9 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
     return flow
 
 
-def _disconnected(interaction, membership, app_definition):
+def _disconnected(
+    interaction: ThreadInteraction, membership: Membership, app_definition: AppDefinition | None
+) -> ToolConnection | None:
     """The service's Disconnected connection this person may reconnect (the oldest), or None: the dialog offers
     Reconnect of that connection, keeping its id and settings, rather than a new setup ("Honcho 2")."""
     if app_definition is None or not app_definition.methods:
@@ -300,7 +310,13 @@ def _disconnected(interaction, membership, app_definition):
     )
 
 
-def _reconnect_flow(interaction, membership, app_definition, connection, **kwargs):
+def _reconnect_flow(
+    interaction: ThreadInteraction,
+    membership: Membership,
+    app_definition: AppDefinition,
+    connection: ToolConnection,
+    **kwargs: Any,
+) -> SetupFlow:
     return build_setup_flow(
         membership,
         app_definition,
@@ -314,11 +330,24 @@ def _reconnect_flow(interaction, membership, app_definition, connection, **kwarg
     )
 
 
-def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_draft=None, **flow_kwargs):
+def _dialog_context(
+    interaction: ThreadInteraction,
+    membership: Membership,
+    *,
+    flow: SetupFlow | None = None,
+    error: str | None = None,
+    oauth_draft: ToolConnection | None = None,
+    **flow_kwargs: Any,
+) -> dict[str, Any]:
     options = intents_resolution.setup_options(interaction)
     app_definition = _catalog_app(interaction)
     disconnected = _disconnected(interaction, membership, app_definition) if flow is None else None
-    if disconnected is not None and oauth_draft is None and "submission" not in flow_kwargs:
+    if (
+        disconnected is not None
+        and app_definition is not None  # implied: only a catalog app has a Disconnected connection to offer
+        and oauth_draft is None
+        and "submission" not in flow_kwargs
+    ):
         flow = _reconnect_flow(interaction, membership, app_definition, disconnected)
     if flow is None and app_definition is not None and app_definition.methods and oauth_draft is None:
         flow = _dialog_flow(interaction, membership, app_definition, **flow_kwargs)
@@ -334,7 +363,9 @@ def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_dra
     }
 
 
-def _dialog_response(interaction, membership, status: int = 200, **kwargs):
+def _dialog_response(
+    interaction: ThreadInteraction, membership: Membership, status: int = 200, **kwargs: Any
+) -> ResponseReturnValue:
     context = _dialog_context(interaction, membership, **kwargs)
     if _fragment():
         headers = {
@@ -345,14 +376,16 @@ def _dialog_response(interaction, membership, status: int = 200, **kwargs):
     return render_template("intents/dialog_page.html", **context), status
 
 
-def _flow_response(interaction, membership, flow, status: int):
+def _flow_response(
+    interaction: ThreadInteraction, membership: Membership, flow: SetupFlow, status: int
+) -> ResponseReturnValue:
     if _fragment():
         return render_template("apps/_setup_flow.html", flow=flow), status
     context = _dialog_context(interaction, membership, flow=flow)
     return render_template("intents/dialog_page.html", **context), status
 
 
-def _resolved(interaction: ThreadInteraction):
+def _resolved(interaction: ThreadInteraction) -> ResponseReturnValue:
     """Show the resolved card; once the request commits, deliver the continuation (errors are retried by the worker)."""
     after_commit(lambda: deliver_continuation(interaction.id))
     return _card_response(interaction)
@@ -362,7 +395,7 @@ def _resolved(interaction: ThreadInteraction):
 
 
 @bp.get("/intents/<interaction_id>/card")
-def card(interaction_id):
+def card(interaction_id: str) -> ResponseReturnValue:
     """The card re-read from the server (after an OAuth hint, or to refresh): any member of the company."""
     interaction, _ = _load(interaction_id)
     if not _fragment():
@@ -371,7 +404,7 @@ def card(interaction_id):
 
 
 @bp.get("/intents/<interaction_id>/dialog")
-def dialog(interaction_id):
+def dialog(interaction_id: str) -> ResponseReturnValue:
     """The dialog body (addressee only): eligible connections to reuse and the shared setup flow."""
     interaction, membership = _addressed(interaction_id)
     if interaction.status != "pending":
@@ -386,7 +419,7 @@ def dialog(interaction_id):
 
 
 @bp.post("/intents/<interaction_id>/decline")
-def decline(interaction_id):
+def decline(interaction_id: str) -> ResponseReturnValue:
     """The "Not now" button: declines once; a repeat (or a card resolved meanwhile) answers the card as it is."""
     interaction, _ = _addressed(interaction_id)
     if interaction.status != "pending":
@@ -396,7 +429,7 @@ def decline(interaction_id):
 
 
 @bp.post("/intents/<interaction_id>/use/<connection_id>")
-def use_connection(interaction_id, connection_id):
+def use_connection(interaction_id: str, connection_id: str) -> ResponseReturnValue:
     """The "Use <name>" button: complete the card with an existing eligible connection; a failure keeps the dialog open."""
     interaction, membership = _addressed(interaction_id)
     try:
@@ -415,7 +448,7 @@ def use_connection(interaction_id, connection_id):
 
 
 @bp.post("/intents/<interaction_id>/phase")
-def phase(interaction_id):
+def phase(interaction_id: str) -> ResponseReturnValue:
     """A server-authored phase change (e.g. a closed sign-in window: `needs_retry`); answers the card."""
     interaction, _ = _addressed(interaction_id)
     if interaction.status != "pending":
@@ -425,7 +458,7 @@ def phase(interaction_id):
 
 
 @bp.post("/intents/<interaction_id>/setup")
-def setup_submit(interaction_id):
+def setup_submit(interaction_id: str) -> ResponseReturnValue:
     """The dialog host of the shared setup flow: the same services as `/apps/<slug>/connect`, then completion.
 
     The chosen audience is saved on the card (bound to the draft; granting nothing) and the requesting agent must
@@ -445,7 +478,7 @@ def setup_submit(interaction_id):
     submission = read_submission(request.form, method)
     saving = request.form.get("intent") == SAVE_AND_EXIT
 
-    def failed(status: int, **kwargs):
+    def failed(status: int, **kwargs: Any) -> ResponseReturnValue:
         db.session.rollback()
         kept = draft if draft is not None and draft.status == "draft" else None
         flow = _dialog_flow(
@@ -496,11 +529,13 @@ def setup_submit(interaction_id):
         # The card stopped waiting meanwhile (task closed or reassigned): show what it became.
         db.session.rollback()
         return _card_response(interaction)
+    if resolved is None:  # the draft is bound to this card (above), so finishing it resolves the card
+        return _card_response(interaction)
     return _resolved(resolved)
 
 
 @bp.post("/intents/<interaction_id>/reconnect/<connection_id>")
-def reconnect(interaction_id, connection_id):
+def reconnect(interaction_id: str, connection_id: str) -> ResponseReturnValue:
     """Reconnect the service's Disconnected connection from the card (same id, settings and audience), then
     complete the card with it, in one unit of work. A refused key is logged as a failed setup and re-renders the
     form; a refused completion keeps nothing (the connection stays Disconnected) and shows why."""
@@ -510,7 +545,7 @@ def reconnect(interaction_id, connection_id):
         return _card_response(interaction)
     app_definition = _catalog_app(interaction)
     connection = _disconnected(interaction, membership, app_definition)
-    if connection is None or str(connection.id) != connection_id:
+    if app_definition is None or connection is None or str(connection.id) != connection_id:
         raise NotFound("This connection cannot be reconnected from this card")
     method = get_method(app_definition, connection.method_key)
     if method.auth == "oauth":
@@ -538,7 +573,9 @@ def reconnect(interaction_id, connection_id):
     return _resolved(resolved)
 
 
-def _begin_oauth(interaction, membership, draft):
+def _begin_oauth(
+    interaction: ThreadInteraction, membership: Membership, draft: ToolConnection
+) -> ResponseReturnValue:
     """The audience is saved on the card already: mark the card `authorizing` and offer the sign-in."""
     intents_resolution.set_phase(interaction.id, current_user.id, "authorizing")
     return _dialog_response(interaction, membership, oauth_draft=draft)

@@ -6,6 +6,7 @@ partials as the task thread, a Done tab, and pollers that cost one aggregate que
 from __future__ import annotations
 
 from flask import g, jsonify, render_template, request
+from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from sqlalchemy import select
 
@@ -54,13 +55,13 @@ def _unchanged(tag: str):
 
 
 @bp.get("/inbox")
-def inbox():
+def inbox() -> ResponseReturnValue:
     membership = current_membership()
     return render_template("inbox/inbox.html", **_list_context(membership, _tab()))
 
 
 @bp.get("/inbox/list")
-def inbox_list():
+def inbox_list() -> ResponseReturnValue:
     membership = current_membership()
     version = inbox_version(membership.company_id, current_user.id)
     unchanged = _unchanged(version.tag)
@@ -71,7 +72,7 @@ def inbox_list():
 
 
 @bp.get("/inbox/badge")
-def badge():
+def badge() -> ResponseReturnValue:
     membership = current_membership()
     version = inbox_version(membership.company_id, current_user.id)
     unchanged = _unchanged(version.tag)
@@ -94,7 +95,7 @@ def _inbox_nav_version():
 
 
 @bp.get("/api/me/inbox")
-def api_inbox():
+def api_inbox() -> ResponseReturnValue:
     membership = current_membership()
     tab = _tab()
     rows = inbox_rows(membership.company_id, current_user.id, tab)

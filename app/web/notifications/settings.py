@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
 from app.core.errors import Unprocessable, ValidationFailed
@@ -17,14 +18,14 @@ from app.workers.loop import notify_worker
 
 
 @bp.get("/settings/notifications")
-def notification_settings():
+def notification_settings() -> ResponseReturnValue:
     current_membership()
     form = EmailSettingsForm(formdata=None, email_enabled=notifications.email_enabled(current_user.id))
     return render_template("settings/notifications.html", form=form, saved=request.args.get("saved") == "1")
 
 
 @bp.post("/settings/notifications")
-def save_notification_settings():
+def save_notification_settings() -> ResponseReturnValue:
     current_membership()
     form = EmailSettingsForm()
     if not form.validate_on_submit():
@@ -45,14 +46,14 @@ def _webhooks_page(membership, form, *, new_secret=None, status=200):
 
 
 @bp.get("/settings/webhooks")
-def webhooks_page():
+def webhooks_page() -> ResponseReturnValue:
     membership = current_membership()
     webhooks.require_manager(membership)
     return _webhooks_page(membership, WebhookForm(formdata=None))
 
 
 @bp.post("/settings/webhooks")
-def create_webhook():
+def create_webhook() -> ResponseReturnValue:
     membership = current_membership()
     webhooks.require_manager(membership)
     form = WebhookForm()
@@ -73,7 +74,7 @@ def _button_checked():
 
 
 @bp.post("/settings/webhooks/<endpoint_id>/delete")
-def delete_webhook(endpoint_id):
+def delete_webhook(endpoint_id: str) -> ResponseReturnValue:
     membership = current_membership()
     _button_checked()
     webhooks.delete_endpoint(membership, webhooks.load_endpoint(membership, parse_uuid(endpoint_id)))
@@ -81,7 +82,7 @@ def delete_webhook(endpoint_id):
 
 
 @bp.post("/settings/webhooks/deliveries/<delivery_id>/send-again")
-def send_again(delivery_id):
+def send_again(delivery_id: str) -> ResponseReturnValue:
     membership = current_membership()
     _button_checked()
     webhooks.send_again(membership, parse_uuid(delivery_id))
