@@ -46,7 +46,7 @@ class RequestBody(StrictBody):
 
     @field_validator("toolNames")
     @classmethod
-    def _unique(cls, value):
+    def _unique(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and len(set(value)) != len(value):
             raise ValueError("toolNames must be unique")
         return value
@@ -56,7 +56,7 @@ def _claims() -> dict:
     return request_run_claims()
 
 
-def _validate(model: type[BaseModel], data) -> BaseModel:
+def _validate(model: type[BaseModel], data: Any) -> BaseModel:
     try:
         return model.model_validate(data)
     except ValidationError as err:
@@ -125,7 +125,7 @@ def mcp_rpc() -> ResponseReturnValue:
     )
 
 
-def _call_tool(id_, claims: dict, params: dict) -> Response:
+def _call_tool(id_: Any, claims: dict, params: dict) -> Response:
     name = params.get("name")
     if not isinstance(name, str) or name not in TOOLS:
         return jsonrpc.unknown_tool(id_, name)

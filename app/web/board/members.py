@@ -1,6 +1,7 @@
 """Members: owners and admins add people and change roles."""
 
 import secrets
+import uuid
 
 from flask import redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
@@ -18,7 +19,14 @@ from app.web.forms import AddMemberForm, MemberRoleForm
 MANAGE_FORBIDDEN = "Only owners and admins can manage members"
 
 
-def _render(membership, form=None, created_password=None, existing_account=None, role_error=None, status=200):
+def _render(
+    membership: Membership,
+    form: AddMemberForm | None = None,
+    created_password: str | None = None,
+    existing_account: str | None = None,
+    role_error: tuple[uuid.UUID, str] | None = None,
+    status: int = 200,
+) -> ResponseReturnValue:
     members = company_members(membership.company_id)
     return render_template(
         "board/members.html",
@@ -32,7 +40,7 @@ def _render(membership, form=None, created_password=None, existing_account=None,
     ), status
 
 
-def _require_member_manager(membership) -> None:
+def _require_member_manager(membership: Membership) -> None:
     # Authorize before validating, so a person without the right learns nothing from form errors.
     if not membership.has_permission(MANAGE_MEMBERS):
         raise Forbidden(MANAGE_FORBIDDEN)

@@ -1,12 +1,15 @@
 """Tasks: the list with filters, the task page with its thread, comments, status and assignee changes."""
 
+from collections.abc import Iterable
+from typing import Any
+
 from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from wtforms.fields.choices import SelectChoice
 
 from app.core.errors import Unprocessable
 from app.extensions import htmx
-from app.models import Issue
+from app.models import Agent, Issue, Membership
 from app.models.work import ISSUE_STATUSES
 from app.services.agents import list_agents
 from app.services.runs.lifecycle import recent_runs
@@ -24,7 +27,7 @@ from app.web.context import current_membership, load_scoped, parse_uuid, require
 from app.web.forms import CommentForm, IssueAssigneeForm, IssueResponsibleForm, IssueStatusForm, NewIssueForm
 
 
-def _assignee_form(issue: Issue, agents) -> IssueAssigneeForm:
+def _assignee_form(issue: Issue, agents: Iterable[Agent]) -> IssueAssigneeForm:
     form = IssueAssigneeForm(assignee=str(issue.assignee_agent_id or ""))
     form.assignee.choices = [SelectChoice("", "Unassigned")] + [
         SelectChoice(str(a.id), a.name) for a in agents
@@ -43,7 +46,7 @@ def _responsible_form(issue: Issue) -> IssueResponsibleForm:
     return form
 
 
-def _task_context(issue: Issue, membership, **extra):
+def _task_context(issue: Issue, membership: Membership, **extra: Any) -> dict:
     agents = list_agents(issue.company_id)
     return {
         "issue": issue,
@@ -183,7 +186,7 @@ def change_responsible(issue_id: str) -> ResponseReturnValue:
     return _task_fields_response(issue, membership)
 
 
-def _task_fields_response(issue, membership):
+def _task_fields_response(issue: Issue, membership: Membership) -> ResponseReturnValue:
     if htmx:
         return render_template("board/_task_fields.html", **_task_context(issue, membership))
     return redirect(url_for("board.task", issue_id=issue.id), code=303)

@@ -12,7 +12,15 @@ from sqlalchemy import select
 
 from app.extensions import db
 from app.models import User
-from app.services.notifications.inbox import DONE, OPEN, TABS, inbox_rows, inbox_version, item_json
+from app.services.notifications.inbox import (
+    DONE,
+    OPEN,
+    TABS,
+    InboxVersion,
+    inbox_rows,
+    inbox_version,
+    item_json,
+)
 from app.web.context import current_membership
 from app.web.notifications import bp
 
@@ -45,7 +53,7 @@ def _list_context(membership, tab: str) -> dict:
     }
 
 
-def _unchanged(tag: str):
+def _unchanged(tag: str) -> ResponseReturnValue | None:
     """204 when the poller already shows this version, 304 for a conditional GET; else None."""
     if request.args.get("v") == tag:
         return "", 204
@@ -86,7 +94,7 @@ def badge() -> ResponseReturnValue:
 
 
 @bp.app_template_global("inbox_nav_version")
-def _inbox_nav_version():
+def _inbox_nav_version() -> InboxVersion | None:
     """The badge's count for the page being rendered (one aggregate query), or None outside a company."""
     membership = g.get("membership")
     if membership is None or not current_user.is_authenticated:

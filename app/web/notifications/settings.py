@@ -7,6 +7,7 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
 from app.core.errors import Unprocessable, ValidationFailed
+from app.models import Membership
 from app.services import notifications
 from app.services.notifications import webhooks
 from app.web.context import current_membership, parse_uuid
@@ -34,7 +35,9 @@ def save_notification_settings() -> ResponseReturnValue:
     return redirect(url_for("inbox.notification_settings", saved=1), code=303)
 
 
-def _webhooks_page(membership, form, *, new_secret=None, status=200):
+def _webhooks_page(
+    membership: Membership, form: WebhookForm, *, new_secret: str | None = None, status: int = 200
+) -> ResponseReturnValue:
     endpoints = webhooks.list_endpoints(membership.company_id)
     return render_template(
         "settings/webhooks.html",
@@ -68,7 +71,7 @@ def create_webhook() -> ResponseReturnValue:
     return _webhooks_page(membership, WebhookForm(formdata=None), new_secret=secret, status=201)
 
 
-def _button_checked():
+def _button_checked() -> None:
     if not EmptyForm().validate_on_submit():
         raise Unprocessable("The form is missing its security token")
 
