@@ -105,7 +105,7 @@ def _fetch(url: str) -> bytes:
 
 
 @cache
-def _validator():
+def _validator() -> Any:  # a jsonschema validator (jsonschema ships no type information)
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     cls = validator_for(schema)
     cls.check_schema(schema)

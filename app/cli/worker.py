@@ -14,7 +14,7 @@ from app.extensions import current_app_object
 @click.option("--once", is_flag=True, help="Do one pass over the pending work and exit.")
 @click.option("--poll-seconds", default=2.0, show_default=True, help="Idle wait between polls.")
 @needs_database
-def worker_command(once: bool, poll_seconds: float):
+def worker_command(once: bool, poll_seconds: float) -> None:
     """Run the background worker (runs and continuation delivery)."""
     from app.workers.loop import run_once, run_worker_forever, stop_worker
 

@@ -11,7 +11,7 @@ from flask_login import current_user
 from sqlalchemy import select
 
 from app.extensions import db
-from app.models import User
+from app.models import Issue, Membership, ThreadInteraction, User
 from app.services.notifications.inbox import (
     DONE,
     OPEN,
@@ -32,7 +32,7 @@ def _tab() -> str:
     return tab if tab in TABS else OPEN
 
 
-def _resolver_names(rows) -> dict:
+def _resolver_names(rows: list[tuple[ThreadInteraction, Issue]]) -> dict:
     ids = {item.resolved_by_user_id for item, _issue in rows if item.resolved_by_user_id}
     if not ids:
         return {}
@@ -42,7 +42,7 @@ def _resolver_names(rows) -> dict:
     }
 
 
-def _list_context(membership, tab: str) -> dict:
+def _list_context(membership: Membership, tab: str) -> dict:
     rows = inbox_rows(membership.company_id, current_user.id, tab)
     return {
         "tab": tab,

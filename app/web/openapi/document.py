@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from flask import Blueprint, Flask, jsonify
+from flask.typing import ResponseReturnValue
 from pydantic.json_schema import models_json_schema
 
 from app.extensions import current_app_object
@@ -101,7 +102,7 @@ def build_document(
 
 
 @bp.get("/api/openapi.json")
-def openapi_document():
+def openapi_document() -> ResponseReturnValue:
     app = current_app_object()
     document = app.extensions.get("switchboard_openapi")
     if document is None:  # built once per app: the models and routes do not change while it runs
