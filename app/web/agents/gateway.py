@@ -17,7 +17,10 @@ provider call, which sends the provider `notifications/cancelled` and ends its s
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, Response, jsonify
+from flask.typing import ResponseReturnValue
 
 from app.core.errors import ServiceError
 from app.extensions import db
@@ -39,7 +42,7 @@ def _claims() -> dict:
 
 
 @bp.get(URL)
-def discovery():
+def discovery() -> ResponseReturnValue:
     run_context.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or jsonify(
         {"name": gateway_tools.SERVER_NAME, "protocolVersion": jsonrpc.PROTOCOL_VERSION}
@@ -47,7 +50,7 @@ def discovery():
 
 
 @bp.post(URL)
-def rpc():
+def rpc() -> ResponseReturnValue:
     claims = _claims()
     run, access_revision = run_context.load_live_run_and_revision(claims)
     return jsonrpc.serve(
@@ -61,13 +64,13 @@ def rpc():
     )
 
 
-def unknown_tool(id_, name) -> jsonrpc.Reply:
+def unknown_tool(id_: Any, name: object) -> jsonrpc.Reply:
     """An unknown tool: JSON-RPC `-32602` at HTTP 200 (2025-06-18 "Error Handling")."""
     label = name if isinstance(name, str) and name else "missing"
     return jsonrpc.error(id_, jsonrpc.INVALID_PARAMS, f"Unknown tool: {label}"), 200
 
 
-def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply | Response:
+def _call_tool(id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply | Response:
     name = params.get("name")
     if not isinstance(name, str) or not name:
         return unknown_tool(id_, name)
