@@ -17,7 +17,7 @@ from app.adapters.http import HttpAdapter
 from app.adapters.process import ProcessAdapter, parse_session_line
 from app.models.run_logs import RUN_LOG_LIMIT
 from app.services.runs.invocation import prepare_invocation
-from tests.test_run_instructions import add_connection, start_run
+from tests.services.runs.test_run_instructions import add_connection, start_run
 
 SNAPSHOT = {"text": "## Connection instructions\n\nUse the handbook. Résumé.", "digest": "d" * 64}
 DESCRIPTOR = {

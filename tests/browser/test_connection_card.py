@@ -10,12 +10,12 @@ import pytest
 from playwright.sync_api import expect
 
 from app.models import ThreadInteraction
-from tests import test_runtime_rest
 from tests.browser.conftest import sign_in_through_the_form
 from tests.factories import DEFAULT_PASSWORD
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.test_run_tokens import start_run
-from tests.test_runtime_rest import request_service
+from tests.services.runs.test_run_tokens import start_run
+from tests.services.runtime import test_runtime_rest
+from tests.services.runtime.test_runtime_rest import request_service
 
 providers = test_runtime_rest.providers  # honcho -> the real MCP peer
 

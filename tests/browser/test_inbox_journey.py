@@ -10,14 +10,14 @@ from standardwebhooks.webhooks import Webhook
 
 from app.services.notifications import webhooks
 from app.workers import outbox
-from tests import test_runtime_rest
 from tests.browser.conftest import sign_in_through_the_form
 from tests.factories import DEFAULT_PASSWORD
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.peers.notification_peers import start_webhook_receiver
-from tests.test_notifications import smtp  # noqa: F401  (the loopback SMTP peer)
-from tests.test_run_tokens import start_run
-from tests.test_runtime_rest import request_service
+from tests.services.notifications.test_notifications import smtp  # noqa: F401  (the loopback SMTP peer)
+from tests.services.runs.test_run_tokens import start_run
+from tests.services.runtime import test_runtime_rest
+from tests.services.runtime.test_runtime_rest import request_service
 
 providers = test_runtime_rest.providers  # honcho -> the real MCP peer; loopback allowed for member URLs
 POLL_WAIT_MS = 20_000  # the pollers run every 5 s

@@ -7,11 +7,11 @@ import json
 import shutil
 
 from app.catalog.loader import DEFINITIONS_DIR, ingest_definitions, list_apps
-from tests import test_run_tokens
 from tests.conftest import count_statements
-from tests.test_apps_pages import HX, html, sign_in
-from tests.test_apps_pages import acme as acme  # noqa: F401  (the shared fixture)
-from tests.test_run_tokens import search
+from tests.services.runs import test_run_tokens
+from tests.services.runs.test_run_tokens import search
+from tests.web.apps.test_apps_pages import HX, html, sign_in
+from tests.web.apps.test_apps_pages import acme as acme  # noqa: F401  (the shared fixture)
 
 world = test_run_tokens.world  # the shared fixture
 

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from app.catalog.loader import DEFINITIONS_DIR
 from app.models import CatalogApp, CatalogState
 from tests.conftest import TEST_CONFIG, count_statements
-from tests.test_migrations import app_on, fresh_database
+from tests.system.test_migrations import app_on, fresh_database
 
 SHIPPED = {path.stem for path in DEFINITIONS_DIR.glob("*.json")}
 SWITCHBOARD = Path(sys.executable).with_name("switchboard")

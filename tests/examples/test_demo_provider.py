@@ -8,14 +8,14 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from tests.test_runtime_rest import board_api
+from tests.paths import ROOT
+from tests.services.runtime.test_runtime_rest import board_api
 
-DEMO_PROVIDER = Path(__file__).resolve().parents[1] / "examples" / "demo_provider.py"
+DEMO_PROVIDER = ROOT / "examples" / "demo_provider.py"
 
 
 @pytest.fixture
@@ -83,8 +83,8 @@ def test_the_offline_demo_loop(app, db, make, demo_provider):
     from app.workers.continuations import deliver
     from app.workers.run_executor import execute_next_run
     from tests.conftest import serving
-    from tests.test_intent_cards import Htmx
-    from tests.test_runs_worker import runs_of
+    from tests.web.cards.test_intent_cards import Htmx
+    from tests.workers.test_runs_worker import runs_of
 
     demo = load_demo()
     db.session.commit()

@@ -11,7 +11,7 @@ import pytest
 from app.config import load_config
 from tests.conftest import TEST_CONFIG
 from tests.factories import DEFAULT_PASSWORD
-from tests.test_auth import LOGIN_CSRF_RE, session_user_id
+from tests.web.test_auth import LOGIN_CSRF_RE, session_user_id
 
 STRANGER = "203.0.113.7"
 OWNER_HOME = "198.51.100.20"

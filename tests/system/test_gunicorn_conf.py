@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from gunicorn.config import Config
 
 from app.config import load_config
+from tests.paths import ROOT
 
-CONF = Path(__file__).resolve().parents[1] / "gunicorn.conf.py"
+CONF = ROOT / "gunicorn.conf.py"
 
 
 @pytest.fixture

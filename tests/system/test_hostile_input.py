@@ -22,7 +22,7 @@ from app.services.accounts import create_api_key
 from app.web.json_body import MAX_DEPTH
 from tests.conftest import serving, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.test_run_tokens import SEARCH_URL, bearer, start_run
+from tests.services.runs.test_run_tokens import SEARCH_URL, bearer, start_run
 
 RUNTIME_MCP = "/mcp/runtime-tools"
 GATEWAY = "/mcp/gateway"

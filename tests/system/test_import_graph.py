@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-APP = Path(__file__).resolve().parents[1] / "app"
+from tests.paths import ROOT
+
+APP = ROOT / "app"
 
 
 def _modules() -> dict[str, Path]:

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from app.models import ActivityLog, Comment, ThreadInteraction, ToolConnection, User
 from tests.conftest import sign_in
-from tests.test_run_tokens import REQUEST_URL, SEARCH_URL, bearer, start_run
+from tests.services.runs.test_run_tokens import REQUEST_URL, SEARCH_URL, bearer, start_run
 
 FUZZ = settings(
     max_examples=50,

@@ -2,7 +2,6 @@
 
 import json
 import uuid
-from pathlib import Path
 
 import pytest
 from flask_migrate import upgrade
@@ -10,8 +9,9 @@ from sqlalchemy import create_engine, text
 
 from app import create_app
 from tests.conftest import TEST_CONFIG, _database_url
+from tests.paths import ROOT
 
-DEFINITIONS = Path(__file__).resolve().parents[1] / "app" / "catalog" / "definitions"
+DEFINITIONS = ROOT / "app" / "catalog" / "definitions"
 
 
 @pytest.fixture
@@ -84,10 +84,7 @@ def test_backfill_only_memory_providers_where_null(fresh_database_url):
 
         spec = importlib.util.spec_from_file_location(
             "backfill_migration",
-            Path(__file__).resolve().parents[1]
-            / "migrations"
-            / "versions"
-            / "0003_connection_agent_instructions.py",
+            ROOT / "migrations" / "versions" / "0003_connection_agent_instructions.py",
         )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

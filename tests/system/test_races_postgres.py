@@ -18,7 +18,6 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, text, update
@@ -45,13 +44,14 @@ from app.services.work import update_issue
 from app.workers import continuations
 from app.workers.continuations import ALREADY_WOKEN, NOT_DUE, RETIRED, WOKEN, wake_key
 from tests.conftest import TEST_CONFIG
-from tests.test_run_instructions import add_connection
+from tests.paths import ROOT
+from tests.services.runs.test_run_instructions import add_connection
 
 pytestmark = pytest.mark.postgres_only
 
 ITERATIONS = 20
 JOIN_SECONDS = 60
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = ROOT
 
 
 # --- helpers -------------------------------------------------------------------------------------------------

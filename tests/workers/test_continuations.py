@@ -26,7 +26,7 @@ from app.workers.continuations import (
     wake_key,
 )
 from app.workers.run_executor import execute_next_run
-from tests.test_run_instructions import add_connection
+from tests.services.runs.test_run_instructions import add_connection
 
 
 @pytest.fixture

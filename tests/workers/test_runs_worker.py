@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -15,9 +14,10 @@ from app.models.run_logs import RUN_LOG_LIMIT, AgentTaskSession, RunLog
 from app.services.runs.wakeups import WakeAlreadyExists, claim_next_run, request_wakeup
 from app.workers.run_executor import execute_next_run, execute_pending_runs
 from tests.conftest import serving
-from tests.test_run_instructions import add_connection
+from tests.paths import ROOT
+from tests.services.runs.test_run_instructions import add_connection
 
-EXAMPLE_AGENT = str(Path(__file__).resolve().parents[1] / "examples" / "agents" / "process_agent.py")
+EXAMPLE_AGENT = str(ROOT / "examples" / "agents" / "process_agent.py")
 
 # A tiny agent that behaves like a real session-keeping CLI: it resumes PAPERCLIP_SESSION_ID when given one and
 # otherwise starts a new session named after the run.

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -22,10 +21,10 @@ from app.services.intents import resolution
 from app.workers import listener as listener_module
 from app.workers.loop import run_worker_forever, stop_worker
 from tests.conftest import _database_url, backend_name
-from tests.test_continuations import card, team  # noqa: F401  (the fixture)
+from tests.paths import ROOT
+from tests.workers.test_continuations import card, team  # noqa: F401  (the fixture)
 
 AN_HOUR = 3600.0
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _until(predicate, what: str, limit: float = 30.0) -> None:

@@ -12,11 +12,11 @@ import pytest
 
 from app.models import HeartbeatRun
 from app.services.runs.snapshot import resolve_instructions_for_run
-from tests import test_runtime_rest
-from tests.test_gateway import rpc
-from tests.test_intents_api import as_user, open_honcho_card, personal_honcho_for_nobody
-from tests.test_run_tokens import search, start_run
-from tests.test_runtime_rest import request_service
+from tests.services.gateway.test_gateway import rpc
+from tests.services.runs.test_run_tokens import search, start_run
+from tests.services.runtime import test_runtime_rest
+from tests.services.runtime.test_runtime_rest import request_service
+from tests.web.api.test_intents_api import as_user, open_honcho_card, personal_honcho_for_nobody
 
 providers = test_runtime_rest.providers  # the shared fixture
 

@@ -24,8 +24,8 @@ from app.services.gateway import calls as gateway
 from tests.conftest import serving, sign_in
 from tests.factories import DEFAULT_PASSWORD
 from tests.peers.mcp_servers import NOTES_KEY, start_frozen_server
-from tests.test_gateway import connect
-from tests.test_run_tokens import SEARCH_URL, bearer, start_run
+from tests.services.gateway.test_gateway import connect
+from tests.services.runs.test_run_tokens import SEARCH_URL, bearer, start_run
 
 NOTES_AUTH = {"Authorization": f"Bearer {NOTES_KEY}"}
 WAIT_TOOL = "github__wait_for_release"

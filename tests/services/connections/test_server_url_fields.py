@@ -21,9 +21,9 @@ from app.services.gateway import tools as gateway
 from app.services.runs.snapshot import resolve_instructions_for_run
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import COGNEE_KEY, COGNEE_PROVIDER_INSTRUCTIONS, start_cognee_like_server
-from tests.test_apps_pages import post
-from tests.test_gateway import rpc
-from tests.test_run_tokens import start_run
+from tests.services.gateway.test_gateway import rpc
+from tests.services.runs.test_run_tokens import start_run
+from tests.web.apps.test_apps_pages import post
 
 
 @pytest.fixture

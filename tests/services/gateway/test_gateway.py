@@ -28,7 +28,7 @@ from app.services.gateway import tools as gateway_tools
 from app.services.runs.runtime_tools import runtime_tools_descriptor
 from tests.conftest import count_statements, serving, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
-from tests.test_run_tokens import TOKEN_INVALID, bearer, start_run
+from tests.services.runs.test_run_tokens import TOKEN_INVALID, bearer, start_run
 
 URL = "/mcp/gateway"
 SECRET_ARG = "sup3r-s3cret-argument-value"

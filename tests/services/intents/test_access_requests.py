@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import select
 
 from app.models import ConnectionInstall, ConnectionTool, ThreadInteraction
-from tests.test_gateway import rpc
-from tests.test_intent_cards import Htmx, assert_fragment
-from tests.test_run_tokens import REQUEST_URL, bearer, start_run
-from tests.test_runtime_rest import board_api, connect, custom_body
-from tests.test_runtime_rest import providers as providers  # noqa: PLC0414 (the shared fixture)
+from tests.services.gateway.test_gateway import rpc
+from tests.services.runs.test_run_tokens import REQUEST_URL, bearer, start_run
+from tests.services.runtime.test_runtime_rest import board_api, connect, custom_body
+from tests.services.runtime.test_runtime_rest import providers as providers  # noqa: PLC0414 (the shared fixture)
+from tests.web.cards.test_intent_cards import Htmx, assert_fragment
 
 
 @pytest.fixture
@@ -172,7 +172,7 @@ def test_an_unnamed_request_reviews_at_most_500_tools(client, db, notes):
 
 def test_the_same_over_mcp(client, db, notes):
     company, owner, builder, connection, run, token = notes
-    from tests.test_runtime_mcp import rpc as runtime_rpc
+    from tests.web.agents.test_runtime_mcp import rpc as runtime_rpc
 
     arguments = {"service": f"connection:{connection['id']}", "toolNames": ["get_note"]}
     answer = runtime_rpc(client, token, "tools/call", {"name": "connection_request", "arguments": arguments})

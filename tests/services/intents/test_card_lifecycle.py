@@ -25,14 +25,14 @@ from app.services.connections.endpoint import stored_secrets
 from app.services.intents.card import BROADEN_FORBIDDEN, RESPONSIBLE_CHANGED
 from app.services.oauth.errors import CARD_CLOSED
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.test_intent_cards import Htmx, assert_fragment, setup_form
-from tests.test_intent_cards import providers as providers  # noqa: PLC0414 (the shared fixture)
-from tests.test_intent_oauth import card as oauth_card  # noqa: F401 (the Linear card fixture)
-from tests.test_intent_oauth import start_from_card
-from tests.test_intents_api import open_honcho_card
-from tests.test_oauth import Browser, live  # noqa: F401 (the live-server fixture)
-from tests.test_run_tokens import start_run
-from tests.test_runtime_rest import board_api, request_service
+from tests.services.intents.test_intent_oauth import card as oauth_card  # noqa: F401 (the Linear card fixture)
+from tests.services.intents.test_intent_oauth import start_from_card
+from tests.services.oauth.test_oauth import Browser, live  # noqa: F401 (the live-server fixture)
+from tests.services.runs.test_run_tokens import start_run
+from tests.services.runtime.test_runtime_rest import board_api, request_service
+from tests.web.api.test_intents_api import open_honcho_card
+from tests.web.cards.test_intent_cards import Htmx, assert_fragment, setup_form
+from tests.web.cards.test_intent_cards import providers as providers  # noqa: PLC0414 (the shared fixture)
 
 
 def fresh(db, model, row_id):

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import select
 
 from app.models import ThreadInteraction, ToolConnection, WakeupRequest
-from tests.test_oauth import APP_SLUG, Browser, live  # noqa: F401  (the live-server fixture)
-from tests.test_run_tokens import start_run
-from tests.test_runtime_rest import request_service
+from tests.services.oauth.test_oauth import APP_SLUG, Browser, live  # noqa: F401  (the live-server fixture)
+from tests.services.runs.test_run_tokens import start_run
+from tests.services.runtime.test_runtime_rest import request_service
 
 MESSAGE_RE = re.compile(r"var message = (\{[^;]*\});")
 

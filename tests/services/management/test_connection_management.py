@@ -24,7 +24,7 @@ from app.models import (
 from app.services.runs.snapshot import resolve_instructions_for_run
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.test_run_tokens import REQUEST_URL, bearer, search, start_run
+from tests.services.runs.test_run_tokens import REQUEST_URL, bearer, search, start_run
 
 GATEWAY = "/mcp/gateway"
 CONFIGURE_FORBIDDEN = (

@@ -24,7 +24,7 @@ from app.workers import outbox
 from app.workers.loop import run_once
 from tests.conftest import TEST_CONFIG, _database_url, sign_in
 from tests.peers.notification_peers import SilentSmtp, free_port, start_smtp
-from tests.test_run_instructions import add_connection
+from tests.services.runs.test_run_instructions import add_connection
 
 
 @pytest.fixture

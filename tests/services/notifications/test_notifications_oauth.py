@@ -10,8 +10,8 @@ from app.services.connections.setup import _store_secret
 from app.services.oauth.errors import ReauthorizationRequired
 from app.services.oauth.tokens import get_valid_access_token
 from app.workers import outbox
-from tests.test_notifications import deliveries, smtp  # noqa: F401  (the loopback SMTP peer)
-from tests.test_oauth import Browser, _connection, _expire_access_token, _grant, live, owner  # noqa: F401
+from tests.services.notifications.test_notifications import deliveries, smtp  # noqa: F401  (the loopback SMTP peer)
+from tests.services.oauth.test_oauth import Browser, _connection, _expire_access_token, _grant, live, owner  # noqa: F401
 
 
 def test_a_rejected_refresh_mails_the_connection_owner(app, db, smtp, live, owner):  # noqa: F811

@@ -22,7 +22,7 @@ from app.workers import outbox
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.peers.notification_peers import start_webhook_receiver
-from tests.test_gateway import connect, rpc, world  # noqa: F401  (the gateway's fixture: a run on a task)
+from tests.services.gateway.test_gateway import connect, rpc, world  # noqa: F401  (the gateway's fixture: a run on a task)
 
 SECRET_RE = re.compile(r'id="new-webhook-secret"[^>]*value="(whsec_[^"]+)"|value="(whsec_[^"]+)"')
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from app.models import ActivityLog, GrantSecret, ToolConnection
 from app.services.connections.endpoint import OAUTH_ACCESS_TOKEN_KEY, OAUTH_REFRESH_TOKEN_KEY, stored_secrets
 from tests.peers.oidc_fixtures import MCP_RESOURCE_CLIENT
-from tests.test_oauth import Browser, _connection, _grant, live, owner  # noqa: F401 (fixtures)
+from tests.services.oauth.test_oauth import Browser, _connection, _grant, live, owner  # noqa: F401 (fixtures)
 
 
 def _active(oidc, token: str) -> bool:

@@ -402,9 +402,9 @@ def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(
     app, live, owner, make, db, oidc, oauth_mcp, monkeypatch
 ):
     """Agents calling the same OAuth connection at once through the gateway: one refresh, every call served."""
-    from tests.test_run_tokens import start_run
+    from tests.services.runs.test_run_tokens import start_run
 
-    # Eight calls in flight at once: the per-provider bulkhead (tests/test_provider_bulkhead.py) must admit them all.
+    # Eight calls in flight at once: the per-provider bulkhead (tests/services/connections/test_provider_bulkhead.py) must admit them all.
     monkeypatch.setitem(app.config, "PROVIDER_MAX_CONCURRENT_CALLS", 8)
 
     company, user = owner

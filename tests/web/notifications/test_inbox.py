@@ -13,7 +13,7 @@ from app.services.intents import service as intents_service
 from app.services.runs.tokens import open_run
 from tests.conftest import count_statements, sign_in
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.test_gateway import connect, rpc, world  # noqa: F401  (the gateway's fixture: a run on a task)
+from tests.services.gateway.test_gateway import connect, rpc, world  # noqa: F401  (the gateway's fixture: a run on a task)
 
 SLUGS = ("notion", "github", "linear", "slack", "mem0", "zep")
 
