@@ -237,3 +237,21 @@ def sign_in(client, user) -> str:
 def make(db):
     """Factories bound to the test database: make.company(), make.member(company, role), ..."""
     return factories.Factory(db)
+
+
+@pytest.fixture
+def acme(make):
+    """(company, owner, member, viewer, agent): Acme with one person in each role and an agent Builder."""
+    company = make.company("Acme")
+    owner = make.member(company, "owner")
+    member = make.member(company, "member")
+    viewer = make.member(company, "viewer")
+    agent = make.agent(company, "Builder")
+    return company, owner, member, viewer, agent
+
+
+@pytest.fixture
+def world(make):
+    """Acme: an owner (the task's responsible person), an agent Builder on an in-progress task, a live run and its
+    token (`make.task_run()`); modules that need another world override this fixture."""
+    return make.task_run()

@@ -17,7 +17,7 @@ from app.adapters.http import HttpAdapter
 from app.adapters.process import ProcessAdapter, parse_session_line
 from app.models.run_logs import RUN_LOG_LIMIT
 from app.services.runs.invocation import prepare_invocation
-from tests.services.runs.test_run_instructions import add_connection, start_run
+from tests.services.runs.test_run_instructions import add_connection
 
 SNAPSHOT = {"text": "## Connection instructions\n\nUse the handbook. Résumé.", "digest": "d" * 64}
 DESCRIPTOR = {
@@ -188,7 +188,7 @@ def test_prepared_run_reaches_a_real_process_with_the_forged_path_overridden(db,
     )
     issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
     add_connection(db, company)
-    run = start_run(db, agent, issue, context={"connectionInstructions": {"text": "forged"}})
+    run = make.claimed_run(agent, issue, context={"connectionInstructions": {"text": "forged"}})
     prepared = prepare_invocation(run)
     db.session.commit()
     result = ProcessAdapter().execute(prepared)

@@ -8,12 +8,8 @@ import shutil
 
 from app.catalog.loader import DEFINITIONS_DIR, ingest_definitions, list_apps
 from tests.conftest import count_statements
-from tests.services.runs import test_run_tokens
-from tests.services.runs.test_run_tokens import search
+from tests.doors import search
 from tests.web.apps.test_apps_pages import HX, html, sign_in
-from tests.web.apps.test_apps_pages import acme as acme  # noqa: F401  (the shared fixture)
-
-world = test_run_tokens.world  # the shared fixture
 
 # slug -> [(method key, auth, server URL, dynamic client registration)], as each provider documents them.
 FIRST_PARTY_REMOTES = {

@@ -14,10 +14,9 @@ import pytest
 from app.catalog.loader import get_app
 from app.catalog.registry_import import schema_problems
 from tests.conftest import serving
+from tests.doors import search
 from tests.paths import TESTS
-from tests.services.runs.test_run_tokens import search
 from tests.services.runtime.test_runtime_rest import board_api, connect
-from tests.services.runtime.test_runtime_rest import world as world  # noqa: F401  (the shared fixture)
 
 FIXTURES = TESTS / "fixtures" / "registry"
 SCHEMA_URL = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"

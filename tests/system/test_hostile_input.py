@@ -21,8 +21,8 @@ from app.models import ActivityLog, ThreadInteraction
 from app.services.accounts import create_api_key
 from app.web.json_body import MAX_DEPTH
 from tests.conftest import serving, sign_in
+from tests.doors import SEARCH_URL, bearer
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.services.runs.test_run_tokens import SEARCH_URL, bearer, start_run
 
 RUNTIME_MCP = "/mcp/runtime-tools"
 GATEWAY = "/mcp/gateway"
@@ -66,13 +66,10 @@ def rpc_text(message: dict) -> str:
 
 @pytest.fixture
 def world(app, db, make, providers):
-    company = make.company("Hostile Co")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    _key, api_key = create_api_key(owner, "hostile")
-    run, token = start_run(db, agent, issue)
-    return SimpleNamespace(company=company, owner=owner, run=run, token=token, api_key=api_key)
+    world = make.task_run("Hostile Co")
+    _key, world.api_key = create_api_key(world.owner, "hostile")
+    db.session.commit()
+    return world
 
 
 @pytest.fixture

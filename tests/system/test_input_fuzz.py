@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from app.models import ActivityLog, Comment, ThreadInteraction, ToolConnection, User
 from tests.conftest import sign_in
-from tests.services.runs.test_run_tokens import REQUEST_URL, SEARCH_URL, bearer, start_run
+from tests.doors import REQUEST_URL, SEARCH_URL, bearer
 
 FUZZ = settings(
     max_examples=50,
@@ -113,12 +113,7 @@ def _assert_json_refusal(response, allowed: set[int]):
 
 @pytest.fixture
 def world(db, make):
-    company = make.company("Fuzz")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    run, token = start_run(db, agent, issue)
-    return SimpleNamespace(company=company, owner=owner, agent=agent, issue=issue, run=run, token=token)
+    return make.task_run("Fuzz")
 
 
 @pytest.fixture

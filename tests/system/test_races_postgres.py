@@ -33,9 +33,7 @@ from app.models import (
 )
 from app.models.base import utcnow
 from app.services.intents import card as intents_card
-from app.services.intents import creation
 from app.services.intents import resolution as intents_resolution
-from app.services.intents import service as intents_service
 from app.services.runs.tokens import mint_run_token, open_run, verify_run_token
 from app.services.runtime import context as runtime_tools_context
 from app.services.runtime import request as runtime_tools_request
@@ -44,6 +42,7 @@ from app.services.work import update_issue
 from app.workers import continuations
 from app.workers.continuations import ALREADY_WOKEN, NOT_DUE, RETIRED, WOKEN, wake_key
 from tests.conftest import TEST_CONFIG
+from tests.factories import Factory
 from tests.paths import ROOT
 from tests.services.runs.test_run_instructions import add_connection
 
@@ -105,15 +104,7 @@ def in_thread_session(fn: Callable) -> Callable[[], object]:
 
 def open_card(db, company, addressee, agent, issue, slug: str = "notion") -> uuid.UUID:
     """A pending connection card opened by a (finished) run of the agent, committed; returns its id."""
-    source = open_run(agent, issue, addressee.id)
-    service = intents_service.resolve_service(company.id, slug, addressee.id, agent.id)
-    interaction, created = creation.create_connection_intent(
-        issue, agent, service, addressee_user_id=addressee.id, run_id=source.id
-    )
-    assert created
-    source.status = "succeeded"
-    db.session.commit()
-    return interaction.id
+    return Factory(db).card(issue, agent, addressee, slug, run_finished=True, expect_new=True).id
 
 
 def outbox_rows(db, interaction_id) -> list[ConnectionIntentDelivery]:

@@ -10,10 +10,8 @@ from sqlalchemy import func, select, update
 
 from app.models import ConnectionIntentDelivery, HeartbeatRun, Membership, WakeupRequest
 from app.models.base import utcnow
-from app.services.intents import creation, resolution
-from app.services.intents import service as intents_service
+from app.services.intents import resolution
 from app.services.runs.invocation import prepare_invocation
-from app.services.runs.tokens import open_run
 from app.workers import continuations
 from app.workers.continuations import (
     ALREADY_WOKEN,
@@ -26,28 +24,18 @@ from app.workers.continuations import (
     wake_key,
 )
 from app.workers.run_executor import execute_next_run
+from tests.factories import Factory
 from tests.services.runs.test_run_instructions import add_connection
 
 
 @pytest.fixture
 def team(make):
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder", adapter_type="manual")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    return company, owner, agent, issue
+    return make.team(adapter_type="manual")
 
 
 def card(db, company, owner, agent, issue, slug="notion"):
     """A pending connection card opened by a run of the agent, committed."""
-    source = open_run(agent, issue, owner.id)
-    service = intents_service.resolve_service(company.id, slug, owner.id, agent.id)
-    interaction, _ = creation.create_connection_intent(
-        issue, agent, service, addressee_user_id=owner.id, run_id=source.id
-    )
-    source.status = "succeeded"
-    db.session.commit()
-    return interaction
+    return Factory(db).card(issue, agent, owner, slug, run_finished=True)
 
 
 def declined(db, team):

@@ -48,13 +48,7 @@ def agent_script(tmp_path):
 
 @pytest.fixture
 def team(make, agent_script):
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    agent = make.agent(
-        company, "Builder", adapter_type="process", adapter_config={"command": [sys.executable, agent_script]}
-    )
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    return company, owner, agent, issue
+    return make.team(adapter_type="process", adapter_config={"command": [sys.executable, agent_script]})
 
 
 def wake(db, agent, issue, **kwargs):

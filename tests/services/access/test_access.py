@@ -3,68 +3,29 @@
 import pytest
 
 from app.models import (
-    ConnectionGrant,
-    ConnectionInstall,
-    ConnectionTool,
     GrantDelegation,
-    ToolConnection,
-    ToolPolicy,
 )
 from app.services.access.effective import effective_access
 from tests.conftest import count_statements
+from tests.factories import Factory
 
 
 def live_connection(
     db, company, *, name="Conn", install="company", agent=None, tools=(("read_it", "allow"),)
 ):
-    connection = ToolConnection(
-        company_id=company.id,
-        app_slug="custom",
+    return Factory(db).connection(
+        company,
         name=name,
-        status="active",
-        enabled=True,
-        health_status="healthy",
-        auth_kind="api_key",
         config={"connectionMethodKey": "custom-api-key", "methodConfig": {}},
+        install_for=agent if install == "agent" else None,
+        tools=dict(tools),
+        describe_tools=True,
+        version_hash="h",
     )
-    db.session.add(connection)
-    db.session.flush()
-    target = company.id if install == "company" else agent.id
-    db.session.add(
-        ConnectionInstall(
-            company_id=company.id, connection_id=connection.id, target_type=install, target_id=target
-        )
-    )
-    for tool_name, action in tools:
-        db.session.add(
-            ConnectionTool(
-                company_id=company.id,
-                connection_id=connection.id,
-                name=tool_name,
-                description=f"{tool_name} tool",
-                version_hash="h",
-            )
-        )
-        db.session.add(
-            ToolPolicy(company_id=company.id, connection_id=connection.id, tool_name=tool_name, action=action)
-        )
-    db.session.commit()
-    return connection
 
 
 def grant(db, connection, kind, *, user=None, agent=None, default=False, status="active"):
-    row = ConnectionGrant(
-        company_id=connection.company_id,
-        connection_id=connection.id,
-        kind=kind,
-        subject_user_id=user.id if user else None,
-        subject_agent_id=agent.id if agent else None,
-        is_default=default,
-        status=status,
-    )
-    db.session.add(row)
-    db.session.commit()
-    return row
+    return Factory(db).grant(connection, kind, subject=user or agent, default=default, status=status)
 
 
 @pytest.fixture

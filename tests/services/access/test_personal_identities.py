@@ -12,10 +12,9 @@ import pytest
 
 from app.models import HeartbeatRun
 from app.services.runs.snapshot import resolve_instructions_for_run
+from tests.doors import request_service, search
 from tests.services.gateway.test_gateway import rpc
-from tests.services.runs.test_run_tokens import search, start_run
 from tests.services.runtime import test_runtime_rest
-from tests.services.runtime.test_runtime_rest import request_service
 from tests.web.api.test_intents_api import as_user, open_honcho_card, personal_honcho_for_nobody
 
 providers = test_runtime_rest.providers  # the shared fixture
@@ -32,8 +31,8 @@ def delegated(app, db, make, providers):
     done = as_user(app, card.member, "POST", f"{card.url}/complete", {"connectionId": mine["id"]})
     assert done.status_code == 200, done.json
     owners_task = make.issue(card.company, status="in_progress", assignee=card.agent, responsible=card.owner)
-    owners_run, owners_token = start_run(db, card.agent, owners_task)
-    members_run, members_token = start_run(db, card.agent, card.issue)
+    owners_run, owners_token = make.run(card.agent, owners_task)
+    members_run, members_token = make.run(card.agent, card.issue)
     card.connection_id = mine["id"]
     card.owners = (owners_run, owners_token)
     card.members = (members_run, members_token)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -21,11 +20,11 @@ from app.services.connections import provider_limits
 from app.services.connections.provider_errors import ProviderBusy, ProviderPaused, ProviderTimeout
 from app.services.connections.provider_mcp import call_tool
 from app.services.gateway import calls as gateway
-from tests.conftest import serving, sign_in
+from tests.conftest import serving
+from tests.doors import SEARCH_URL, bearer
 from tests.factories import DEFAULT_PASSWORD
 from tests.peers.mcp_servers import NOTES_KEY, start_frozen_server
 from tests.services.gateway.test_gateway import connect
-from tests.services.runs.test_run_tokens import SEARCH_URL, bearer, start_run
 
 NOTES_AUTH = {"Authorization": f"Bearer {NOTES_KEY}"}
 WAIT_TOOL = "github__wait_for_release"
@@ -50,15 +49,7 @@ def world(app, db, make, client, frozen):
     }
     saved_breaker = app.config.get("PROVIDER_BREAKER_SECONDS")
     app.config["PROVIDER_SERVER_URLS"] = {"github": frozen.url}
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    run, token = start_run(db, agent, issue)
-    csrf = sign_in(client, owner)
-    world = SimpleNamespace(
-        company=company, owner=owner, agent=agent, issue=issue, run=run, token=token, client=client, csrf=csrf
-    )
+    world = make.task_run(client=client)
     connect(world, "github", NOTES_KEY)
     yield world
     app.config.update(saved)

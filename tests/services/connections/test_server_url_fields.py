@@ -22,7 +22,6 @@ from app.services.runs.snapshot import resolve_instructions_for_run
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import COGNEE_KEY, COGNEE_PROVIDER_INSTRUCTIONS, start_cognee_like_server
 from tests.services.gateway.test_gateway import rpc
-from tests.services.runs.test_run_tokens import start_run
 from tests.web.apps.test_apps_pages import post
 
 
@@ -33,11 +32,7 @@ def cognee_server(mcp_server_factory):
 
 @pytest.fixture
 def acme(make):
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    return company, owner, agent, issue
+    return make.team()
 
 
 def cognee_form(base_url: str, key: str = COGNEE_KEY) -> dict:
@@ -51,7 +46,7 @@ def cognee_form(base_url: str, key: str = COGNEE_KEY) -> dict:
 
 
 def test_cognee_connects_at_its_base_url_and_lists_its_tools(
-    app, client, db, acme, cognee_server, monkeypatch
+    make, app, client, db, acme, cognee_server, monkeypatch
 ):
     company, owner, agent, issue = acme
     token = sign_in(client, owner)
@@ -76,7 +71,7 @@ def test_cognee_connects_at_its_base_url_and_lists_its_tools(
     }
     assert cognee_server.url not in str(connection.config)
 
-    _run, run_token = start_run(db, agent, issue)
+    _run, run_token = make.run(agent, issue)
     prefix = gateway.connection_slug(connection.name)  # "Cognee 2": the refused attempt left a draft "Cognee"
     listed = rpc(client, run_token, "tools/list").json["result"]["tools"]
     assert {t["name"] for t in listed} >= {f"{prefix}__search", f"{prefix}__add"}
@@ -103,7 +98,7 @@ def provider_instructions(url: str) -> str | None:
 
 
 def test_provider_initialize_instructions_are_never_adopted(
-    app, client, db, acme, cognee_server, monkeypatch
+    make, app, client, db, acme, cognee_server, monkeypatch
 ):
     company, owner, agent, issue = acme
     assert provider_instructions(cognee_server.url) == COGNEE_PROVIDER_INSTRUCTIONS  # the peer does send them
@@ -114,7 +109,7 @@ def test_provider_initialize_instructions_are_never_adopted(
     connection = db.session.scalars(select(ToolConnection).where(ToolConnection.status == "active")).one()
     # The saved setting is the catalog template exactly: nothing of the provider's prose.
     assert connection.agent_instructions == template_default(get_app("cognee"))
-    run, _token = start_run(db, agent, issue)
+    run, _token = make.run(agent, issue)
     snapshot = resolve_instructions_for_run(db.session.get(HeartbeatRun, run.id))
     assert snapshot is not None and get_app("cognee").agentInstructions.text in snapshot["text"]
     assert (

@@ -12,7 +12,6 @@ import json
 import threading
 import uuid
 from contextlib import asynccontextmanager
-from types import SimpleNamespace
 
 import pytest
 from mcp import ClientSession
@@ -27,8 +26,8 @@ from app.services.gateway import calls as gateway_calls
 from app.services.gateway import tools as gateway_tools
 from app.services.runs.runtime_tools import runtime_tools_descriptor
 from tests.conftest import count_statements, serving, sign_in
+from tests.doors import TOKEN_INVALID, bearer
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
-from tests.services.runs.test_run_tokens import TOKEN_INVALID, bearer, start_run
 
 URL = "/mcp/gateway"
 SECRET_ARG = "sup3r-s3cret-argument-value"
@@ -48,17 +47,9 @@ def api(client, csrf, method, url, body=None):
 
 
 @pytest.fixture
-def world(app, db, make, client, providers):
+def world(make, client, providers):
     """Acme: an owner (responsible for the task), an agent running on it, a board client signed in as owner."""
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    run, token = start_run(db, agent, issue)
-    csrf = sign_in(client, owner)
-    return SimpleNamespace(
-        company=company, owner=owner, agent=agent, issue=issue, run=run, token=token, client=client, csrf=csrf
-    )
+    return make.task_run(client=client)
 
 
 def connect(world, app_slug, key, *, name=None, workspace="team-workspace"):

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import select
 
 from app.models import ConnectionInstall, ConnectionTool, ThreadInteraction
+from tests.doors import REQUEST_URL, bearer
 from tests.services.gateway.test_gateway import rpc
-from tests.services.runs.test_run_tokens import REQUEST_URL, bearer, start_run
 from tests.services.runtime.test_runtime_rest import board_api, connect, custom_body
 from tests.services.runtime.test_runtime_rest import providers as providers  # noqa: PLC0414 (the shared fixture)
 from tests.web.cards.test_intent_cards import Htmx, assert_fragment
@@ -34,7 +34,7 @@ def notes(app, db, make, providers, notes_server):
         ),
     )
     issue = make.issue(company, status="in_progress", assignee=builder, responsible=owner)
-    run, token = start_run(db, builder, issue)
+    run, token = make.run(builder, issue)
     return company, owner, builder, connection, run, token
 
 

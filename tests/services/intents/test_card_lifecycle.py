@@ -24,12 +24,12 @@ from app.models import (
 from app.services.connections.endpoint import stored_secrets
 from app.services.intents.card import BROADEN_FORBIDDEN, RESPONSIBLE_CHANGED
 from app.services.oauth.errors import CARD_CLOSED
+from tests.doors import request_service
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.services.intents.test_intent_oauth import card as oauth_card  # noqa: F401 (the Linear card fixture)
 from tests.services.intents.test_intent_oauth import start_from_card
 from tests.services.oauth.test_oauth import Browser, live  # noqa: F401 (the live-server fixture)
-from tests.services.runs.test_run_tokens import start_run
-from tests.services.runtime.test_runtime_rest import board_api, request_service
+from tests.services.runtime.test_runtime_rest import board_api
 from tests.web.api.test_intents_api import open_honcho_card
 from tests.web.cards.test_intent_cards import Htmx, assert_fragment, setup_form
 from tests.web.cards.test_intent_cards import providers as providers  # noqa: PLC0414 (the shared fixture)
@@ -92,7 +92,7 @@ def _supersede(app, db, make, card):
     company, member, owner, agent, issue, _ = card
     db.session.get(type(issue), issue.id).responsible_user_id = owner.id
     db.session.commit()
-    _, token = start_run(db, agent, issue)
+    _, token = make.run(agent, issue)
     assert request_service(app.test_client(), token, "linear").json["state"] == "needs_user_action"
 
 
@@ -165,7 +165,7 @@ def test_callback_racing_a_task_close_never_connects_a_closed_card(app, live, db
     outcomes = []
     for _ in range(4):
         issue = make.issue(company, status="in_progress", assignee=agent, responsible=member)
-        _, token = start_run(db, agent, issue)
+        _, token = make.run(agent, issue)
         interaction_id = request_service(app.test_client(), token, "linear").json["interactionId"]
         connection_id = browser.create_draft(company)
         callback_url = browser.authorize(start_from_card(browser, connection_id, interaction_id))
@@ -239,7 +239,7 @@ def owners_card(app, db, make):
     owner = make.member(company, "owner")
     agent = make.agent(company, "Builder")
     issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    _, token = start_run(db, agent, issue)
+    _, token = make.run(agent, issue)
     interaction_id = request_service(app.test_client(), token, "honcho").json["interactionId"]
     return company, owner, agent, interaction_id
 

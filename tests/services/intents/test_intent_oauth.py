@@ -13,23 +13,15 @@ from sqlalchemy import select
 
 from app.models import ThreadInteraction, ToolConnection, WakeupRequest
 from tests.services.oauth.test_oauth import APP_SLUG, Browser, live  # noqa: F401  (the live-server fixture)
-from tests.services.runs.test_run_tokens import start_run
-from tests.services.runtime.test_runtime_rest import request_service
 
 MESSAGE_RE = re.compile(r"var message = (\{[^;]*\});")
 
 
 @pytest.fixture
 def card(app, db, make):
-    company = make.company("Acme")
-    member = make.member(company, "member")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=member)
-    _, token = start_run(db, agent, issue)
-    response = request_service(app.test_client(), token, APP_SLUG)
-    assert response.json["state"] == "needs_user_action", response.json
-    return company, member, owner, agent, issue, response.json["interactionId"]
+    card = make.requested_card(APP_SLUG)
+    assert card.answer["state"] == "needs_user_action", card.answer
+    return card.company, card.member, card.owner, card.agent, card.issue, card.id
 
 
 def start_from_card(browser: Browser, connection_id: str, interaction_id: str) -> str:

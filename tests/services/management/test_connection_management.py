@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select
@@ -23,8 +22,8 @@ from app.models import (
 )
 from app.services.runs.snapshot import resolve_instructions_for_run
 from tests.conftest import sign_in
+from tests.doors import REQUEST_URL, bearer, search
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.services.runs.test_run_tokens import REQUEST_URL, bearer, search, start_run
 
 GATEWAY = "/mcp/gateway"
 CONFIGURE_FORBIDDEN = (
@@ -33,16 +32,9 @@ CONFIGURE_FORBIDDEN = (
 
 
 @pytest.fixture
-def world(app, db, make, client, providers):
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    run, token = start_run(db, agent, issue)
-    csrf = sign_in(client, owner)
-    return SimpleNamespace(
-        company=company, owner=owner, agent=agent, issue=issue, run=run, token=token, client=client, csrf=csrf
-    )
+def world(make, client, providers):
+    """Acme: an owner (responsible for the task), an agent running on it, a board client signed in as owner."""
+    return make.task_run(client=client)
 
 
 def api(world, method, url, body=None):

@@ -17,12 +17,10 @@ from app.models import NotificationDelivery, NotificationPreference
 from app.models.base import utcnow
 from app.services import notifications
 from app.services.connections.settings import update_connection
-from app.services.intents import creation as intents_creation
-from app.services.intents import service as intents_service
-from app.services.runs.tokens import open_run
 from app.workers import outbox
 from app.workers.loop import run_once
 from tests.conftest import TEST_CONFIG, _database_url, sign_in
+from tests.factories import Factory
 from tests.peers.notification_peers import SilentSmtp, free_port, start_smtp
 from tests.services.runs.test_run_instructions import add_connection
 
@@ -40,25 +38,13 @@ def smtp(app):
 
 @pytest.fixture
 def team(make):
-    company = make.company("Acme", "ACME")
-    owner = make.member(company, "owner", user=make.user("owner@acme.test", "Olivia Owner"))
-    agent = make.agent(company, "Builder", adapter_type="manual")
-    issue = make.issue(
-        company, title="Ship the report", status="in_progress", assignee=agent, responsible=owner
-    )
-    return company, owner, agent, issue
+    owner = make.user("owner@acme.test", "Olivia Owner")
+    return make.team("Acme", "ACME", owner=owner, title="Ship the report", adapter_type="manual")
 
 
 def open_card(db, team, slug="notion", *, commit=True):
-    company, owner, agent, issue = team
-    run = open_run(agent, issue, owner.id)
-    service = intents_service.resolve_service(company.id, slug, owner.id, agent.id)
-    interaction, _ = intents_creation.create_connection_intent(
-        issue, agent, service, addressee_user_id=owner.id, run_id=run.id
-    )
-    if commit:
-        db.session.commit()
-    return interaction
+    _company, owner, agent, issue = team
+    return Factory(db).card(issue, agent, owner, slug, commit=commit)
 
 
 def deliveries(db, **filters) -> list[NotificationDelivery]:

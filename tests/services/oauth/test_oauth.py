@@ -402,7 +402,6 @@ def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(
     app, live, owner, make, db, oidc, oauth_mcp, monkeypatch
 ):
     """Agents calling the same OAuth connection at once through the gateway: one refresh, every call served."""
-    from tests.services.runs.test_run_tokens import start_run
 
     # Eight calls in flight at once: the per-provider bulkhead (tests/services/connections/test_provider_bulkhead.py) must admit them all.
     monkeypatch.setitem(app.config, "PROVIDER_MAX_CONCURRENT_CALLS", 8)
@@ -411,7 +410,7 @@ def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(
     connection_id = Browser(live, user).connect(company)  # installed for every agent of the company
     agent = make.agent(company, "Builder", adapter_type="manual")
     issue = make.issue(company, status="in_progress", assignee=agent, responsible=user)
-    _run, token = start_run(db, agent, issue)
+    _run, token = make.run(agent, issue)
     gateway_url = f"{live}/mcp/gateway"
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
     listing = requests.post(

@@ -7,7 +7,6 @@ provider); the helpers here are shared with the adapter, worker and continuation
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 
 import pytest
@@ -16,19 +15,15 @@ from sqlalchemy import delete, select
 from app.adapters.http import request_body
 from app.core.errors import Forbidden
 from app.models import (
-    ConnectionGrant,
     ConnectionInstall,
-    ConnectionTool,
     HeartbeatRun,
     ToolConnection,
-    ToolPolicy,
 )
 from app.services.runs.invocation import prepare_invocation
 from app.services.runs.lifecycle import complete_run
 from app.services.runs.snapshot import resolve_instructions_for_run
-from app.services.runs.wakeups import claim_next_run, request_wakeup
+from tests.factories import Factory
 
-_names = itertools.count(1)
 CUSTOM_CONFIG = {
     "connectionMethodKey": "custom-none",
     "methodConfig": {"serverUrl": "https://mcp.example.com/mcp"},
@@ -49,47 +44,16 @@ def add_connection(
     tools: dict[str, str | None] | None = None,
 ) -> ToolConnection:
     """An active connection with grants (kind, subject), an install (None: company-wide) and tools (name: action)."""
-    connection = ToolConnection(
-        company_id=company.id,
-        app_slug=slug,
-        name=name or f"{slug} connection {next(_names)}",
-        status="active",
-        enabled=True,
-        health_status="healthy",
-        auth_kind="api_key",
+    return Factory(db).connection(
+        company,
+        slug=slug,
+        name=name,
         config=config if config is not None else CUSTOM_CONFIG if slug == "custom" else {},
-        agent_instructions=instructions,
+        instructions=instructions,
+        grants=grants or [("organization", None)],
+        install_for=install,
+        tools=tools if tools is not None else {"search": "allow"},
     )
-    db.session.add(connection)
-    db.session.flush()
-    for kind, subject in grants or [("organization", None)]:
-        db.session.add(
-            ConnectionGrant(
-                company_id=company.id,
-                connection_id=connection.id,
-                kind=kind,
-                subject_user_id=subject.id if kind == "user" else None,
-                subject_agent_id=subject.id if kind == "agent" else None,
-                status="active",
-                is_default=kind == "organization",
-            )
-        )
-    target_type, target_id = ("company", company.id) if install is None else ("agent", install.id)
-    db.session.add(
-        ConnectionInstall(
-            company_id=company.id, connection_id=connection.id, target_type=target_type, target_id=target_id
-        )
-    )
-    for tool, action in (tools if tools is not None else {"search": "allow"}).items():
-        db.session.add(
-            ConnectionTool(company_id=company.id, connection_id=connection.id, name=tool, version_hash="v1")
-        )
-        if action is not None:
-            db.session.add(
-                ToolPolicy(company_id=company.id, connection_id=connection.id, tool_name=tool, action=action)
-            )
-    db.session.commit()
-    return connection
 
 
 def honcho_config(workspace: str | None) -> dict:
@@ -101,21 +65,7 @@ def honcho_config(workspace: str | None) -> dict:
 
 @pytest.fixture
 def team(make):
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder", adapter_type="process", adapter_config={"command": ["true"]})
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    return company, owner, agent, issue
-
-
-def start_run(db, agent, issue, **kwargs) -> HeartbeatRun:
-    """Wake the agent on the task and claim the run (status running), committed."""
-    request_wakeup(agent, issue=issue, **kwargs)
-    db.session.commit()
-    run = claim_next_run()
-    db.session.commit()
-    assert run is not None and run.agent_id == agent.id
-    return run
+    return make.team(adapter_type="process", adapter_config={"command": ["true"]})
 
 
 def run_for(db, agent, issue, responsible=None) -> HeartbeatRun:
@@ -271,10 +221,10 @@ def test_company_boundaries(db, make, team):
 # --- the prepared invocation -------------------------------------------------------------------------------------
 
 
-def test_active_turn_keeps_its_snapshot_while_the_next_turn_sees_the_edit(db, team):
+def test_active_turn_keeps_its_snapshot_while_the_next_turn_sees_the_edit(make, db, team):
     company, owner, agent, issue = team
     connection = add_connection(db, company)
-    run = start_run(db, agent, issue)
+    run = make.claimed_run(agent, issue)
     first = prepare_invocation(run)
     db.session.commit()
     assert "release handbook" in first.connection_instructions["text"]
@@ -288,7 +238,7 @@ def test_active_turn_keeps_its_snapshot_while_the_next_turn_sees_the_edit(db, te
 
     complete_run(run, _ok())
     db.session.commit()
-    following = start_run(db, agent, issue)
+    following = make.claimed_run(agent, issue)
     assert following.id != run.id
     later = prepare_invocation(following)
     assert "Edited: cite the checklist." in later.connection_instructions["text"]
@@ -327,8 +277,7 @@ def test_forged_runtime_fields_never_survive(db, make, team):
     )
     issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
     add_connection(db, company)
-    run = start_run(
-        db,
+    run = make.claimed_run(
         agent,
         issue,
         context={
@@ -354,10 +303,10 @@ def test_forged_runtime_fields_never_survive(db, make, team):
     assert "forged" not in json.dumps(stored)
 
 
-def test_runtime_tools_descriptor_and_wake_prompt(db, app, team):
+def test_runtime_tools_descriptor_and_wake_prompt(make, db, app, team):
     company, owner, agent, issue = team
     add_connection(db, company)
-    run = start_run(db, agent, issue)
+    run = make.claimed_run(agent, issue)
     invocation = prepare_invocation(run)
     tools = invocation.runtime_tools
     assert tools["version"] == 1 and tools["tools"] == ["connections_search", "connection_request"]
@@ -372,7 +321,7 @@ def test_runtime_tools_descriptor_and_wake_prompt(db, app, team):
 def test_no_descriptor_without_responsible_person_or_public_url(db, app, make, team):
     company, owner, agent, _issue = team
     unowned = make.issue(company, status="in_progress", assignee=agent)
-    run = start_run(db, agent, unowned)
+    run = make.claimed_run(agent, unowned)
     invocation = prepare_invocation(run)
     assert invocation.runtime_tools is None and invocation.connection_instructions is None
     db.session.commit()
@@ -381,7 +330,7 @@ def test_no_descriptor_without_responsible_person_or_public_url(db, app, make, t
     saved = app.config["PUBLIC_BASE_URL"]
     app.config["PUBLIC_BASE_URL"] = ""
     try:
-        assert prepare_invocation(start_run(db, agent, issue)).runtime_tools is None
+        assert prepare_invocation(make.claimed_run(agent, issue)).runtime_tools is None
     finally:
         app.config["PUBLIC_BASE_URL"] = saved
 

@@ -1,6 +1,6 @@
 """Runtime-tools tokens: minting, verification, and run re-validation on every use (over the REST door).
 
-Also the `switchboard runs open|close` commands. Shared helpers for the other runtime test modules live here.
+Also the `switchboard runs open|close` commands. The door helpers they share with other modules are in tests/doors.py.
 """
 
 from __future__ import annotations
@@ -8,42 +8,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from types import SimpleNamespace
 
 import jwt
 import pytest
 
 from app.models import HeartbeatRun
-from app.services.runs.tokens import company_key, instance_id, mint_run_token, open_run, verify_run_token
-
-TOKEN_INVALID = {"error": "Runtime tools token is missing, invalid, or expired"}
-SEARCH_URL = "/runtime-tools/connections/search"
-REQUEST_URL = "/runtime-tools/connections/request"
-
-
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def start_run(db, agent, issue, responsible=None):
-    run = open_run(agent, issue, responsible.id if responsible else None)
-    db.session.commit()
-    return run, mint_run_token(run).token
-
-
-@pytest.fixture
-def world(db, make):
-    """A company with an owner (the task's responsible person), an agent owning an in-progress task, and a run."""
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
-    run, token = start_run(db, agent, issue)
-    return SimpleNamespace(company=company, owner=owner, agent=agent, issue=issue, run=run, token=token)
-
-
-def search(client, token, query="", **extra):
-    return client.post(SEARCH_URL, json={"query": query, **extra}, headers=bearer(token))
+from app.services.runs.tokens import company_key, instance_id, mint_run_token, verify_run_token
+from tests.doors import REQUEST_URL, SEARCH_URL, TOKEN_INVALID, bearer, search
 
 
 def forge(claims: dict, key: bytes, alg: str = "HS256") -> str:
@@ -163,7 +134,7 @@ def test_ended_run_token_stops_working(client, db, world):
 def test_run_context_checks_in_order(client, db, make, world):
     # No responsible person on the task.
     lonely = make.issue(world.company, status="in_progress", assignee=world.agent)
-    _run, token = start_run(db, world.agent, lonely)
+    _run, token = make.run(world.agent, lonely)
     response = search(client, token)
     assert response.status_code == 403
     assert response.json == {"error": "This task needs a responsible user to connect a service"}

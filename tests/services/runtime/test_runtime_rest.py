@@ -14,11 +14,8 @@ from app.models import ActivityLog, HeartbeatRun, ThreadInteraction
 from app.services.runs.tokens import mint_run_token
 from app.services.runtime.search import clear_search_indexes
 from tests.conftest import count_statements, sign_in
+from tests.doors import REQUEST_URL, bearer, request_service, search
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
-from tests.services.runs import test_run_tokens
-from tests.services.runs.test_run_tokens import REQUEST_URL, bearer, search, start_run
-
-world = test_run_tokens.world  # the shared fixture
 
 NOT_AVAILABLE = "Connection service {} is not available"
 
@@ -65,10 +62,6 @@ def custom_body(url, name, identity="organization", **extra):
         "methodConfig": {"serverUrl": url},
         **extra,
     }
-
-
-def request_service(client, token, service):
-    return client.post(REQUEST_URL, json={"service": service}, headers=bearer(token))
 
 
 # --- search -------------------------------------------------------------------------------------------------
@@ -302,7 +295,7 @@ def _cards(db):
     return db.session.scalars(select(ThreadInteraction).order_by(ThreadInteraction.created_at)).all()
 
 
-def test_request_creates_one_card_and_reuses_it(client, db, world):
+def test_request_creates_one_card_and_reuses_it(make, client, db, world):
     first = request_service(client, world.token, " github ")
     assert first.status_code == 200
     data = first.json
@@ -336,7 +329,7 @@ def test_request_creates_one_card_and_reuses_it(client, db, world):
     again = request_service(client, world.token, "github")
     assert again.json == data
     # A later run of the same agent on the same task for the same person reuses the pending card.
-    _run2, token2 = start_run(db, world.agent, world.issue)
+    _run2, token2 = make.run(world.agent, world.issue)
     assert request_service(client, token2, "github").json["interactionId"] == data["interactionId"]
     assert len(_cards(db)) == 1
     created = db.session.scalars(
@@ -354,7 +347,7 @@ def test_request_creates_one_card_and_reuses_it(client, db, world):
 def test_a_different_addressee_supersedes_the_pending_card(client, db, make, world):
     first = request_service(client, world.token, "notion").json["interactionId"]
     other = make.member(world.company, "admin")
-    _run, token = start_run(db, world.agent, world.issue, responsible=other)
+    _run, token = make.run(world.agent, world.issue, responsible=other)
     second = request_service(client, token, "notion").json["interactionId"]
     assert second != first
     old, new = (db.session.get(ThreadInteraction, uuid.UUID(i)) for i in (first, second))
@@ -429,7 +422,9 @@ def continuation_of(db, world, card_id, outcome):
     return mint_run_token(run).token
 
 
-def test_the_run_whose_card_was_declined_and_its_continuation_cannot_request_it_again(app, client, db, world):
+def test_the_run_whose_card_was_declined_and_its_continuation_cannot_request_it_again(
+    make, app, client, db, world
+):
     github = request_service(client, world.token, "github").json["interactionId"]
     notion = request_service(client, world.token, "notion").json["interactionId"]
     decline_card(app, world.owner, github)
@@ -445,7 +440,7 @@ def test_the_run_whose_card_was_declined_and_its_continuation_cannot_request_it_
     assert request_service(client, token, "linear").json["state"] == "needs_user_action"
     assert [c.payload["serviceSlug"] for c in _cards(db)] == ["github", "notion", "linear"]
     # A later run that continues nothing may ask again (the refusal holds for the continuation only).
-    _run, fresh = start_run(db, world.agent, world.issue)
+    _run, fresh = make.run(world.agent, world.issue)
     assert request_service(client, fresh, "github").json["state"] == "needs_user_action"
 
 

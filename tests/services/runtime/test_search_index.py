@@ -13,12 +13,11 @@ from app.models import AccessRevision, ConnectionInstall
 from app.services.access import revision as access_revision
 from app.services.runtime.search import clear_search_indexes
 from tests.conftest import count_statements
-from tests.services.runs.test_run_tokens import search
+from tests.doors import search
 from tests.services.runtime import test_runtime_rest
 from tests.services.runtime.test_runtime_rest import board_api, connect, honcho_body
 
-world = test_runtime_rest.world  # the shared fixtures
-providers = test_runtime_rest.providers
+providers = test_runtime_rest.providers  # the shared fixture
 
 
 def revision(db, company_id) -> int:

@@ -15,10 +15,7 @@ from sqlalchemy import select
 from app.models import ThreadInteraction
 from app.services.runs.runtime_tools import GUIDANCE, TOOL_DEFINITIONS
 from tests.conftest import serving, sign_in
-from tests.services.runs import test_run_tokens
-from tests.services.runs.test_run_tokens import TOKEN_INVALID, bearer
-
-world = test_run_tokens.world  # the shared fixture
+from tests.doors import TOKEN_INVALID, bearer
 
 URL = "/mcp/runtime-tools"
 

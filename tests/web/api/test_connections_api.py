@@ -17,16 +17,6 @@ CONFIGURE_FORBIDDEN = (
 )
 
 
-@pytest.fixture
-def acme(make):
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    member = make.member(company, "member")
-    viewer = make.member(company, "viewer")
-    agent = make.agent(company, "Builder")
-    return company, owner, member, viewer, agent
-
-
 def api(client, token, method, url, body=None):
     return client.open(url, method=method, json=body, headers={"X-CSRFToken": token})
 

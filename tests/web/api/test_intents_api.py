@@ -20,7 +20,7 @@ from app.models import (
 )
 from app.services.intents.expiry import expire_intents_for_issue
 from tests.conftest import sign_in
-from tests.services.runs.test_run_tokens import search, start_run
+from tests.doors import search
 from tests.services.runtime import test_runtime_rest
 from tests.services.runtime.test_runtime_rest import (
     board_api,
@@ -37,24 +37,7 @@ NOT_ADDRESSEE = {"error": "Only the addressed user can act on this connection re
 
 def open_honcho_card(app, db, make, url_prefix: str) -> SimpleNamespace:
     """A member is responsible for the task; the agent Builder asked for Honcho; the card is addressed to them."""
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    member = make.member(company, "member")
-    agent = make.agent(company, "Builder")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=member)
-    run, token = start_run(db, agent, issue)
-    interaction_id = request_service(app.test_client(), token, "honcho").json["interactionId"]
-    return SimpleNamespace(
-        company=company,
-        owner=owner,
-        member=member,
-        agent=agent,
-        issue=issue,
-        run=run,
-        token=token,
-        id=interaction_id,
-        url=f"{url_prefix}/{interaction_id}",
-    )
+    return make.requested_card("honcho", url_prefix)
 
 
 @pytest.fixture
@@ -247,7 +230,7 @@ def test_closing_or_reassigning_the_task_expires_pending_cards(app, db, make, ca
 
     card.issue.assignee_agent_id = card.agent.id
     db.session.commit()
-    _run, token = start_run(db, card.agent, card.issue)
+    _run, token = make.run(card.agent, card.issue)
     fresh = request_service(app.test_client(), token, "notion").json["interactionId"]
     # Unrelated updates keep the pending card.
     assert expire_intents_for_issue(card.issue) == 0

@@ -1,36 +1,23 @@
 """The agent's Instructions tab lists its connections' instructions read-only, with notes when they won't apply."""
 
 from app.catalog.loader import get_app, template_default
-from app.models import ConnectionInstall, ToolConnection
 from tests.conftest import sign_in
+from tests.factories import Factory
 
 
 def honcho_connection(db, company, *, name, workspace=None, enabled=True):
     honcho = get_app("honcho")
     setting = {**template_default(honcho), "enabled": enabled}
-    connection = ToolConnection(
-        company_id=company.id,
-        app_slug="honcho",
+    return Factory(db).connection(
+        company,
+        slug="honcho",
         name=name,
-        status="active",
-        enabled=True,
-        health_status="healthy",
-        auth_kind="api_key",
-        agent_instructions=setting,
+        instructions=setting,
         config={
             "connectionMethodKey": honcho.methods[0].key,
             "methodConfig": {"workspaceId": workspace} if workspace else {},
         },
     )
-    db.session.add(connection)
-    db.session.flush()
-    db.session.add(
-        ConnectionInstall(
-            company_id=company.id, connection_id=connection.id, target_type="company", target_id=company.id
-        )
-    )
-    db.session.commit()
-    return connection
 
 
 def test_from_connections_section_shows_sources_and_amber_notes(client, db, make):

@@ -31,16 +31,6 @@ def providers(app, honcho_server):
     app.config["PROVIDER_SERVER_URLS"] = saved
 
 
-@pytest.fixture
-def acme(make):
-    company = make.company("Acme")
-    owner = make.member(company, "owner")
-    member = make.member(company, "member")
-    viewer = make.member(company, "viewer")
-    agent = make.agent(company, "Builder")
-    return company, owner, member, viewer, agent
-
-
 def template():
     return template_default(get_app("honcho"))
 

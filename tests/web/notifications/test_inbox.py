@@ -7,11 +7,9 @@ import re
 
 import pytest
 
-from app.services.intents import creation as intents_creation
 from app.services.intents import resolution as intents_resolution
-from app.services.intents import service as intents_service
-from app.services.runs.tokens import open_run
 from tests.conftest import count_statements, sign_in
+from tests.factories import Factory
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.services.gateway.test_gateway import connect, rpc, world  # noqa: F401  (the gateway's fixture: a run on a task)
 
@@ -19,13 +17,7 @@ SLUGS = ("notion", "github", "linear", "slack", "mem0", "zep")
 
 
 def open_card(db, company, owner, agent, issue, slug="notion"):
-    run = open_run(agent, issue, owner.id)
-    service = intents_service.resolve_service(company.id, slug, owner.id, agent.id)
-    interaction, _ = intents_creation.create_connection_intent(
-        issue, agent, service, addressee_user_id=owner.id, run_id=run.id
-    )
-    db.session.commit()
-    return interaction
+    return Factory(db).card(issue, agent, owner, slug)
 
 
 @pytest.fixture
