@@ -12,8 +12,7 @@ import pytest
 
 from app.models import HeartbeatRun
 from app.services.runs.snapshot import resolve_instructions_for_run
-from tests.doors import request_service, search
-from tests.services.gateway.test_gateway import rpc
+from tests.doors import request_service, rpc, search
 from tests.services.runtime import test_runtime_rest
 from tests.web.api.test_intents_api import as_user, open_honcho_card, personal_honcho_for_nobody
 

@@ -20,8 +20,8 @@ from app.models import GrantSecret, HeartbeatRun, ToolConnection
 from app.services.gateway import tools as gateway
 from app.services.runs.snapshot import resolve_instructions_for_run
 from tests.conftest import sign_in
+from tests.doors import rpc
 from tests.peers.mcp_servers import COGNEE_KEY, COGNEE_PROVIDER_INSTRUCTIONS, start_cognee_like_server
-from tests.services.gateway.test_gateway import rpc
 from tests.web.apps.test_apps_pages import post
 
 

@@ -26,10 +26,10 @@ from app.services.gateway import calls as gateway_calls
 from app.services.gateway import tools as gateway_tools
 from app.services.runs.runtime_tools import runtime_tools_descriptor
 from tests.conftest import count_statements, serving, sign_in
-from tests.doors import TOKEN_INVALID, bearer
+from tests.doors import GATEWAY_URL, TOKEN_INVALID, approval_card, bearer, rpc
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 
-URL = "/mcp/gateway"
+URL = GATEWAY_URL
 SECRET_ARG = "sup3r-s3cret-argument-value"
 
 
@@ -69,13 +69,6 @@ def patch(world, connection_id, body):
     response = api(world.client, world.csrf, "PATCH", f"/api/tool-connections/{connection_id}", body)
     assert response.status_code == 200, response.json
     return response.json
-
-
-def rpc(client, token, method, params=None, id_=1):
-    message = {"jsonrpc": "2.0", "id": id_, "method": method}
-    if params is not None:
-        message["params"] = params
-    return client.post(URL, json=message, headers=bearer(token))
 
 
 @asynccontextmanager
@@ -300,13 +293,7 @@ def test_ask_first_creates_one_card_and_approval_lets_exactly_one_retry(
 
 def test_card_is_rendered_in_the_thread_with_buttons_only_for_the_addressee(db, make, world, app):
     connect(world, "honcho", HONCHO_KEY)
-    call = rpc(
-        world.client,
-        world.token,
-        "tools/call",
-        {"name": "honcho__save_memory", "arguments": {"content": "c"}},
-    )
-    approval_id = call.json["result"]["structuredContent"]["approvalId"]
+    approval_id = approval_card(world, content="c")
     page = world.client.get(f"/tasks/{world.issue.id}").get_data(as_text=True)
     assert "Approve save_memory on Honcho?" in page and "team-workspace" in page
     assert f"/approvals/{approval_id}/approve" in page and f"/approvals/{approval_id}/deny" in page
@@ -397,13 +384,7 @@ def test_changing_the_workspace_invalidates_an_approved_call(db, world, live_ser
 
 def test_changing_the_workspace_makes_approving_a_pending_card_fail(db, world):
     honcho = connect(world, "honcho", HONCHO_KEY)
-    call = rpc(
-        world.client,
-        world.token,
-        "tools/call",
-        {"name": "honcho__save_memory", "arguments": {"content": "x"}},
-    )
-    approval_id = call.json["result"]["structuredContent"]["approvalId"]
+    approval_id = approval_card(world, content="x")
     patch(world, honcho["id"], {"methodConfig": {"workspaceId": "other-workspace"}})
     answered = approve(world, approval_id)
     assert answered.status_code == 200 and "No longer valid" in answered.get_data(as_text=True)

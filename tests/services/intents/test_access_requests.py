@@ -10,8 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from app.models import ConnectionInstall, ConnectionTool, ThreadInteraction
-from tests.doors import REQUEST_URL, bearer
-from tests.services.gateway.test_gateway import rpc
+from tests.doors import REQUEST_URL, bearer, rpc
 from tests.services.runtime.test_runtime_rest import board_api, connect, custom_body
 from tests.services.runtime.test_runtime_rest import providers as providers  # noqa: PLC0414 (the shared fixture)
 from tests.web.cards.test_intent_cards import Htmx, assert_fragment

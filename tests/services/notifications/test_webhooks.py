@@ -20,9 +20,10 @@ from app.services.intents import service as intents_service
 from app.services.secrets_box import decrypt
 from app.workers import outbox
 from tests.conftest import sign_in
+from tests.doors import approval_card
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.peers.notification_peers import start_webhook_receiver
-from tests.services.gateway.test_gateway import connect, rpc, world  # noqa: F401  (the gateway's fixture: a run on a task)
+from tests.services.gateway.test_gateway import connect, world  # noqa: F401  (the gateway's fixture: a run on a task)
 
 SECRET_RE = re.compile(r'id="new-webhook-secret"[^>]*value="(whsec_[^"]+)"|value="(whsec_[^"]+)"')
 
@@ -88,13 +89,7 @@ def test_the_secret_is_shown_once_and_stored_encrypted(db, world, receiver):  # 
 def test_every_card_event_arrives_signed_with_ids_names_and_states_only(db, world, receiver):  # noqa: F811
     secret = secret_of(add_webhook(world.client, world.csrf, receiver.url))
     connect(world, "honcho", HONCHO_KEY)
-    call = rpc(
-        world.client,
-        world.token,
-        "tools/call",
-        {"name": "honcho__save_memory", "arguments": {"content": "my secret diary"}},
-    )
-    approval_id = call.json["result"]["structuredContent"]["approvalId"]
+    approval_id = approval_card(world, content="my secret diary")
     answered = world.client.post(
         f"/approvals/{approval_id}/deny", headers={"X-CSRFToken": world.csrf, "HX-Request": "true"}
     )

@@ -22,7 +22,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from app.core import mcp_versions
-from tests.doors import bearer
+from tests.doors import bearer, rpc
 from tests.peers.mcp_servers import (
     FORECAST_ANNOTATIONS,
     FORECAST_META,
@@ -33,7 +33,7 @@ from tests.peers.mcp_servers import (
     start_rich_server,
 )
 from tests.services.gateway import test_gateway
-from tests.services.gateway.test_gateway import URL, agent_session, connect, rpc
+from tests.services.gateway.test_gateway import URL, agent_session, connect
 
 # The gateway tests' fixtures: Acme with a live run (`world`) and the live server's gateway URL.
 world = test_gateway.world

@@ -9,9 +9,10 @@ import pytest
 
 from app.services.intents import resolution as intents_resolution
 from tests.conftest import count_statements, sign_in
+from tests.doors import approval_card
 from tests.factories import Factory
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.services.gateway.test_gateway import connect, rpc, world  # noqa: F401  (the gateway's fixture: a run on a task)
+from tests.services.gateway.test_gateway import connect, world  # noqa: F401  (the gateway's fixture: a run on a task)
 
 SLUGS = ("notion", "github", "linear", "slack", "mem0", "zep")
 
@@ -47,13 +48,7 @@ def test_inbox_lists_my_cards_across_tasks_newest_first_with_the_thread_partials
     make,
 ):
     connect(world, "honcho", HONCHO_KEY)
-    call = rpc(
-        world.client,
-        world.token,
-        "tools/call",
-        {"name": "honcho__save_memory", "arguments": {"content": "c"}},
-    )
-    approval_id = call.json["result"]["structuredContent"]["approvalId"]
+    approval_id = approval_card(world, content="c")
     other_issue = make.issue(
         world.company, title="Other task", status="in_progress", assignee=world.agent, responsible=world.owner
     )
