@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from flask import Flask, current_app, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
+from mcp_types.jsonrpc import INVALID_REQUEST
 from werkzeug.exceptions import HTTPException
 
+from app.core import mcp_messages
 from app.core.errors import ServiceError
 from app.web.api.validation import BodyValidationError, validation_error_response
 
@@ -36,12 +38,12 @@ def error_response(message: str, status: int):
 
 def too_large_response():
     """413 for a body over MAX_CONTENT_LENGTH: a JSON-RPC error on the MCP doors, the usual error shape elsewhere."""
-    from app.web.agents.jsonrpc import rpc
+    from app.web.agents.jsonrpc import respond
 
     limit = current_app.config.get("MAX_CONTENT_LENGTH")
     message = f"Request body too large (at most {limit} bytes)"
     if request.path.startswith("/mcp/"):
-        return rpc(None, error={"code": -32600, "message": message}, status=413)
+        return respond((mcp_messages.error(None, INVALID_REQUEST, message), 413))
     return error_response(message, 413)
 
 

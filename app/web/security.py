@@ -12,8 +12,10 @@ from urllib.parse import urlsplit
 
 from flask import Flask, g, jsonify, make_response, redirect, render_template, request, url_for
 from flask_login import current_user
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from app.core import mcp_messages
 from app.extensions import csrf, db, login_manager
 from app.models import User
 from app.services.accounts import safe_next, user_for_api_key
@@ -134,9 +136,7 @@ def _refuse_text(problem: TextProblem):
         except BodyNotJson:
             body = None
         request_id = body.get("id") if isinstance(body, dict) else None
-        return jsonify(
-            {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": problem.message}}
-        ), 400
+        return jsonify(mcp_messages.error(request_id, INVALID_PARAMS, problem.message)), 400
     if request.path.startswith(JSON_DOOR_PREFIXES):
         return jsonify({"error": "Validation error", "details": [problem.detail()]}), 400
     return error_response(problem.message, 400)
@@ -176,11 +176,8 @@ def install_request_security(app: Flask) -> None:
     def _check_agent_origin():
         # MCP transport security: servers MUST validate Origin (DNS rebinding), before anything else.
         if request.path.startswith(TOKEN_AUTH_PREFIXES) and is_foreign_origin():
-            error = {
-                "code": -32600,
-                "message": "Forbidden: this Origin may not call Switchboard's agent doors",
-            }
-            return jsonify({"jsonrpc": "2.0", "id": None, "error": error}), 403
+            message = "Forbidden: this Origin may not call Switchboard's agent doors"
+            return jsonify(mcp_messages.error(None, INVALID_REQUEST, message)), 403
         return None
 
     @app.before_request

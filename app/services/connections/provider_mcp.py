@@ -39,6 +39,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from app.core.mcp_messages import CLIENT_INFO
 from app.core.net_guard import guarded_async_transport
 from app.services.connections import provider_limits, provider_sessions
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
@@ -55,7 +56,6 @@ from app.services.connections.provider_errors import (
     _walk,
 )
 from app.services.connections.provider_tools import (
-    CLIENT_INFO,
     CONNECT_TIMEOUT_CAP,
     MAX_TOOL_PAGES,
     ProviderTool,

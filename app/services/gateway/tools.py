@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.catalog.loader import get_apps
+from app.core.mcp_messages import tool
 from app.models import HeartbeatRun, ToolConnection
 from app.services.access.effective import (
     ConnectionAccess,
@@ -113,16 +114,14 @@ def tool_definition(
     # the provider's hint when it gave one).
     annotations = dict(listing.get("annotations") or {})
     annotations.setdefault("readOnlyHint", not is_write)
-    definition = {
-        "name": name,
-        "description": f"{description}\n\n{note}" if description else note,
-        "inputSchema": project_schema(input_schema, managed),
-        "annotations": annotations,
-    }
-    for key in ("title", "outputSchema", "_meta"):
-        if key in listing:
-            definition[key] = listing[key]
-    return definition
+    passed_through = {key: listing[key] for key in ("title", "outputSchema", "_meta") if key in listing}
+    return tool(
+        name,
+        f"{description}\n\n{note}" if description else note,
+        project_schema(input_schema, managed),
+        annotations=annotations,
+        **passed_through,
+    )
 
 
 def _usable(accesses: list) -> list:

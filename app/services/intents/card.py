@@ -10,10 +10,11 @@ from app.extensions import db
 from app.models import (
     OAuthState,
     ThreadInteraction,
+    keys,
 )
 from app.services.connections import card_binding
 
-KIND = "connection_intent"
+KIND = keys.CONNECTION_CARD
 PHASES = ("requested", "authorizing", "needs_retry")
 PHASE_INVALID = "phase must be requested, authorizing, or needs_retry"
 NOT_ADDRESSEE = "Only the addressed user can act on this connection request"

@@ -13,9 +13,12 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from flask import Blueprint, Response, jsonify
+from mcp_types.jsonrpc import METHOD_NOT_FOUND
 from pydantic import BaseModel, Field, StringConstraints, ValidationError, field_validator
 
+from app.core import mcp_versions
 from app.core.errors import ServiceError, ValidationFailed
+from app.core.mcp_messages import tool_error, tool_result
 from app.extensions import db
 from app.services.runs import runtime_tools as descriptor
 from app.services.runtime import context
@@ -106,7 +109,7 @@ TOOLS: dict[str, tuple[type[BaseModel], Callable[[dict, Any], dict]]] = {
 def mcp_discovery():
     context.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or jsonify(
-        {"name": descriptor.SERVER_NAME, "protocolVersion": descriptor.PROTOCOL_VERSION}
+        {"name": descriptor.SERVER_NAME, "protocolVersion": mcp_versions.BASELINE}
     )
 
 
@@ -119,7 +122,7 @@ def mcp_rpc():
             server_name=descriptor.SERVER_NAME,
             list_tools=lambda: descriptor.TOOL_DEFINITIONS,
             call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params),
-            error_status=404,  # the seed contract: unknown tool or method -> HTTP 404 with -32601
+            error_status=404,  # the seed contract: unknown tool or method -> HTTP 404 with METHOD_NOT_FOUND
         )
     )
 
@@ -127,7 +130,7 @@ def mcp_rpc():
 def _call_tool(id_, claims: dict, params: dict) -> Response:
     name = params.get("name")
     if not isinstance(name, str) or name not in TOOLS:
-        return jsonrpc.unknown_tool(id_, name)
+        return jsonrpc.respond(jsonrpc.unknown_tool(id_, name, METHOD_NOT_FOUND))
     model, handler = TOOLS[name]
     arguments = params.get("arguments")
     arguments = {} if arguments is None else arguments
@@ -142,8 +145,8 @@ def _call_tool(id_, claims: dict, params: dict) -> Response:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in d['loc']) or 'arguments'}: {d['msg']}" for d in err.details
         )
-        return jsonrpc.rpc(id_, result=jsonrpc.tool_error(f"Validation error: {problems}"))
+        return jsonrpc.rpc(id_, result=tool_error(f"Validation error: {problems}"))
     except ServiceError as err:
         db.session.rollback()
-        return jsonrpc.rpc(id_, result=jsonrpc.tool_error(err.message))
-    return jsonrpc.rpc(id_, result=jsonrpc.tool_result(value))
+        return jsonrpc.rpc(id_, result=tool_error(err.message))
+    return jsonrpc.rpc(id_, result=tool_result(value))
