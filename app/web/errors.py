@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Flask, current_app, jsonify, render_template, request
+from flask import Flask, current_app, render_template, request
 from flask_wtf.csrf import CSRFError
 from mcp_types.jsonrpc import INVALID_REQUEST
 from werkzeug.exceptions import HTTPException
@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException
 from app.core import mcp_messages
 from app.core.errors import ServiceError
 from app.web.api.validation import BodyValidationError, validation_error_response
+from app.web.openapi.responses import ErrorResponse, respond
 
 # /.well-known/: clients probing for OAuth metadata must get a JSON 404 they can parse, not an HTML page.
 JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz", "/.well-known/")
@@ -30,7 +31,7 @@ def wants_json() -> bool:
 
 def error_response(message: str, status: int):
     if wants_json():
-        return jsonify({"error": message}), status
+        return respond(ErrorResponse(error=message), status)
     if request.headers.get("HX-Request"):
         return render_template("_error_alert.html", message=message), status
     return render_template("error.html", message=message, status=status), status

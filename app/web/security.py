@@ -20,6 +20,7 @@ from app.extensions import csrf, db, login_manager
 from app.models import User
 from app.services.accounts import safe_next, user_for_api_key
 from app.web.json_body import EMPTY, BodyNotJson, TextProblem, read_json_body, unstorable_text
+from app.web.openapi.responses import ErrorResponse, ValidationErrorResponse, respond
 from app.web.unit_of_work import Reason, commit_point
 
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -82,7 +83,7 @@ def _page_to_return_to() -> str:
 @login_manager.unauthorized_handler
 def unauthorized():
     if request.path.startswith("/api/"):
-        return jsonify({"error": "Authentication required"}), 401
+        return respond(ErrorResponse(error="Authentication required"), 401)
     login_url = url_for("auth.login", next=_page_to_return_to())
     if request.headers.get("HX-Request"):
         # A redirect would be followed inside the XHR and swap the login page into a fragment's place: ask htmx to
@@ -138,7 +139,12 @@ def _refuse_text(problem: TextProblem):
         request_id = body.get("id") if isinstance(body, dict) else None
         return jsonify(mcp_messages.error(request_id, INVALID_PARAMS, problem.message)), 400
     if request.path.startswith(JSON_DOOR_PREFIXES):
-        return jsonify({"error": "Validation error", "details": [problem.detail()]}), 400
+        return respond(
+            ValidationErrorResponse.model_validate(
+                {"error": "Validation error", "details": [problem.detail()]}
+            ),
+            400,
+        )
     return error_response(problem.message, 400)
 
 
@@ -195,9 +201,9 @@ def install_request_security(app: Flask) -> None:
                     and g.get("api_key_user") is current_user._get_current_object()
                 ):
                     return None
-                return jsonify({"error": "Invalid or revoked API key"}), 401
+                return respond(ErrorResponse(error="Invalid or revoked API key"), 401)
             if not current_user.is_authenticated:
-                return jsonify({"error": "Authentication required"}), 401
+                return respond(ErrorResponse(error="Authentication required"), 401)
         csrf.protect()
         return None
 

@@ -29,6 +29,7 @@ from app.services.gateway import calls as gateway_calls
 from app.services.gateway import tools as gateway_tools
 from app.services.runtime import context as run_context
 from app.web.agents import jsonrpc, streaming
+from app.web.openapi import operations as openapi
 from app.web.security import request_run_claims
 from app.web.unit_of_work import Reason, commit_point
 
@@ -42,6 +43,7 @@ def _claims() -> dict:
 
 
 @bp.get(URL)
+@openapi.mcp_discovery("Tool gateway MCP endpoint", "gateway")
 def discovery():
     run_context.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or jsonify(
@@ -50,6 +52,7 @@ def discovery():
 
 
 @bp.post(URL)
+@openapi.mcp_rpc("Tool gateway MCP endpoint", "gateway")
 def rpc():
     claims = _claims()
     run, access_revision = run_context.load_live_run_and_revision(claims)

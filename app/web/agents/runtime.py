@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response, jsonify
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
@@ -26,6 +26,8 @@ from app.services.runtime import request as runtime_tools_request
 from app.services.runtime import search as runtime_tools_search
 from app.web.agents import jsonrpc
 from app.web.api.validation import Omittable, StrictBody, parse_body
+from app.web.openapi import operations as openapi
+from app.web.openapi.responses import ServiceState, respond
 from app.web.security import request_run_claims
 
 bp = Blueprint("runtime", __name__)
@@ -54,6 +56,33 @@ class RequestBody(StrictBody):
         return value
 
 
+class SearchResultResponse(BaseModel):
+    service: str = Field(description="The identifier to pass to connection_request.")
+    name: str
+    description: str | None
+    logoUrl: str | None
+    methods: list[dict[str, Any]]
+    source: Literal["catalog", "configured"]
+    state: ServiceState
+    reason: str
+    connectionId: uuid.UUID | None
+
+
+class SearchResponse(BaseModel):
+    version: Literal[1]
+    query: str
+    results: list[SearchResultResponse] = Field(max_length=20)
+
+
+class RequestResponse(BaseModel):
+    version: Literal[1]
+    service: str
+    state: Literal["ready", "needs_user_action"]
+    connectionId: uuid.UUID | None
+    interactionId: uuid.UUID | None
+    instruction: str
+
+
 def _claims() -> dict:
     return request_run_claims()
 
@@ -70,15 +99,17 @@ def _validate(model: type[BaseModel], data) -> BaseModel:
         ) from None
 
 
-def run_search(claims: dict, body: SearchBody) -> dict:
+def run_search(claims: dict, body: SearchBody) -> SearchResponse:
     ctx = context.load_run_context(claims)
-    return runtime_tools_search.search_connections(ctx, body.query)
+    return SearchResponse.model_validate(runtime_tools_search.search_connections(ctx, body.query))
 
 
-def run_request(claims: dict, body: RequestBody) -> dict:
+def run_request(claims: dict, body: RequestBody) -> RequestResponse:
     ctx = context.load_run_context(claims)
-    return runtime_tools_request.request_connection(
-        ctx, body.service, connection_id=body.connectionId, tool_names=body.toolNames
+    return RequestResponse.model_validate(
+        runtime_tools_request.request_connection(
+            ctx, body.service, connection_id=body.connectionId, tool_names=body.toolNames
+        )
     )
 
 
@@ -86,26 +117,37 @@ def run_request(claims: dict, body: RequestBody) -> dict:
 
 
 @bp.post("/runtime-tools/connections/search")
+@openapi.runtime_post(
+    "connections_search: connectable services and this run's access state for each",
+    SearchBody,
+    openapi.Answer("Ranked services (at most 20)", (SearchResponse,)),
+)
 def rest_search():
     claims = _claims()
-    return jsonify(run_search(claims, parse_body(SearchBody)))
+    return respond(run_search(claims, parse_body(SearchBody)))
 
 
 @bp.post("/runtime-tools/connections/request")
+@openapi.runtime_post(
+    "connection_request: ask the responsible person for access (one card per service)",
+    RequestBody,
+    openapi.Answer("Ready now, or a card was sent", (RequestResponse,)),
+)
 def rest_request():
     claims = _claims()
-    return jsonify(run_request(claims, parse_body(RequestBody)))
+    return respond(run_request(claims, parse_body(RequestBody)))
 
 
 # --- MCP -----------------------------------------------------------------------------------------------------
 
-TOOLS: dict[str, tuple[type[BaseModel], Callable[[dict, Any], dict]]] = {
+TOOLS: dict[str, tuple[type[BaseModel], Callable[[dict, Any], BaseModel]]] = {
     "connections_search": (SearchBody, run_search),
     "connection_request": (RequestBody, run_request),
 }
 
 
 @bp.get("/mcp/runtime-tools")
+@openapi.mcp_discovery("Runtime tools MCP endpoint", "runtime")
 def mcp_discovery():
     context.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or jsonify(
@@ -114,6 +156,7 @@ def mcp_discovery():
 
 
 @bp.post("/mcp/runtime-tools")
+@openapi.mcp_rpc("Runtime tools MCP endpoint", "runtime")
 def mcp_rpc():
     claims = _claims()
     context.load_live_run(claims)
@@ -149,4 +192,4 @@ def _call_tool(id_, claims: dict, params: dict) -> Response:
     except ServiceError as err:
         db.session.rollback()
         return jsonrpc.rpc(id_, result=tool_error(err.message))
-    return jsonrpc.rpc(id_, result=tool_result(value))
+    return jsonrpc.rpc(id_, result=tool_result(value.model_dump(mode="json", exclude_unset=True)))
