@@ -17,7 +17,7 @@ provider call, which sends the provider `notifications/cancelled` and ends its s
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from app.core import mcp_versions
@@ -30,6 +30,7 @@ from app.services.gateway import tools as gateway_tools
 from app.services.runtime import context as run_context
 from app.web.agents import jsonrpc, streaming
 from app.web.openapi import operations as openapi
+from app.web.openapi.responses import McpDiscoveryResponse, respond
 from app.web.security import request_run_claims
 from app.web.unit_of_work import Reason, commit_point
 
@@ -46,8 +47,8 @@ def _claims() -> dict:
 @openapi.mcp_discovery("Tool gateway MCP endpoint", "gateway")
 def discovery():
     run_context.load_live_run(_claims())
-    return jsonrpc.sse_probe_refused() or jsonify(
-        {"name": gateway_tools.SERVER_NAME, "protocolVersion": mcp_versions.BASELINE}
+    return jsonrpc.sse_probe_refused() or respond(
+        McpDiscoveryResponse(name=gateway_tools.SERVER_NAME, protocolVersion=mcp_versions.BASELINE)
     )
 
 

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
 from pydantic import BaseModel, Field, StringConstraints, ValidationError, field_validator
 
@@ -27,7 +27,7 @@ from app.services.runtime import search as runtime_tools_search
 from app.web.agents import jsonrpc
 from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.openapi import operations as openapi
-from app.web.openapi.responses import ServiceState, respond
+from app.web.openapi.responses import McpDiscoveryResponse, ServiceState, respond
 from app.web.security import request_run_claims
 
 bp = Blueprint("runtime", __name__)
@@ -150,8 +150,8 @@ TOOLS: dict[str, tuple[type[BaseModel], Callable[[dict, Any], BaseModel]]] = {
 @openapi.mcp_discovery("Runtime tools MCP endpoint", "runtime")
 def mcp_discovery():
     context.load_live_run(_claims())
-    return jsonrpc.sse_probe_refused() or jsonify(
-        {"name": descriptor.SERVER_NAME, "protocolVersion": mcp_versions.BASELINE}
+    return jsonrpc.sse_probe_refused() or respond(
+        McpDiscoveryResponse(name=descriptor.SERVER_NAME, protocolVersion=mcp_versions.BASELINE)
     )
 
 
