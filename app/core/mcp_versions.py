@@ -7,27 +7,25 @@ contract's revision only; the tool gateway negotiates (see `app.web.agents.negot
 
 from __future__ import annotations
 
+import mcp_types
+
 # The seed contract's revision: what `/mcp/runtime-tools` answers, and what a request without an
 # `MCP-Protocol-Version` header is taken to speak (2025-06-18 "Protocol Version Header").
 BASELINE = "2025-03-26"
-LEGACY = ("2025-03-26", "2025-06-18", "2025-11-25")
+LEGACY = (BASELINE, "2025-06-18", "2025-11-25")
 MODERN = ("2026-07-28",)
 SUPPORTED = (*LEGACY, *MODERN)
 # What `initialize` answers when the client asks for a revision we do not speak: our newest handshake revision.
 LATEST_LEGACY = LEGACY[-1]
 # Revisions whose transport carries JSON-RPC batches (2025-06-18 removed them).
-WITH_BATCHES = ("2025-03-26",)
+WITH_BATCHES = (BASELINE,)
 
-# The `_meta` keys of modern requests and results (2026-07-28 "Per-request protocol fields").
-META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-
-# Error codes the 2026-07-28 revision defines (basic/index "Error Codes").
-HEADER_MISMATCH = -32020
-MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
-UNSUPPORTED_PROTOCOL_VERSION = -32022
+# The `_meta` keys of modern requests and results (2026-07-28 "Per-request protocol fields"), as the SDK names them.
+# The JSON-RPC and MCP error codes are the SDK's too: `mcp_types.jsonrpc` (PARSE_ERROR ... UNSUPPORTED_PROTOCOL_VERSION).
+META_PROTOCOL_VERSION = mcp_types.PROTOCOL_VERSION_META_KEY
+META_CLIENT_CAPABILITIES = mcp_types.CLIENT_CAPABILITIES_META_KEY
+META_CLIENT_INFO = mcp_types.CLIENT_INFO_META_KEY
+META_SERVER_INFO = mcp_types.SERVER_INFO_META_KEY
 
 
 def negotiate(requested: object) -> str:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from app.extensions import Model
 from app.models.agents import Agent
 from app.models.base import IdMixin, JSONType, TimestampMixin, ValueSet, one_of
+from app.models.keys import CONNECTION_INTENT_KEY_PREFIX
 
 
 class RunStatus(ValueSet):
@@ -63,6 +64,9 @@ class HeartbeatRun(IdMixin, TimestampMixin, Model):
     agent: Mapped[Agent] = relationship()
 
 
+_LIVE_CONTINUATION_WAKE = f"idempotency_key LIKE '{CONNECTION_INTENT_KEY_PREFIX}%' AND status NOT IN ('skipped', 'failed', 'cancelled')"
+
+
 class WakeupRequest(IdMixin, TimestampMixin, Model):
     __tablename__ = "wakeup_requests"
     __table_args__ = (
@@ -72,12 +76,8 @@ class WakeupRequest(IdMixin, TimestampMixin, Model):
             "company_id",
             "idempotency_key",
             unique=True,
-            sqlite_where=text(
-                "idempotency_key LIKE 'connection-intent:%' AND status NOT IN ('skipped', 'failed', 'cancelled')"
-            ),
-            postgresql_where=text(
-                "idempotency_key LIKE 'connection-intent:%' AND status NOT IN ('skipped', 'failed', 'cancelled')"
-            ),
+            sqlite_where=text(_LIVE_CONTINUATION_WAKE),
+            postgresql_where=text(_LIVE_CONTINUATION_WAKE),
         ),
         one_of("status", WakeupStatus),
     )

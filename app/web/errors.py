@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from flask import Flask, current_app, jsonify, render_template, request
+from flask import Flask, current_app, render_template, request
 from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError
+from mcp_types.jsonrpc import INVALID_REQUEST
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
+from app.core import mcp_messages
 from app.core.errors import ServiceError
 from app.web.api.validation import BodyValidationError, validation_error_response
+from app.web.openapi.responses import ErrorResponse, respond
 
 # /.well-known/: clients probing for OAuth metadata must get a JSON 404 they can parse, not an HTML page.
 JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz", "/.well-known/")
@@ -29,7 +32,7 @@ def wants_json() -> bool:
 
 def error_response(message: str, status: int) -> ResponseReturnValue:
     if wants_json():
-        return jsonify({"error": message}), status
+        return respond(ErrorResponse(error=message), status)
     if request.headers.get("HX-Request"):
         return render_template("_error_alert.html", message=message), status
     return render_template("error.html", message=message, status=status), status
@@ -37,12 +40,12 @@ def error_response(message: str, status: int) -> ResponseReturnValue:
 
 def too_large_response() -> ResponseReturnValue:
     """413 for a body over MAX_CONTENT_LENGTH: a JSON-RPC error on the MCP doors, the usual error shape elsewhere."""
-    from app.web.agents.jsonrpc import rpc
+    from app.web.agents.jsonrpc import respond
 
     limit = current_app.config.get("MAX_CONTENT_LENGTH")
     message = f"Request body too large (at most {limit} bytes)"
     if request.path.startswith("/mcp/"):
-        return rpc(None, error={"code": -32600, "message": message}, status=413)
+        return respond((mcp_messages.error(None, INVALID_REQUEST, message), 413))
     return error_response(message, 413)
 
 

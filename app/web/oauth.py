@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import uuid
 
-from flask import Blueprint, abort, current_app, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.catalog.loader import get_app
 from app.catalog.schema import AppDefinition
@@ -26,6 +26,8 @@ from app.services.oauth.errors import CARD_CLOSED
 from app.services.tenancy import get_membership
 from app.web.api.validation import parse_body
 from app.web.context import load_scoped
+from app.web.openapi import operations as openapi
+from app.web.openapi.responses import respond
 from app.web.security import csrf_exempt_endpoint
 from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
@@ -70,8 +72,21 @@ def start(connection_id: str) -> ResponseReturnValue:
     return redirect(url, code=303)
 
 
+class OAuthStartResponse(BaseModel):
+    authorizationUrl: str = Field(
+        description="Open in a popup (or navigate to it) to sign in with the provider."
+    )
+
+
 @bp.post("/api/tools/oauth/<connection_id>/start")
 @login_required
+@openapi.documented(
+    "Start an OAuth sign-in for a connection (the task card opens the URL in a popup)",
+    tag="connections",
+    security=openapi.BOARD_WRITE,
+    body=StartBody,
+    responses={200: openapi.Answer("Where to sign in", (OAuthStartResponse,)), **openapi.WRITE_ANSWERS},
+)
 def start_json(connection_id: str) -> ResponseReturnValue:
     """JSON start for the task card: `{interactionId?}` -> `{authorizationUrl}` (opened in a popup)."""
     connection, membership, app_definition = _connection_and_app(connection_id)
@@ -84,7 +99,7 @@ def start_json(connection_id: str) -> ResponseReturnValue:
         interaction_id=interaction_id,
         opener_origin=request.headers.get("Origin") if interaction_id else None,
     )
-    return jsonify({"authorizationUrl": url})
+    return respond(OAuthStartResponse(authorizationUrl=url))
 
 
 @bp.get("/oauth/callback")

@@ -24,12 +24,15 @@ from flask import (
 )
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from app.core import mcp_messages
 from app.extensions import csrf, db, login_manager
 from app.models import User
 from app.services.accounts import safe_next, user_for_api_key
 from app.web.json_body import EMPTY, BodyNotJson, TextProblem, read_json_body, unstorable_text
+from app.web.openapi.responses import ErrorResponse, ValidationErrorResponse, respond
 from app.web.unit_of_work import Reason, commit_point
 
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -92,7 +95,7 @@ def _page_to_return_to() -> str:
 @login_manager.unauthorized_handler
 def unauthorized() -> ResponseReturnValue:
     if request.path.startswith("/api/"):
-        return jsonify({"error": "Authentication required"}), 401
+        return respond(ErrorResponse(error="Authentication required"), 401)
     login_url = url_for("auth.login", next=_page_to_return_to())
     if request.headers.get("HX-Request"):
         # A redirect would be followed inside the XHR and swap the login page into a fragment's place: ask htmx to
@@ -146,11 +149,14 @@ def _refuse_text(problem: TextProblem) -> ResponseReturnValue:
         except BodyNotJson:
             body = None
         request_id = body.get("id") if isinstance(body, dict) else None
-        return jsonify(
-            {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": problem.message}}
-        ), 400
+        return jsonify(mcp_messages.error(request_id, INVALID_PARAMS, problem.message)), 400
     if request.path.startswith(JSON_DOOR_PREFIXES):
-        return jsonify({"error": "Validation error", "details": [problem.detail()]}), 400
+        return respond(
+            ValidationErrorResponse.model_validate(
+                {"error": "Validation error", "details": [problem.detail()]}
+            ),
+            400,
+        )
     return error_response(problem.message, 400)
 
 
@@ -188,11 +194,8 @@ def install_request_security(app: Flask) -> None:
     def _check_agent_origin() -> ResponseReturnValue | None:
         # MCP transport security: servers MUST validate Origin (DNS rebinding), before anything else.
         if request.path.startswith(TOKEN_AUTH_PREFIXES) and is_foreign_origin():
-            error = {
-                "code": -32600,
-                "message": "Forbidden: this Origin may not call Switchboard's agent doors",
-            }
-            return jsonify({"jsonrpc": "2.0", "id": None, "error": error}), 403
+            message = "Forbidden: this Origin may not call Switchboard's agent doors"
+            return jsonify(mcp_messages.error(None, INVALID_REQUEST, message)), 403
         return None
 
     @app.before_request
@@ -210,9 +213,9 @@ def install_request_security(app: Flask) -> None:
                     and g.get("api_key_user") is current_user._get_current_object()
                 ):
                     return None
-                return jsonify({"error": "Invalid or revoked API key"}), 401
+                return respond(ErrorResponse(error="Invalid or revoked API key"), 401)
             if not current_user.is_authenticated:
-                return jsonify({"error": "Authentication required"}), 401
+                return respond(ErrorResponse(error="Authentication required"), 401)
         csrf.protect()
         return None
 

@@ -25,8 +25,9 @@ from datetime import timedelta
 from sqlalchemy import select, update
 
 from app.extensions import db
-from app.models import Agent, ConnectionIntentDelivery, Issue, Membership, ThreadInteraction
+from app.models import Agent, ConnectionIntentDelivery, Issue, Membership, ThreadInteraction, keys
 from app.models.base import utcnow
+from app.models.keys import wake_key
 from app.services.access.effective import connection_access
 from app.services.intents.card import card_task_is_active
 from app.services.runs.wakeups import (
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 LEASE_SECONDS = 60
 SWEEP_LIMIT = 50
-KIND = "connection_intent"
+KIND = keys.CONNECTION_CARD
 OUTCOMES = {"accepted": "connected", "rejected": "declined"}
 WAKE_STATUSES = ("in_progress", "in_review")
 
@@ -50,10 +51,6 @@ ALREADY_WOKEN = "already_woken"
 RETIRED = "retired"
 RETRY = "retry"
 NOT_DUE = "not_due"
-
-
-def wake_key(interaction_id: uuid.UUID | str, outcome: str) -> str:
-    return f"connection-intent:{interaction_id}:{outcome}"
 
 
 def _is_postgres() -> bool:

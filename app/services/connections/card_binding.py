@@ -10,9 +10,9 @@ import uuid
 from sqlalchemy import select
 
 from app.extensions import db
-from app.models import ThreadInteraction, ToolConnection
+from app.models import ThreadInteraction, ToolConnection, keys
 
-KIND = "connection_intent"
+KIND = keys.CONNECTION_CARD
 AUDIENCE_KEY = "audience"
 
 

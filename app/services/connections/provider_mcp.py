@@ -42,6 +42,7 @@ from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from app.catalog.schema import Transport
+from app.core.mcp_messages import CLIENT_INFO
 from app.core.net_guard import guarded_async_transport
 from app.services.connections import provider_limits, provider_sessions, provider_transports
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
@@ -58,7 +59,6 @@ from app.services.connections.provider_errors import (
     _walk,
 )
 from app.services.connections.provider_tools import (
-    CLIENT_INFO,
     CONNECT_TIMEOUT_CAP,
     MAX_TOOL_PAGES,
     ProviderTool,

@@ -12,7 +12,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import mcp_types
 
-CLIENT_INFO = mcp_types.Implementation(name="switchboard", version="0.1.0")
 # Connecting should never take long; a slow provider may still take its time to answer.
 CONNECT_TIMEOUT_CAP = 5.0
 MAX_TOOL_PAGES = 50

@@ -9,7 +9,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.extensions import db
-from app.models import ThreadInteraction
+from app.models import ThreadInteraction, keys
 from app.models.base import rowcount, utcnow
 from app.services import notifications  # notifications: issue 15
 from app.services.gateway.arguments import canonical_digest, redact_arguments
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from app.services.runtime.context import RunContext
 from app.services.intents.creation import record_card_created
 
-KIND = "tool_approval"
+KIND = keys.APPROVAL_CARD
 
 # Card statuses: pending -> approved -> consumed; pending -> denied; pending/approved -> invalidated.
 PENDING, APPROVED, DENIED, CONSUMED, INVALIDATED = "pending", "approved", "denied", "consumed", "invalidated"

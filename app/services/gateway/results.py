@@ -6,6 +6,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.mcp_messages import tool_error
+
 APPROVAL_REQUIRED = "approval_required"
 APPROVAL_DENIED = "approval_denied"
 TARGET_CHANGED = "approved_tool_target_changed"
@@ -46,8 +48,4 @@ class PreparedCall:
 
 def _refusal(reason_code: str, message: str, **extra: Any) -> dict:
     structured = {"reasonCode": reason_code, "message": message, **extra}
-    return {
-        "content": [{"type": "text", "text": f"{reason_code}: {message}"}],
-        "structuredContent": structured,
-        "isError": True,
-    }
+    return tool_error(f"{reason_code}: {message}", structured)

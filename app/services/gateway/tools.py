@@ -10,6 +10,7 @@ from typing import Any
 
 from app.catalog.loader import get_apps
 from app.core.errors import Forbidden
+from app.core.mcp_messages import tool
 from app.models import ConnectionGrant, HeartbeatRun, ToolConnection
 from app.services.access.effective import (
     ConnectionAccess,
@@ -122,16 +123,14 @@ def tool_definition(
     # the provider's hint when it gave one).
     annotations = dict(listing.get("annotations") or {})
     annotations.setdefault("readOnlyHint", not is_write)
-    definition = {
-        "name": name,
-        "description": f"{description}\n\n{note}" if description else note,
-        "inputSchema": project_schema(input_schema, managed),
-        "annotations": annotations,
-    }
-    for key in ("title", "outputSchema", "_meta"):
-        if key in listing:
-            definition[key] = listing[key]
-    return definition
+    passed_through = {key: listing[key] for key in ("title", "outputSchema", "_meta") if key in listing}
+    return tool(
+        name,
+        f"{description}\n\n{note}" if description else note,
+        project_schema(input_schema, managed),
+        annotations=annotations,
+        **passed_through,
+    )
 
 
 def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool) -> dict[str, GatewayTool]:

@@ -11,10 +11,11 @@ from app.models import (
     Issue,
     OAuthState,
     ThreadInteraction,
+    keys,
 )
 from app.services.connections import card_binding
 
-KIND = "connection_intent"
+KIND = keys.CONNECTION_CARD
 PHASES = ("requested", "authorizing", "needs_retry")
 PHASE_INVALID = "phase must be requested, authorizing, or needs_retry"
 NOT_ADDRESSEE = "Only the addressed user can act on this connection request"

@@ -15,6 +15,7 @@ from app.models import (
     ThreadInteraction,
 )
 from app.models.base import utcnow
+from app.models.keys import card_key
 from app.services import notifications  # notifications: issue 15
 from app.services.activity import record_activity
 from app.services.intents.access_requests import ACCESS_REQUEST_KEY
@@ -22,10 +23,6 @@ from app.services.intents.card import CLOSED_ISSUE, KIND, retire_oauth_states
 from app.services.intents.service import ServiceIdentity
 
 # --- creating cards ------------------------------------------------------------------------------------------
-
-
-def idempotency_key(run_id: uuid.UUID, user_id: uuid.UUID, slug: str) -> str:
-    return f"connection-intent:{run_id}:{user_id}:{slug}"
 
 
 def _pending_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
@@ -70,7 +67,7 @@ def create_connection_intent(
 
     Returns (interaction, created).
     """
-    key = idempotency_key(run_id, addressee_user_id, service.slug)
+    key = card_key(run_id, addressee_user_id, service.slug)
     existing = _pending_by_key(issue, key)
     if existing is not None:
         return existing, False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 
 from sqlalchemy import select, update
 
@@ -319,32 +318,3 @@ def decline_intent(interaction_id: uuid.UUID, user_id: uuid.UUID, reason: str | 
         details={"interactionId": str(interaction.id), "reason": reason},
     )
     return interaction
-
-
-def interaction_json(interaction: ThreadInteraction) -> dict:
-    def s(value: object) -> str | None:
-        return str(value) if value is not None else None
-
-    def iso(value: datetime | None) -> str | None:
-        from app.models.base import as_utc
-
-        return as_utc(value).isoformat() if value is not None else None
-
-    return {
-        "id": str(interaction.id),
-        "companyId": str(interaction.company_id),
-        "issueId": str(interaction.issue_id),
-        "kind": interaction.kind,
-        "status": interaction.status,
-        "title": interaction.title,
-        "summary": interaction.summary,
-        "payload": interaction.payload,
-        "result": interaction.result,
-        "addresseeUserId": s(interaction.addressee_user_id),
-        "requestingAgentId": s(interaction.requesting_agent_id),
-        "sourceRunId": s(interaction.source_run_id),
-        "resolvedByUserId": s(interaction.resolved_by_user_id),
-        "resolvedAt": iso(interaction.resolved_at),
-        "createdAt": iso(interaction.created_at),
-        "updatedAt": iso(interaction.updated_at),
-    }

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from app.extensions import db
-from app.models import Agent, ThreadInteraction, ToolConnection
+from app.models import Agent, ThreadInteraction, ToolConnection, keys
 from app.services.agents import list_agents
 from app.services.connections import card_binding
 from app.services.connections.audience import audience_of
 
 CONNECTION_CARD = card_binding.KIND
-TOOL_APPROVAL = "tool_approval"
+TOOL_APPROVAL = keys.APPROVAL_CARD
 WAITING_APPROVAL = ("pending", "approved")
 CONNECTION_PREFIX = "connection:"
 

@@ -41,12 +41,13 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
     User,
+    keys,
 )
 from app.models.base import as_utc, utcnow
 from app.models.notifications import WebhookEndpoint
 
-CONNECTION_CARD = "connection_intent"
-APPROVAL_CARD = "tool_approval"
+CONNECTION_CARD = keys.CONNECTION_CARD
+APPROVAL_CARD = keys.APPROVAL_CARD
 CARD_KINDS = (CONNECTION_CARD, APPROVAL_CARD)
 CREATED_EVENTS = {CONNECTION_CARD: "connection_intent.created", APPROVAL_CARD: "tool_approval.requested"}
 RESOLVED_EVENTS = {CONNECTION_CARD: "connection_intent.resolved", APPROVAL_CARD: "tool_approval.resolved"}

@@ -15,7 +15,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, case, func, not_, select
 
 from app.extensions import db
-from app.models import Issue, ThreadInteraction
+from app.models import Issue, ThreadInteraction, keys
 from app.models.base import as_utc
 from app.models.work import CLOSED_ISSUE_STATUSES
 from app.services.notifications import CARD_KINDS, card_outcome
@@ -98,7 +98,7 @@ def item_json(interaction: ThreadInteraction, issue: Issue) -> dict:
         "agentId": str(interaction.requesting_agent_id) if interaction.requesting_agent_id else None,
         "createdAt": _iso(interaction.created_at),
     }
-    if interaction.kind == "connection_intent":
+    if interaction.kind == keys.CONNECTION_CARD:
         item["service"] = payload.get("serviceSlug")
     else:
         item["tool"] = payload.get("toolName")

@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+import mcp_types
 import requests
 from flask import current_app
 
+from app.core import mcp_messages, mcp_versions
 from app.core.errors import (
     ProviderRefused,
 )
+from app.core.mcp_messages import CLIENT_INFO
 from app.core.net_guard import UnsafeUrl, check_outbound_url
 
 # -- configuration and metadata ----------------------------------------------------------------------------------
@@ -96,16 +99,14 @@ def _well_known(base: str, suffix: str) -> list[str]:
 
 def _resource_metadata_hint(server_url: str) -> str | None:
     """POST an unauthenticated initialize: a 401 may name the metadata in `WWW-Authenticate: resource_metadata`."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-03-26",
-            "capabilities": {},
-            "clientInfo": {"name": "switchboard", "version": "0.1.0"},
-        },
-    }
+    initialize = mcp_types.InitializeRequest(
+        params=mcp_types.InitializeRequestParams(
+            protocol_version=mcp_versions.BASELINE,
+            capabilities=mcp_types.ClientCapabilities(),
+            client_info=CLIENT_INFO,
+        )
+    )
+    body = mcp_messages.request(1, initialize)
     try:
         response = requests.post(
             server_url,

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from flask import current_app
 
-from app.core import mcp_versions
+from app.core.mcp_messages import tool
 from app.models import HeartbeatRun
 from app.services.runs.tokens import MintedToken, mint_run_token
 
 SERVER_NAME = "paperclip-runtime-tools"
-PROTOCOL_VERSION = mcp_versions.BASELINE
 TOOL_NAMES = ("connections_search", "connection_request")
 QUERY_MAX_LENGTH = 200
 SERVICE_MAX_LENGTH = 120
@@ -31,14 +30,14 @@ GUIDANCE = (
 )
 
 TOOL_DEFINITIONS = [
-    {
-        "name": "connections_search",
-        "description": (
+    tool(
+        name="connections_search",
+        description=(
             "Search the known connectable services and report this run's agent-relative access state for each "
             "(ready, needs_user_action, available, unavailable). Call it before connection_request when a task "
             "needs an external service and access is uncertain. An empty query lists everything."
         ),
-        "inputSchema": {
+        input_schema={
             "type": "object",
             "properties": {
                 "query": {
@@ -49,15 +48,15 @@ TOOL_DEFINITIONS = [
             },
             "additionalProperties": False,
         },
-    },
-    {
-        "name": "connection_request",
-        "description": (
+    ),
+    tool(
+        name="connection_request",
+        description=(
             "Request access to a known connectable service for this run's agent from the task's responsible "
             "user. Returns ready when the service is already usable; otherwise sends one connection card to the "
             "responsible user and tells you to finish independent work, then end the run and wait."
         ),
-        "inputSchema": {
+        input_schema={
             "type": "object",
             "properties": {
                 "service": {
@@ -84,7 +83,7 @@ TOOL_DEFINITIONS = [
             "required": ["service"],
             "additionalProperties": False,
         },
-    },
+    ),
 ]
 
 

@@ -14,11 +14,10 @@ from app.core.wake_signal import RUNS, signal_work
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
 from app.models.base import rowcount, utcnow
+from app.models.keys import CONNECTION_INTENT_KEY_PREFIX
 from app.models.runs import ACTIVE_RUN_STATUSES
 from app.services.activity import record_activity
 from app.services.runs.wake_context import scrub_server_fields
-
-CONNECTION_INTENT_KEY_PREFIX = "connection-intent:"
 
 
 class WakeAlreadyExists(Conflict):

@@ -19,16 +19,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response
 from flask.typing import ResponseReturnValue
+from mcp_types.jsonrpc import INVALID_PARAMS
 
+from app.core import mcp_versions
 from app.core.errors import ServiceError
+from app.core.mcp_messages import tool_error
 from app.extensions import db
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
 from app.services.gateway import tools as gateway_tools
 from app.services.runtime import context as run_context
 from app.web.agents import jsonrpc, streaming
+from app.web.openapi import operations as openapi
+from app.web.openapi.responses import McpDiscoveryResponse, respond
 from app.web.security import request_run_claims
 from app.web.unit_of_work import Reason, commit_point
 
@@ -42,14 +47,16 @@ def _claims() -> dict:
 
 
 @bp.get(URL)
+@openapi.mcp_discovery("Tool gateway MCP endpoint", "gateway")
 def discovery() -> ResponseReturnValue:
     run_context.load_live_run(_claims())
-    return jsonrpc.sse_probe_refused() or jsonify(
-        {"name": gateway_tools.SERVER_NAME, "protocolVersion": jsonrpc.PROTOCOL_VERSION}
+    return jsonrpc.sse_probe_refused() or respond(
+        McpDiscoveryResponse(name=gateway_tools.SERVER_NAME, protocolVersion=mcp_versions.BASELINE)
     )
 
 
 @bp.post(URL)
+@openapi.mcp_rpc("Tool gateway MCP endpoint", "gateway")
 def rpc() -> ResponseReturnValue:
     claims = _claims()
     run, access_revision = run_context.load_live_run_and_revision(claims)
@@ -64,34 +71,26 @@ def rpc() -> ResponseReturnValue:
     )
 
 
-def unknown_tool(id_: Any, name: object) -> jsonrpc.Reply:
-    """An unknown tool: JSON-RPC `-32602` at HTTP 200 (2025-06-18 "Error Handling")."""
-    label = name if isinstance(name, str) and name else "missing"
-    return jsonrpc.error(id_, jsonrpc.INVALID_PARAMS, f"Unknown tool: {label}"), 200
-
-
 def _call_tool(id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply | Response:
     name = params.get("name")
     if not isinstance(name, str) or not name:
-        return unknown_tool(id_, name)
+        return jsonrpc.unknown_tool(id_, name, INVALID_PARAMS)
     arguments = params.get("arguments")
     arguments = {} if arguments is None else arguments
     if not isinstance(arguments, dict):
-        return jsonrpc.message(
-            id_, result=jsonrpc.tool_error("Validation error: arguments must be an object")
-        ), 200
+        return jsonrpc.message(id_, result=tool_error("Validation error: arguments must be an object")), 200
     try:
         ctx = run_context.load_run_context(claims)
     except run_context.RunRejected:
         raise
     except ServiceError as err:
         db.session.rollback()
-        return jsonrpc.message(id_, result=jsonrpc.tool_error(err.message)), 200
+        return jsonrpc.message(id_, result=tool_error(err.message)), 200
     run_id = ctx.run.id
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
     commit_point(Reason.GATEWAY_DECISION)
     if prepared.unknown:
-        return unknown_tool(id_, name)
+        return jsonrpc.unknown_tool(id_, name, INVALID_PARAMS)
     if prepared.ready:
         target = gateway_calls.prepare_target(prepared)
         commit_point(Reason.PROVIDER_CALL)
@@ -102,4 +101,6 @@ def _call_tool(id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange)
             control = provider_calls.CallControl()
             with provider_calls.in_flight(run_id, id_, control):
                 prepared.result = gateway_calls.execute_call(prepared, target, control=control)
+    # Every path above leaves a result: a refusal, the approval to wait for, or the provider's answer.
+    assert prepared.result is not None
     return jsonrpc.message(id_, result=prepared.result), 200

@@ -25,18 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import mcp_types
 from flask import Response, request
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
-from app.core import mcp_versions
+from app.core import mcp_messages, mcp_versions
 from app.web.json_body import EMPTY, BodyNotJson, read_json_body
 
-PROTOCOL_VERSION = mcp_versions.BASELINE
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-
-NOT_CACHED = {"ttlMs": 0, "cacheScope": "private"}
 # A JSON-RPC message to send (None: an empty body) and its HTTP status.
 Reply = tuple[dict | list | None, int]
 
@@ -56,7 +51,7 @@ class Door:
     """One MCP endpoint's tools and the rules where the doors differ (see the module docstring)."""
 
     server_name: str
-    list_tools: Callable[[], list[dict]]
+    list_tools: Callable[[], list[dict]]  # `tools/list` entries, as `mcp_messages.tool` shapes them
     # Answers a `tools/call` (id, params, exchange): a Reply, or a Response of its own (an SSE stream).
     call_tool: Callable[[Any, dict, Exchange], Reply | Response]
     negotiates: bool = False
@@ -64,26 +59,14 @@ class Door:
     on_cancelled: Callable[[Any], object] | None = None  # what it returns is ignored
 
 
-def message(id_: Any, *, result: Any = None, error: dict | None = None) -> dict:
-    """One JSON-RPC response body (a result, or an error object)."""
-    body: dict = {"jsonrpc": "2.0", "id": id_}
-    if error is not None:
-        body["error"] = error
-    else:
-        body["result"] = result
-    return body
+def message(id_: Any, *, result: dict) -> dict:
+    """One JSON-RPC response body carrying `result`."""
+    return mcp_messages.response(id_, result)
 
 
-def error(id_: Any, code: int, text: str, data: Any = None) -> dict:
-    err: dict = {"code": code, "message": text}
-    if data is not None:
-        err["data"] = data
-    return message(id_, error=err)
-
-
-def rpc(id_: Any, *, result: Any = None, error: dict | None = None, status: int = 200) -> Response:
-    """One JSON-RPC response (a result, or an error object) as `application/json`."""
-    return respond((message(id_, result=result, error=error), status))
+def rpc(id_: Any, *, result: dict, status: int = 200) -> Response:
+    """One JSON-RPC result as `application/json`."""
+    return respond((message(id_, result=result), status))
 
 
 def respond(reply: Reply | Response) -> Response:
@@ -95,23 +78,11 @@ def respond(reply: Reply | Response) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
-def tool_result(value: Any) -> dict:
-    """A successful `tools/call` result: the value as JSON text plus `structuredContent`."""
-    return {"content": [{"type": "text", "text": json.dumps(value)}], "structuredContent": value}
-
-
-def tool_error(message: str, structured: dict | None = None) -> dict:
-    """A `tools/call` result the agent should read: `isError: true` with the message as text."""
-    result: dict = {"content": [{"type": "text", "text": message}], "isError": True}
-    if structured is not None:
-        result["structuredContent"] = structured
-    return result
-
-
-def unknown_tool(id_: Any, name: object) -> Response:
-    """The runtime door's unknown tool: HTTP 404 with `-32601` (the seed contract)."""
+def unknown_tool(id_: Any, name: object, code: int) -> Reply:
+    """An unknown (or missing) tool name: `code` is `-32601` on the runtime door (the seed contract, with HTTP 404)
+    and `-32602` on the gateway (2025-06-18 "Error Handling")."""
     label = name if isinstance(name, str) and name else "missing"
-    return rpc(id_, error={"code": METHOD_NOT_FOUND, "message": f"Unknown tool: {label}"}, status=404)
+    return mcp_messages.error(id_, code, f"Unknown tool: {label}"), 404 if code == METHOD_NOT_FOUND else 200
 
 
 def sse_probe_refused() -> Response | None:
@@ -132,7 +103,7 @@ def serve(door: Door) -> Response:
     except BodyNotJson:
         body = EMPTY
     if body is EMPTY:
-        return respond((error(None, PARSE_ERROR, "Parse error"), 400))
+        return respond((mcp_messages.error(None, PARSE_ERROR, "Parse error"), 400))
     if door.negotiates:
         from app.web.agents import negotiation
 
@@ -149,9 +120,9 @@ def serve(door: Door) -> Response:
 
 def _batch(door: Door, exchange: Exchange, batch: list) -> Reply:
     if not batch:
-        return error(None, INVALID_REQUEST, "Invalid Request: empty batch"), 400
+        return mcp_messages.error(None, INVALID_REQUEST, "Invalid Request: empty batch"), 400
     if exchange.modern or exchange.version not in mcp_versions.WITH_BATCHES:
-        return error(
+        return mcp_messages.error(
             None, INVALID_REQUEST, f"Invalid Request: protocol revision {exchange.version} has no batches"
         ), 400
     inner = replace(exchange, batched=True)
@@ -167,19 +138,19 @@ def _batch(door: Door, exchange: Exchange, batch: list) -> Reply:
 def answer(door: Door, exchange: Exchange, msg: object) -> Reply | Response:
     """Answer one JSON-RPC message."""
     if not isinstance(msg, dict):
-        return error(None, INVALID_REQUEST, "Invalid Request"), 400
+        return mcp_messages.error(None, INVALID_REQUEST, "Invalid Request"), 400
     id_ = msg.get("id")
     if "method" not in msg:
         if "id" not in msg or "result" in msg or "error" in msg:
             return None, 202  # a response (or a bare notification) from the client: nothing to say
-        return error(id_, INVALID_REQUEST, "Invalid Request"), 400
+        return mcp_messages.error(id_, INVALID_REQUEST, "Invalid Request"), 400
     method = msg["method"]
     if not isinstance(method, str):
-        return error(id_, INVALID_REQUEST, "Invalid Request"), 400
+        return mcp_messages.error(id_, INVALID_REQUEST, "Invalid Request"), 400
     params = msg.get("params")
     params = {} if params is None else params
     if not isinstance(params, dict):
-        return error(id_, INVALID_PARAMS, "Invalid params"), 400
+        return mcp_messages.error(id_, INVALID_PARAMS, "Invalid params"), 400
     if method.startswith("notifications/") or "id" not in msg:
         if method == "notifications/cancelled" and door.on_cancelled is not None:
             door.on_cancelled(params.get("requestId"))
@@ -191,35 +162,45 @@ def answer(door: Door, exchange: Exchange, msg: object) -> Reply | Response:
     if result is None:
         # 2026-07-28 prescribes 404 for an unknown method; legacy gateway clients read a 404 as "session ended".
         status = 404 if exchange.modern else door.error_status
-        return error(id_, METHOD_NOT_FOUND, f"Unknown method: {method}"), status
+        return mcp_messages.error(id_, METHOD_NOT_FOUND, f"Unknown method: {method}"), status
     return _modern_result(door, exchange, (message(id_, result=result), 200))
 
 
 def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dict | None:
     """The result of a method this transport answers itself, or None for an unknown method."""
     if method == "ping":
-        return {}
+        return mcp_messages.dump(mcp_types.EmptyResult())
     if method == "tools/list":
-        tools = {"tools": door.list_tools()}
+        if not exchange.modern:
+            return mcp_messages.dump(mcp_types.ListToolsResult.model_validate({"tools": door.list_tools()}))
         # 2026-07-28 caching: a run's listing is its own and changes with access, so nobody should keep it.
-        return {**tools, **NOT_CACHED} if exchange.modern else tools
+        return mcp_messages.dump(
+            mcp_types.ListToolsResult.model_validate(
+                {"tools": door.list_tools(), "ttlMs": 0, "cacheScope": "private"}
+            )
+        )
     if exchange.modern:
         if method == "server/discover":
-            return {
-                "supportedVersions": [*reversed(mcp_versions.SUPPORTED)],
-                "capabilities": {"tools": {"listChanged": False}},
-                **NOT_CACHED,
-            }
+            return mcp_messages.dump(
+                mcp_types.DiscoverResult(
+                    supported_versions=[*reversed(mcp_versions.SUPPORTED)],
+                    capabilities=mcp_messages.tools_capabilities(),
+                    ttl_ms=0,
+                    cache_scope="private",
+                )
+            )
         return None
     if method == "initialize":
         version = (
             mcp_versions.negotiate(params.get("protocolVersion")) if door.negotiates else exchange.version
         )
-        return {
-            "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": {"name": door.server_name, "version": "1"},
-        }
+        return mcp_messages.dump(
+            mcp_types.InitializeResult(
+                protocol_version=version,
+                capabilities=mcp_messages.tools_capabilities(),
+                server_info=mcp_messages.server_info(door.server_name),
+            )
+        )
     return None
 
 
@@ -234,6 +215,8 @@ def _modern_result(door: Door, exchange: Exchange, reply: Reply | Response) -> R
 
 
 def modern_result(server_name: str, result: dict) -> dict:
+    """A result as 2026-07-28 sends it: `resultType: complete`, and the server named in `_meta` (results the
+    gateway passes through from a provider stay dicts: their content blocks are the provider's, not re-parsed)."""
     meta = dict(result.get("_meta") or {})
-    meta.setdefault(mcp_versions.META_SERVER_INFO, {"name": server_name, "version": "1"})
+    meta.setdefault(mcp_versions.META_SERVER_INFO, mcp_messages.dump(mcp_messages.server_info(server_name)))
     return {"resultType": "complete", **result, "_meta": meta}

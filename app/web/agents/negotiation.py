@@ -18,10 +18,12 @@ import binascii
 import re
 from typing import Any
 
+from mcp_types.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from werkzeug.datastructures import Headers
 
 from app.core import mcp_versions
-from app.web.agents.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, Exchange, Reply, error
+from app.core.mcp_messages import error
+from app.web.agents.jsonrpc import Exchange, Reply
 
 VERSION_HEADER = "MCP-Protocol-Version"
 METHOD_HEADER = "Mcp-Method"
@@ -48,14 +50,14 @@ def choose(body: object, headers: Headers) -> Exchange | Reply:
     if isinstance(body, dict) and "id" in body:
         mismatch = _header_mismatch(body, headers, required=False)
         if mismatch is not None:
-            return error(id_, mcp_versions.HEADER_MISMATCH, mismatch), 400
+            return error(id_, HEADER_MISMATCH, mismatch), 400
     return Exchange(version=header or mcp_versions.BASELINE)
 
 
 def unsupported(id_: Any, requested: str) -> Reply:
     return error(
         id_,
-        mcp_versions.UNSUPPORTED_PROTOCOL_VERSION,
+        UNSUPPORTED_PROTOCOL_VERSION,
         "Unsupported protocol version",
         {"supported": [*reversed(mcp_versions.SUPPORTED)], "requested": requested},
     ), 400
@@ -80,12 +82,12 @@ def _modern(body: dict, headers: Headers, id_: Any, meta_version: object) -> Exc
     if headers.get(VERSION_HEADER) != meta_version:
         return error(
             id_,
-            mcp_versions.HEADER_MISMATCH,
+            HEADER_MISMATCH,
             f"Header mismatch: {VERSION_HEADER} does not match the request's protocol version",
         ), 400
     mismatch = _header_mismatch(body, headers, required=True)
     if mismatch is not None:
-        return error(id_, mcp_versions.HEADER_MISMATCH, mismatch), 400
+        return error(id_, HEADER_MISMATCH, mismatch), 400
     if not isinstance(meta_version, str):
         return error(id_, INVALID_PARAMS, "The protocol version in params._meta must be a string"), 400
     if meta_version not in mcp_versions.MODERN:

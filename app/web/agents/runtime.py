@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response
 from flask.typing import ResponseReturnValue
+from mcp_types.jsonrpc import METHOD_NOT_FOUND
 from pydantic import BaseModel, Field, StringConstraints, ValidationError, field_validator
 
+from app.core import mcp_versions
 from app.core.errors import ServiceError, ValidationFailed
+from app.core.mcp_messages import tool_error, tool_result
 from app.extensions import db
 from app.services.runs import runtime_tools as descriptor
 from app.services.runtime import context
@@ -24,6 +27,8 @@ from app.services.runtime import request as runtime_tools_request
 from app.services.runtime import search as runtime_tools_search
 from app.web.agents import jsonrpc
 from app.web.api.validation import Omittable, StrictBody, parse_body
+from app.web.openapi import operations as openapi
+from app.web.openapi.responses import McpDiscoveryResponse, ServiceState, respond
 from app.web.security import request_run_claims
 
 bp = Blueprint("runtime", __name__)
@@ -52,6 +57,33 @@ class RequestBody(StrictBody):
         return value
 
 
+class SearchResultResponse(BaseModel):
+    service: str = Field(description="The identifier to pass to connection_request.")
+    name: str
+    description: str | None
+    logoUrl: str | None
+    methods: list[dict[str, Any]]
+    source: Literal["catalog", "configured"]
+    state: ServiceState
+    reason: str
+    connectionId: uuid.UUID | None
+
+
+class SearchResponse(BaseModel):
+    version: Literal[1]
+    query: str
+    results: list[SearchResultResponse] = Field(max_length=20)
+
+
+class RequestResponse(BaseModel):
+    version: Literal[1]
+    service: str
+    state: Literal["ready", "needs_user_action"]
+    connectionId: uuid.UUID | None
+    interactionId: uuid.UUID | None
+    instruction: str
+
+
 def _claims() -> dict:
     return request_run_claims()
 
@@ -68,15 +100,17 @@ def _validate(model: type[BaseModel], data: Any) -> BaseModel:
         ) from None
 
 
-def run_search(claims: dict, body: SearchBody) -> dict:
+def run_search(claims: dict, body: SearchBody) -> SearchResponse:
     ctx = context.load_run_context(claims)
-    return runtime_tools_search.search_connections(ctx, body.query)
+    return SearchResponse.model_validate(runtime_tools_search.search_connections(ctx, body.query))
 
 
-def run_request(claims: dict, body: RequestBody) -> dict:
+def run_request(claims: dict, body: RequestBody) -> RequestResponse:
     ctx = context.load_run_context(claims)
-    return runtime_tools_request.request_connection(
-        ctx, body.service, connection_id=body.connectionId, tool_names=body.toolNames
+    return RequestResponse.model_validate(
+        runtime_tools_request.request_connection(
+            ctx, body.service, connection_id=body.connectionId, tool_names=body.toolNames
+        )
     )
 
 
@@ -84,34 +118,46 @@ def run_request(claims: dict, body: RequestBody) -> dict:
 
 
 @bp.post("/runtime-tools/connections/search")
+@openapi.runtime_post(
+    "connections_search: connectable services and this run's access state for each",
+    SearchBody,
+    openapi.Answer("Ranked services (at most 20)", (SearchResponse,)),
+)
 def rest_search() -> ResponseReturnValue:
     claims = _claims()
-    return jsonify(run_search(claims, parse_body(SearchBody)))
+    return respond(run_search(claims, parse_body(SearchBody)))
 
 
 @bp.post("/runtime-tools/connections/request")
+@openapi.runtime_post(
+    "connection_request: ask the responsible person for access (one card per service)",
+    RequestBody,
+    openapi.Answer("Ready now, or a card was sent", (RequestResponse,)),
+)
 def rest_request() -> ResponseReturnValue:
     claims = _claims()
-    return jsonify(run_request(claims, parse_body(RequestBody)))
+    return respond(run_request(claims, parse_body(RequestBody)))
 
 
 # --- MCP -----------------------------------------------------------------------------------------------------
 
-TOOLS: dict[str, tuple[type[BaseModel], Callable[[dict, Any], dict]]] = {
+TOOLS: dict[str, tuple[type[BaseModel], Callable[[dict, Any], BaseModel]]] = {
     "connections_search": (SearchBody, run_search),
     "connection_request": (RequestBody, run_request),
 }
 
 
 @bp.get("/mcp/runtime-tools")
+@openapi.mcp_discovery("Runtime tools MCP endpoint", "runtime")
 def mcp_discovery() -> ResponseReturnValue:
     context.load_live_run(_claims())
-    return jsonrpc.sse_probe_refused() or jsonify(
-        {"name": descriptor.SERVER_NAME, "protocolVersion": descriptor.PROTOCOL_VERSION}
+    return jsonrpc.sse_probe_refused() or respond(
+        McpDiscoveryResponse(name=descriptor.SERVER_NAME, protocolVersion=mcp_versions.BASELINE)
     )
 
 
 @bp.post("/mcp/runtime-tools")
+@openapi.mcp_rpc("Runtime tools MCP endpoint", "runtime")
 def mcp_rpc() -> ResponseReturnValue:
     claims = _claims()
     context.load_live_run(claims)
@@ -120,7 +166,7 @@ def mcp_rpc() -> ResponseReturnValue:
             server_name=descriptor.SERVER_NAME,
             list_tools=lambda: descriptor.TOOL_DEFINITIONS,
             call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params),
-            error_status=404,  # the seed contract: unknown tool or method -> HTTP 404 with -32601
+            error_status=404,  # the seed contract: unknown tool or method -> HTTP 404 with METHOD_NOT_FOUND
         )
     )
 
@@ -128,7 +174,7 @@ def mcp_rpc() -> ResponseReturnValue:
 def _call_tool(id_: Any, claims: dict, params: dict) -> Response:
     name = params.get("name")
     if not isinstance(name, str) or name not in TOOLS:
-        return jsonrpc.unknown_tool(id_, name)
+        return jsonrpc.respond(jsonrpc.unknown_tool(id_, name, METHOD_NOT_FOUND))
     model, handler = TOOLS[name]
     arguments = params.get("arguments")
     arguments = {} if arguments is None else arguments
@@ -143,8 +189,8 @@ def _call_tool(id_: Any, claims: dict, params: dict) -> Response:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in d['loc']) or 'arguments'}: {d['msg']}" for d in err.details
         )
-        return jsonrpc.rpc(id_, result=jsonrpc.tool_error(f"Validation error: {problems}"))
+        return jsonrpc.rpc(id_, result=tool_error(f"Validation error: {problems}"))
     except ServiceError as err:
         db.session.rollback()
-        return jsonrpc.rpc(id_, result=jsonrpc.tool_error(err.message))
-    return jsonrpc.rpc(id_, result=jsonrpc.tool_result(value))
+        return jsonrpc.rpc(id_, result=tool_error(err.message))
+    return jsonrpc.rpc(id_, result=tool_result(value.model_dump(mode="json", exclude_unset=True)))

@@ -19,8 +19,10 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import mcp_types
 from flask import Flask, Response, current_app
 
+from app.core import mcp_messages
 from app.extensions import db
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
@@ -58,12 +60,12 @@ def streamed_call(
     events: queue.Queue[tuple[str, dict]] = queue.Queue()
 
     def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        params: dict = {"progressToken": token, "progress": progress}
+        params = mcp_types.ProgressNotificationParams(progress_token=token, progress=progress)
         if total is not None:
-            params["total"] = total
+            params.total = total
         if message is not None:
-            params["message"] = message
-        events.put(("progress", {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
+            params.message = message
+        events.put(("progress", mcp_messages.notification(mcp_types.ProgressNotification(params=params))))
 
     control = provider_calls.CallControl(on_progress=on_progress)
 
@@ -74,7 +76,7 @@ def streamed_call(
                 commit_point(Reason.STREAMED_CALL_RECORDED)
             except Exception:
                 db.session.rollback()
-                result = jsonrpc.tool_error(
+                result = mcp_messages.tool_error(
                     "The call failed inside Switchboard; it may have run at the provider."
                 )
             if exchange.modern:

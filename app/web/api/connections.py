@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from flask import abort, jsonify
+from flask import abort
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
 from app.catalog.loader import get_app
 from app.catalog.schema import AppDefinition
 from app.core.errors import NotFound, ProviderRefused
 from app.extensions import db
 from app.models import Membership, ThreadInteraction, ToolConnection
-from app.services.access.effective import ToolAccess, tools_with_policies
-from app.services.connections.audience import Audience, audience_of
+from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, Unset, list_connections, update_connection
 from app.services.connections.setup import record_setup_failed, start_connection
 from app.services.intents import card as intents_card
@@ -23,78 +21,30 @@ from app.services.intents import resolution
 from app.services.intents import setup as intent_setup
 from app.services.management import lifecycle
 from app.web.api import bp
-from app.web.api.validation import Omittable, StrictBody, parse_body
+from app.web.api.connection_models import (
+    AudienceBody,
+    ConnectBody,
+    ConnectionListResponse,
+    ConnectionResponse,
+    FinishBody,
+    PatchBody,
+)
+from app.web.api.validation import parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid
+from app.web.openapi.operations import (
+    BOARD_WRITE,
+    NOT_FOUND,
+    SETUP_REFUSED,
+    UNAUTHENTICATED,
+    Answer,
+    board_read,
+    board_write,
+    documented,
+    error,
+)
+from app.web.openapi.responses import ConnectRefusedResponse, respond
 from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
-
-ShortText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000)]
-# A method config value: text, a flag, or null (which clears the setting). Booleans are never coerced from text.
-ConfigValue = ShortText | StrictBool | None
-
-
-class AudienceBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    allAgents: StrictBool = True
-    agentIds: list[uuid.UUID] = Field(default_factory=list, max_length=500)
-
-    def to_audience(self) -> Audience:
-        return Audience(self.allAgents, tuple(dict.fromkeys(self.agentIds)))
-
-
-class TemplateRefBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
-    version: StrictInt
-
-
-class InstructionsBody(BaseModel):
-    """Shape check only; the instructions service owns the rules (trimming, 1-2000 characters)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: StrictBool
-    text: str = Field(max_length=20000)
-    template: TemplateRefBody | None = None
-
-
-class ConnectBody(StrictBody):
-    appSlug: Annotated[str, StringConstraints(min_length=1, max_length=80)]
-    methodKey: Annotated[str, StringConstraints(min_length=1, max_length=80)] | None = None
-    name: Annotated[str, StringConstraints(max_length=200)] | None = None
-    identity: Literal["organization", "user"] = "user"
-    credentials: dict[str, ShortText] = Field(default_factory=dict, max_length=20)
-    methodConfig: dict[str, ConfigValue] = Field(default_factory=dict, max_length=50)
-    audience: AudienceBody | None = None
-    agentInstructions: InstructionsBody | None = None
-    # A pending card to resolve when this draft is finished: the audience is saved on the card (default: the
-    # requesting agent only), never on the draft.
-    interactionId: uuid.UUID | None = None
-
-
-class FinishBody(StrictBody):
-    """Fields left out keep their saved values; only `agentInstructions` may be null (no instructions)."""
-
-    credentials: dict[str, ShortText] = Field(default_factory=dict, max_length=20)
-    methodConfig: dict[str, ConfigValue] = Omittable(max_length=50)
-    audience: AudienceBody = Omittable()
-    agentInstructions: InstructionsBody | None = None
-
-
-class PatchBody(StrictBody):
-    """Fields left out are unchanged; only `agentInstructions` may be null (removes the instructions)."""
-
-    # At least one field (the service refuses an empty change); said here so the document says it too.
-    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
-
-    name: Annotated[str, StringConstraints(max_length=200)] = Omittable()
-    enabled: StrictBool = Omittable()
-    agentInstructions: InstructionsBody | None = None
-    methodConfig: dict[str, ConfigValue] = Omittable(max_length=50)
-    audience: AudienceBody = Omittable()
-    toolPolicies: dict[str, Literal["allow", "ask_first", "block"]] = Omittable(max_length=2000)
 
 
 def _instructions_arg(body: ConnectBody | FinishBody | PatchBody) -> dict | None | Unset:
@@ -105,39 +55,6 @@ def _instructions_arg(body: ConnectBody | FinishBody | PatchBody) -> dict | None
     return None if value is None else value.model_dump(exclude_none=True)
 
 
-def connection_json(connection: ToolConnection, tools: list[ToolAccess] | None = None) -> dict:
-    tools = tools if tools is not None else tools_with_policies([connection.id]).get(connection.id, [])
-    config = connection.config or {}
-    return {
-        "id": str(connection.id),
-        "companyId": str(connection.company_id),
-        "appSlug": connection.app_slug,
-        "name": connection.name,
-        "status": connection.status,
-        "enabled": connection.enabled,
-        "healthStatus": connection.health_status,
-        "authKind": connection.auth_kind,
-        "identity": config.get("identity"),
-        "config": {
-            "connectionMethodKey": config.get("connectionMethodKey"),
-            "methodConfig": config.get("methodConfig") or {},
-        },
-        "agentInstructions": connection.agent_instructions,
-        "providerAccountLabel": connection.provider_account_label,
-        "audience": audience_of(connection).to_json(),
-        "createdByUserId": str(connection.created_by_user_id) if connection.created_by_user_id else None,
-        "tools": [
-            {
-                "name": t.tool.name,
-                "description": t.tool.description,
-                "isWrite": t.tool.is_write,
-                "action": t.action,
-            }
-            for t in tools
-        ],
-    }
-
-
 def _app_or_404(slug: str) -> AppDefinition:
     app_definition = get_app(slug)
     if app_definition is None:
@@ -145,7 +62,17 @@ def _app_or_404(slug: str) -> AppDefinition:
     return app_definition
 
 
+THE_CONNECTION = {200: Answer("The connection", (ConnectionResponse,))}
+
+
 @bp.post("/companies/<company_id>/tools/apps/connect")
+@board_write(
+    "Start a connection (and finish it when credentials are given)",
+    "connections",
+    ConnectBody,
+    {201: Answer("The connection", (ConnectionResponse,))},
+    {422: SETUP_REFUSED},
+)
 def connect_app(company_id: str) -> ResponseReturnValue:
     membership = membership_for(parse_uuid(company_id))
     body = parse_body(ConnectBody)
@@ -179,12 +106,12 @@ def connect_app(company_id: str) -> ResponseReturnValue:
             db.session.rollback()
             record_setup_failed(membership, connection, err.message)
             commit_point(Reason.SETUP_FAILURE_RECORDED)
-            return jsonify({"error": err.message, "connectionId": str(connection.id)}), 422
+            return respond(ConnectRefusedResponse(error=err.message, connectionId=connection.id), 422)
         except intent_setup.CardCompletionFailed as err:
             return _card_refused(err, connection, membership)
         if resolved is not None:
             after_commit(lambda: deliver_continuation(resolved.id))
-    return jsonify(connection_json(connection)), 201
+    return respond(ConnectionResponse.of(connection), 201)
 
 
 def _card_for_draft(interaction_id: uuid.UUID | None, membership: Membership) -> ThreadInteraction | None:
@@ -209,10 +136,11 @@ def _card_refused(
     db.session.rollback()
     intent_setup.mark_needs_retry(err.interaction_id, membership.user_id)
     commit_point(Reason.CARD_NEEDS_RETRY)
-    return jsonify({"error": err.message, "connectionId": str(connection.id)}), 409
+    return respond(ConnectRefusedResponse(error=err.message, connectionId=connection.id), 409)
 
 
 @bp.post("/companies/<company_id>/tools/apps/<connection_id>/finish")
+@board_write("Finish or reconnect a connection", "connections", FinishBody, THE_CONNECTION)
 def finish_app(company_id: str, connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     if connection.company_id != parse_uuid(company_id):
@@ -237,10 +165,16 @@ def finish_app(company_id: str, connection_id: str) -> ResponseReturnValue:
         return _card_refused(err, connection, membership)
     if resolved is not None:
         after_commit(lambda: deliver_continuation(resolved.id))
-    return jsonify(connection_json(connection))
+    return respond(ConnectionResponse.of(connection))
 
 
 @bp.patch("/tool-connections/<connection_id>")
+@board_write(
+    "Change a connection: name, enabled, instructions, method config, audience, tool policies",
+    "connections",
+    PatchBody,
+    THE_CONNECTION,
+)
 def patch_connection(connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     body = parse_body(PatchBody)
@@ -260,24 +194,43 @@ def patch_connection(connection_id: str) -> ResponseReturnValue:
         audience=body.audience.to_audience() if body.audience is not None else UNSET,
         tool_policies=arg("toolPolicies", body.toolPolicies),
     )
-    return jsonify(connection_json(connection))
+    return respond(ConnectionResponse.of(connection))
 
 
 @bp.get("/companies/<company_id>/tool-connections")
+@board_read("List a company's tool connections", "connections", ConnectionListResponse)
 def list_company_connections(company_id: str) -> ResponseReturnValue:
     membership = membership_for(parse_uuid(company_id))
     connections = list_connections(membership.company_id)
-    tools = tools_with_policies([c.id for c in connections]) if connections else {}
-    return jsonify({"connections": [connection_json(c, tools.get(c.id, [])) for c in connections]})
+    return respond(ConnectionListResponse.of(connections))
 
 
 @bp.get("/tool-connections/<connection_id>")
+@board_read("Read a connection", "connections", ConnectionResponse)
 def get_connection(connection_id: str) -> ResponseReturnValue:
     connection, _membership = load_scoped(ToolConnection, connection_id)
-    return jsonify(connection_json(connection))
+    return respond(ConnectionResponse.of(connection))
 
 
 @bp.delete("/tool-connections/<connection_id>")
+@documented(
+    "Delete a connection (a finished one, a disconnected one, or an unfinished setup)",
+    description=(
+        "Revokes its OAuth tokens at the provider when the provider's metadata names a revocation endpoint "
+        "(RFC 7009), then deletes it with its identity grants, credentials, agent access, tool index and "
+        "policies. Pending connection cards whose saved setup it was keep waiting without it; pending cards "
+        "that ask for this very connection (`connection:<id>`) expire."
+    ),
+    tag="connections",
+    security=BOARD_WRITE,
+    responses={
+        204: Answer("Deleted; no body"),
+        401: UNAUTHENTICATED,
+        403: error("The caller may not configure this connection (its creator or a connection manager can)"),
+        404: NOT_FOUND,
+        409: error("Deleting is not allowed now: tool approval requests for it still wait for an answer"),
+    },
+)
 def delete_connection(connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     lifecycle.delete_connection(membership, connection)
@@ -285,7 +238,14 @@ def delete_connection(connection_id: str) -> ResponseReturnValue:
 
 
 @bp.post("/tool-connections/<connection_id>/disconnect")
+@board_write(
+    "Disconnect a connection: revoke at the provider, delete credentials; settings stay for Reconnect",
+    "connections",
+    None,
+    {200: Answer("The connection, now `disconnected`", (ConnectionResponse,))},
+    {409: error("The connection is not connected (an unfinished setup, or already disconnected)")},
+)
 def disconnect_connection(connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     lifecycle.disconnect_connection(membership, connection)
-    return jsonify(connection_json(connection))
+    return respond(ConnectionResponse.of(connection))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from flask import jsonify, request
+from flask import request
 from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.core.errors import ValidationFailed
 from app.web.json_body import EMPTY, NOT_JSON_MESSAGE, BodyNotJson, read_json_body
+from app.web.openapi.responses import ValidationErrorResponse, respond
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -60,4 +61,6 @@ def parse_body(model: type[ModelT]) -> ModelT:
 
 
 def validation_error_response(err: BodyValidationError) -> ResponseReturnValue:
-    return jsonify({"error": "Validation error", "details": err.details}), 400
+    return respond(
+        ValidationErrorResponse.model_validate({"error": "Validation error", "details": err.details}), 400
+    )

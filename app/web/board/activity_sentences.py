@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import InstrumentedAttribute
 
 from app.extensions import db
-from app.models import ActivityLog, Issue, ToolConnection
+from app.models import ActivityLog, Issue, ToolConnection, keys
 from app.services.activity import actor_names
 
 OUTCOME_WORDS: dict[str, str] = {
@@ -138,7 +138,7 @@ def sentence(row: ActivityLog, names: Names) -> str:
         fields = ", ".join(details.get("fields") or []) or "settings"
         return f"{who} changed {connection}: {fields}"
     if action == "issue.thread_interaction_created":
-        kind = "an approval" if details.get("interactionKind") == "tool_approval" else "a connection"
+        kind = "an approval" if details.get("interactionKind") == keys.APPROVAL_CARD else "a connection"
         return f"{who} asked for {kind} on {names.task(row)}"
     if action == "issue.updated":
         changed = ", ".join(_change_words(details.get("changes") or {})) or "details"

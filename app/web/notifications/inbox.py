@@ -5,7 +5,7 @@ partials as the task thread, a Done tab, and pollers that cost one aggregate que
 
 from __future__ import annotations
 
-from flask import g, jsonify, render_template, request
+from flask import g, render_template, request
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from sqlalchemy import select
@@ -23,6 +23,9 @@ from app.services.notifications.inbox import (
 )
 from app.web.context import current_membership
 from app.web.notifications import bp
+from app.web.notifications.schemas import InboxResponse
+from app.web.openapi import operations as openapi
+from app.web.openapi.responses import respond
 
 POLL_SECONDS = 5
 
@@ -103,8 +106,15 @@ def _inbox_nav_version() -> InboxVersion | None:
 
 
 @bp.get("/api/me/inbox")
+@openapi.board_read(
+    "My inbox: connection cards and tool approvals addressed to me in the current company",
+    "inbox",
+    InboxResponse,
+    description="`?tab=open` (the default): pending cards on open tasks, newest first. `?tab=done`: answered, "
+    "expired and superseded cards, latest first, with `outcome`, `resolvedAt` and `resolvedByUserId`.",
+)
 def api_inbox() -> ResponseReturnValue:
     membership = current_membership()
     tab = _tab()
     rows = inbox_rows(membership.company_id, current_user.id, tab)
-    return jsonify({"items": [item_json(item, issue) for item, issue in rows]})
+    return respond(InboxResponse.model_validate({"items": [item_json(item, issue) for item, issue in rows]}))

@@ -1,13 +1,15 @@
-"""`GET /api/openapi.json`: an OpenAPI 3.1 description of every JSON route, built from the models that validate them.
+"""`GET /api/openapi.json`: an OpenAPI 3.1 description of every JSON route, built from the models the routes use.
 
-`OPERATIONS` is the registry: one entry per (Flask endpoint, method) with its path, summary, security, the request
-body model imported from the route module (the very class `parse_body` validates with, so the document cannot say
-one thing while the route checks another), and the response schemas. `tests/web/openapi/test_openapi.py` fails when a JSON route
-in `app.url_map` (under `/api/`, `/runtime-tools/`, `/mcp/`) has no entry in `registry`, or an entry names no route.
+There is no route list to keep: the operations are the routes of `app.url_map` whose view carries a `Doc` (the
+decorators of `operations`: summary, security, the request body model, the response models). The body model is the
+class the view passes to `parse_body`; the response models are the classes it answers with through
+`responses.respond`. So the document cannot say one thing while the route does another, and
+`tests/test_openapi.py` fails when a JSON route (under `/api/`, `/runtime-tools/`, `/mcp/`) carries no `Doc`.
 
-The response models below describe what the views return; they are documentation and the basis of the schemathesis
-conformance checks, never used to build responses.
+The JSON-RPC models (`JsonRpcRequest`, `JsonRpcResponse`) describe the MCP doors' messages, which are parsed by
+hand and built from the SDK's own types (`app.core.mcp_messages`).
 
-Modules: `responses` (the response models), `registry` (`OPERATIONS`: one entry per route and method),
-`document` (building the document, its route, and the drift checks).
+Modules: `operations` (the `Doc` decorators, security schemes, the answers views share), `responses` (the shared
+response models, `respond`, `Moment`), `document` (deriving the operations, building and serving the document, the
+drift checks).
 """

@@ -1,4 +1,5 @@
-"""Building the OpenAPI document from the registry, serving it, and the drift checks against `app.url_map`."""
+"""The OpenAPI document: its operations derived from the Flask URL map and the `Doc` each view carries, built,
+served, and checked against the URL map (the drift checks)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import re
 from flask import Blueprint, Flask, jsonify
 from flask.typing import ResponseReturnValue
 from pydantic.json_schema import models_json_schema
+from werkzeug.routing import Rule
 
 from app.extensions import current_app_object
-from app.web.openapi.registry import SECURITY_SCHEMES, Answer, Operation, all_operations
+from app.web.openapi.operations import PUBLIC, SECURITY_SCHEMES, Answer, Operation, doc_of, documented
+from app.web.openapi.responses import OpenApiDocument
 
 bp = Blueprint("openapi", __name__)
 
@@ -27,6 +30,25 @@ def flask_rule_to_path(rule: str) -> str:
     return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule)
 
 
+def _served_methods(rule: Rule) -> list[str]:
+    return sorted((rule.methods or set()) - {"HEAD", "OPTIONS"})
+
+
+def documented_operations(app: Flask | None = None) -> list[Operation]:
+    """Every documented operation: one per route whose view carries a `Doc`, at its path, for the method the rule
+    serves (or the one the `Doc` names; a `Doc` naming a method its rule does not serve is a stale operation)."""
+    app = app or current_app_object()
+    found: list[Operation] = []
+    for rule in app.url_map.iter_rules():
+        doc = doc_of(app.view_functions.get(rule.endpoint))
+        if doc is None:
+            continue
+        methods = [doc.method.upper()] if doc.method else _served_methods(rule)
+        path = flask_rule_to_path(rule.rule)
+        found.extend(Operation(rule.endpoint, method.lower(), path, doc) for method in methods)
+    return found
+
+
 def _content(answer: Answer, refs: dict) -> dict | None:
     if not answer.models:
         return None
@@ -37,15 +59,16 @@ def _content(answer: Answer, refs: dict) -> dict | None:
 
 def _operation_object(op: Operation, refs: dict) -> dict:
     names = _PATH_PARAM.findall(op.path)
+    doc = op.doc
     result: dict = {
         "operationId": op.operation_id,
-        "summary": op.summary,
-        "tags": [op.tag],
-        "security": list(op.security),
+        "summary": doc.summary,
+        "tags": [doc.tag],
+        "security": list(doc.security),
         "responses": {},
     }
-    if op.description:
-        result["description"] = op.description
+    if doc.description:
+        result["description"] = doc.description
     if names:
         result["parameters"] = [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}}
@@ -57,7 +80,7 @@ def _operation_object(op: Operation, refs: dict) -> dict:
             "required": required,
             "content": {"application/json": {"schema": refs[(op.body, "validation")]}},
         }
-    for status, answer in sorted(op.responses.items()):
+    for status, answer in sorted(doc.responses.items()):
         response: dict = {"description": answer.description}
         content = _content(answer, refs)
         if content is not None:
@@ -70,12 +93,12 @@ def build_document(
     app: Flask | None = None, operations: list[Operation] | None = None, server_url: str | None = None
 ) -> dict:
     """The OpenAPI 3.1 document for the given operations (all of them by default)."""
-    operations = all_operations(app) if operations is None else operations
+    operations = documented_operations(app) if operations is None else operations
     wanted: dict = {}
     for op in operations:
         if op.body is not None:
             wanted[(op.body, "validation")] = None
-        for answer in op.responses.values():
+        for answer in op.doc.responses.values():
             for model in answer.models:
                 wanted[(model, "serialization")] = None
     refs, top = models_json_schema(list(wanted), ref_template="#/components/schemas/{model}")
@@ -102,6 +125,12 @@ def build_document(
 
 
 @bp.get("/api/openapi.json")
+@documented(
+    "This document",
+    tag="meta",
+    security=PUBLIC,
+    responses={200: Answer("The OpenAPI 3.1 document", (OpenApiDocument,))},
+)
 def openapi_document() -> ResponseReturnValue:
     app = current_app_object()
     document = app.extensions.get("switchboard_openapi")
@@ -113,14 +142,14 @@ def openapi_document() -> ResponseReturnValue:
 
 def undocumented_routes(app: Flask, operations: list[Operation] | None = None) -> list[str]:
     """JSON routes in the URL map that the document does not describe (`METHOD path endpoint`)."""
-    documented = {(op.endpoint, op.method.upper(), op.path) for op in (operations or all_operations(app))}
+    described = {(op.endpoint, op.method.upper(), op.path) for op in _given(app, operations)}
     missing = []
     for rule in app.url_map.iter_rules():
         if not rule.rule.startswith(JSON_ROUTE_PREFIXES):
             continue
-        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+        for method in _served_methods(rule):
             key = (rule.endpoint, method, flask_rule_to_path(rule.rule))
-            if key not in documented:
+            if key not in described:
                 missing.append(f"{method} {key[2]} ({rule.endpoint})")
     return missing
 
@@ -134,6 +163,10 @@ def stale_operations(app: Flask, operations: list[Operation] | None = None) -> l
     }
     return [
         f"{op.method.upper()} {op.path} ({op.endpoint})"
-        for op in (operations or all_operations(app))
+        for op in _given(app, operations)
         if (op.endpoint, op.method.upper(), op.path) not in served
     ]
+
+
+def _given(app: Flask, given: list[Operation] | None) -> list[Operation]:
+    return documented_operations(app) if given is None else given

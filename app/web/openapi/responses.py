@@ -1,15 +1,49 @@
-"""The response models: what the views return, for the document and the schemathesis conformance checks."""
+"""The response models every door shares (errors, JSON-RPC, discovery, the document), and `respond`, the one way a
+JSON view turns its response model into a response.
+
+A feature's own response models sit beside its views (`app.web.api.tasks`, `...connections`, `...intents`,
+`app.web.agents.runtime`, `app.web.notifications.schemas`) and are what those views serialize with; the document
+names the same classes (`app.web.openapi.operations`).
+"""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from flask import Response, jsonify
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 from pydantic.json_schema import JsonDict
 
-# --- response models -------------------------------------------------------------------------------------------
+from app.models.base import as_utc
+
+
+def respond(model: BaseModel, status: int = 200) -> tuple[Response, int]:
+    """The model as a JSON response. Fields left unset are left out: optional keys (an inbox item's `outcome`) are
+    sent only when the view sets them, so build responses with every field they always carry."""
+    return jsonify(model.model_dump(mode="json", exclude_unset=True)), status
+
+
+def _iso(value: datetime) -> str:
+    moment = as_utc(value)
+    assert moment is not None  # None is the other arm of the `Moment | None` fields, never serialized here
+    return moment.isoformat()
+
+
+# A moment as the API sends it: ISO 8601 in UTC with an explicit offset (`...+00:00`; SQLite's naive values are UTC).
+Moment = Annotated[
+    datetime,
+    PlainSerializer(_iso, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+
+
+# A service's state for an agent (runtime search results, a card's setup options).
+ServiceState = Literal["ready", "needs_user_action", "available", "unavailable"]
+
+
+# --- errors ----------------------------------------------------------------------------------------------------
 
 
 class ErrorResponse(BaseModel):
@@ -37,167 +71,7 @@ class ValidationErrorResponse(BaseModel):
     details: list[ValidationDetail]
 
 
-class IssueResponse(BaseModel):
-    id: uuid.UUID
-    identifier: str
-    title: str
-    status: str
-    description: str
-    assigneeAgentId: uuid.UUID | None
-    responsibleUserId: uuid.UUID | None
-
-
-class IssueListResponse(BaseModel):
-    issues: list[IssueResponse]
-
-
-class CommentCreatedResponse(BaseModel):
-    id: uuid.UUID
-    body: str
-
-
-class CommentResponse(BaseModel):
-    id: uuid.UUID
-    issueId: uuid.UUID
-    body: str
-    authorUserId: uuid.UUID | None
-    authorAgentId: uuid.UUID | None
-    createdAt: datetime | None
-
-
-class RunResponse(BaseModel):
-    id: uuid.UUID
-    companyId: uuid.UUID
-    agentId: uuid.UUID
-    issueId: uuid.UUID | None
-    status: str
-    invocationSource: str
-    error: str | None
-    contextSnapshotKeys: list[str]
-    createdAt: datetime | None
-    startedAt: datetime | None
-    finishedAt: datetime | None
-
-
-class ConnectionConfigResponse(BaseModel):
-    connectionMethodKey: str | None
-    methodConfig: dict[str, Any]
-
-
-class AudienceResponse(BaseModel):
-    allAgents: bool
-    agentIds: list[uuid.UUID]
-
-
-class ConnectionToolResponse(BaseModel):
-    name: str
-    description: str | None
-    isWrite: bool
-    action: Literal["allow", "ask_first", "block"]
-
-
-class ConnectionResponse(BaseModel):
-    id: uuid.UUID
-    companyId: uuid.UUID
-    appSlug: str
-    name: str
-    status: str
-    enabled: bool
-    healthStatus: str
-    authKind: str
-    identity: Literal["organization", "user"] | None
-    config: ConnectionConfigResponse
-    agentInstructions: dict[str, Any] | None
-    providerAccountLabel: str | None
-    audience: AudienceResponse
-    createdByUserId: uuid.UUID | None
-    tools: list[ConnectionToolResponse]
-
-
-class OAuthStartResponse(BaseModel):
-    authorizationUrl: str = Field(
-        description="Open in a popup (or navigate to it) to sign in with the provider."
-    )
-
-
-class ConnectionListResponse(BaseModel):
-    connections: list[ConnectionResponse]
-
-
-class InteractionResponse(BaseModel):
-    id: uuid.UUID
-    companyId: uuid.UUID
-    issueId: uuid.UUID
-    kind: str
-    status: str
-    title: str
-    summary: str
-    payload: dict[str, Any]
-    result: dict[str, Any] | None
-    addresseeUserId: uuid.UUID | None
-    requestingAgentId: uuid.UUID | None
-    sourceRunId: uuid.UUID | None
-    resolvedByUserId: uuid.UUID | None
-    resolvedAt: datetime | None
-    createdAt: datetime | None
-    updatedAt: datetime | None
-
-
-ServiceState = Literal["ready", "needs_user_action", "available", "unavailable"]
-
-
-class SetupServiceResponse(BaseModel):
-    service: str
-    name: str
-    description: str | None
-    logoUrl: str | None
-    methods: list[dict[str, Any]]
-    source: Literal["catalog", "configured"]
-    state: ServiceState
-    connectionId: uuid.UUID | None
-
-
-class ExistingConnectionResponse(BaseModel):
-    id: uuid.UUID
-    name: str
-    status: str
-    enabled: bool
-    providerAccountLabel: str | None
-
-
-class SetupOptionsResponse(BaseModel):
-    version: Literal[1]
-    service: SetupServiceResponse
-    existingConnections: list[ExistingConnectionResponse]
-    requestedAgentId: str | None
-    interaction: InteractionResponse
-
-
-class SearchResultResponse(BaseModel):
-    service: str = Field(description="The identifier to pass to connection_request.")
-    name: str
-    description: str | None
-    logoUrl: str | None
-    methods: list[dict[str, Any]]
-    source: Literal["catalog", "configured"]
-    state: ServiceState
-    reason: str
-    connectionId: uuid.UUID | None
-
-
-class SearchResponse(BaseModel):
-    version: Literal[1]
-    query: str
-    results: list[SearchResultResponse] = Field(max_length=20)
-
-
-class RequestResponse(BaseModel):
-    version: Literal[1]
-    service: str
-    state: Literal["ready", "needs_user_action"]
-    connectionId: uuid.UUID | None
-    interactionId: uuid.UUID | None
-    instruction: str
+# --- MCP endpoints ---------------------------------------------------------------------------------------------
 
 
 def _drop_default(schema: JsonDict) -> None:

@@ -1,0 +1,27 @@
+"""The card kinds (`ThreadInteraction.kind`), and the idempotency keys of connection cards and of the wakes they
+lead to: the one place that spells them.
+
+Both keys start with the same prefix, which the partial unique index on live wakes (`WakeupRequest`) matches, so a
+continuation wake exists at most once while live.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+# A connection card: an agent asks the task's responsible person for a service (the wire name of the specs).
+CONNECTION_CARD = "connection_intent"
+# A tool approval card: a call the policy says to ask about first.
+APPROVAL_CARD = "tool_approval"
+
+CONNECTION_INTENT_KEY_PREFIX = "connection-intent:"
+
+
+def card_key(run_id: uuid.UUID, user_id: uuid.UUID, slug: str) -> str:
+    """One pending card per run, addressed person and service: `connection-intent:<runId>:<userId>:<slug>`."""
+    return f"{CONNECTION_INTENT_KEY_PREFIX}{run_id}:{user_id}:{slug}"
+
+
+def wake_key(interaction_id: uuid.UUID | str, outcome: str) -> str:
+    """The continuation wake of a resolved card: `connection-intent:<interactionId>:<connected|declined>`."""
+    return f"{CONNECTION_INTENT_KEY_PREFIX}{interaction_id}:{outcome}"
