@@ -35,6 +35,8 @@ from app.services.intents import resolution as intents_resolution
 from app.services.intents import service as intents_service
 from app.services.intents import setup as intent_setup
 from app.services.management.lifecycle import DISCONNECTED
+from app.services.oauth import flow as oauth_flow
+from app.services.oauth.errors import NEEDS_REAUTHORIZATION
 from app.web.apps.setup import record_refusal, resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
@@ -285,16 +287,24 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
     return flow
 
 
+def _needs_reconnect(connection) -> bool:
+    """Disconnected, or an active connection whose provider sign-in stopped working (needs reauthorization)."""
+    return connection.status == DISCONNECTED or (
+        connection.status == "active" and connection.health_status == NEEDS_REAUTHORIZATION
+    )
+
+
 def _disconnected(interaction, membership, app_definition):
-    """The service's Disconnected connection this person may reconnect (the oldest), or None: the dialog offers
-    Reconnect of that connection, keeping its id and settings, rather than a new setup ("Honcho 2")."""
+    """The service's connection this person may reconnect (Disconnected, or needing a new sign-in; the oldest), or
+    None: the dialog offers Reconnect of that connection, keeping its id and settings, rather than a new setup
+    ("Honcho 2")."""
     if app_definition is None or not app_definition.methods:
         return None
     return next(
         (
             c
             for c in intents_service.matching_connections(interaction.company_id, app_definition.slug)
-            if c.status == DISCONNECTED and can_configure(membership, c)
+            if _needs_reconnect(c) and can_configure(membership, c)
         ),
         None,
     )
@@ -513,11 +523,11 @@ def reconnect(interaction_id, connection_id):
     if connection is None or str(connection.id) != connection_id:
         raise NotFound("This connection cannot be reconnected from this card")
     method = get_method(app_definition, connection.method_key)
-    if method.auth == "oauth":
-        # OAuth reconnects sign in from the connection's own page; the card then offers Use <name>.
-        return redirect(url_for("apps.reconnect", connection_id=connection.id), code=303)
     submission = read_submission(request.form, method, reconnect=True)
     try:
+        if method.auth == "oauth":
+            # The sign-in is bound to the card: its callback reconnects the connection and completes the card.
+            return _begin_oauth(interaction, membership, connection)
         intent_setup.finish_setup(membership, connection, app_definition, credentials=submission.credentials)
         resolved = intents_resolution.complete_intent(interaction.id, current_user.id, connection.id)
     except SETUP_REFUSALS as err:
@@ -538,7 +548,19 @@ def reconnect(interaction_id, connection_id):
     return _resolved(resolved)
 
 
-def _begin_oauth(interaction, membership, draft):
-    """The audience is saved on the card already: mark the card `authorizing` and offer the sign-in."""
+def _begin_oauth(interaction, membership, connection):
+    """Mark the card `authorizing` and sign in for it (the audience of a draft is saved on the card already).
+
+    In the dialog the answer is the sign-in step, which intent_card.js posts into the window it opened on the same
+    click; without JavaScript this page goes to the provider at once. Either way one click starts the sign-in.
+    """
+    app_definition = _catalog_app(interaction)
+    # No OAuth client or no authorization server: refused here, in the form, before any window opens.
+    oauth_flow.check_startable(connection, app_definition)
     intents_resolution.set_phase(interaction.id, current_user.id, "authorizing")
-    return _dialog_response(interaction, membership, oauth_draft=draft)
+    if not _fragment():
+        url = oauth_flow.start_authorization(
+            membership, connection, app_definition, interaction_id=interaction.id
+        )
+        return redirect(url, code=303)
+    return _dialog_response(interaction, membership, oauth_draft=connection)
