@@ -11,8 +11,6 @@ import uuid
 from html.parser import HTMLParser
 from urllib.parse import urlencode, urlsplit
 
-import pytest
-
 from app.services.intents import resolution as intents_resolution
 from tests.test_intent_oauth import card, start_from_card  # noqa: F401  (the card fixture)
 from tests.test_oauth import APP_SLUG, Browser, live, owner  # noqa: F401  (fixtures)
@@ -138,7 +136,9 @@ def test_denied_consent_and_a_refused_code_exchange(live, owner):  # noqa: F811
         buttons=["Try again with Linear"],
     )
 
-    refused = browser.callback(callback_url(browser.start(connection_id), code="not-a-code-the-provider-issued"))
+    refused = browser.callback(
+        callback_url(browser.start(connection_id), code="not-a-code-the-provider-issued")
+    )
     assert_page(
         refused,
         502,
@@ -173,7 +173,9 @@ def test_no_authorization_server_and_no_oauth_client(app, live, owner):  # noqa:
     )
     assert asana.status_code == 201, asana.text
     start = browser.http.post(
-        f"{live}/apps/{asana.json()['id']}/oauth/start", data={"csrf_token": browser.csrf}, allow_redirects=False
+        f"{live}/apps/{asana.json()['id']}/oauth/start",
+        data={"csrf_token": browser.csrf},
+        allow_redirects=False,
     )
     not_configured = (
         "Asana sign-in is not set up on this Switchboard yet. "
@@ -212,7 +214,9 @@ def test_a_callback_after_the_card_closed_and_a_card_sign_in_that_fails(live, db
     late = browser.authorize(start_from_card(browser, connection_id, interaction_id))
     intents_resolution.decline_intent(uuid.UUID(interaction_id), member.id, None)
     db.session.commit()
-    closed = "This request was closed before sign-in finished. Nothing was connected and no sign-in was stored."
+    closed = (
+        "This request was closed before sign-in finished. Nothing was connected and no sign-in was stored."
+    )
     assert_page(browser.callback(late), 409, "Request closed", closed, back_to_task)
 
     # Starting a sign-in for the closed card says the same, before the provider is ever asked.

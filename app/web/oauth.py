@@ -22,8 +22,8 @@ from app.services.oauth import errors as oauth_errors
 from app.services.oauth import flow as oauth_flow
 from app.services.oauth.errors import CARD_CLOSED
 from app.services.tenancy import get_membership
-from app.web.api.validation import parse_body
 from app.web import oauth_pages
+from app.web.api.validation import parse_body
 from app.web.context import load_scoped
 from app.web.security import csrf_exempt_endpoint
 from app.web.unit_of_work import Reason, after_commit, commit_point

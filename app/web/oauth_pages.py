@@ -23,7 +23,9 @@ class WayBack:
     label: str
 
 
-def way_back(connection: ToolConnection | None = None, interaction: ThreadInteraction | None = None) -> WayBack:
+def way_back(
+    connection: ToolConnection | None = None, interaction: ThreadInteraction | None = None
+) -> WayBack:
     """Where the sign-in was started from: the card's task, the setup of a draft, the connection, else Apps."""
     if interaction is not None:
         return WayBack(url_for("board.task", issue_id=interaction.issue_id), "Back to the task")

@@ -118,7 +118,11 @@ def test_one_sign_in_click_in_the_card_dialog_connects_notion(
     assert page.evaluate("window.__buttonClicks") == ["Sign in with Notion"]
     assert interaction.status == "accepted"
     connection = db.session.get(ToolConnection, uuid.UUID(interaction.result["connectionId"]))
-    assert (connection.app_slug, connection.status, connection.health_status) == ("notion", "active", "healthy")
+    assert (connection.app_slug, connection.status, connection.health_status) == (
+        "notion",
+        "active",
+        "healthy",
+    )
     assert oauth_starts(db) == 1
     assert oauth_mcp.accepted_token_digests, "the Notion peer never saw a valid access token"
 
@@ -135,7 +139,9 @@ def test_a_connection_that_needs_a_new_sign_in_is_reconnected_from_the_card(
     connection_id = uuid.UUID(the_card_is_connected(page, card, first, db).result["connectionId"])
 
     # The provider refuses the stored refresh token: the token service marks the connection for a new sign-in.
-    grant = db.session.scalars(select(ConnectionGrant).where(ConnectionGrant.connection_id == connection_id)).one()
+    grant = db.session.scalars(
+        select(ConnectionGrant).where(ConnectionGrant.connection_id == connection_id)
+    ).one()
     grant.provider_tenant = {**grant.provider_tenant, "expiresAt": int(time.time()) - 10}
     _store_secret(grant, OAUTH_REFRESH_TOKEN_KEY, "revoked-or-unknown-refresh-token")
     db.session.commit()
@@ -158,6 +164,8 @@ def test_a_connection_that_needs_a_new_sign_in_is_reconnected_from_the_card(
     assert interaction.result["connectionId"] == str(connection_id)
     notion = list(db.session.scalars(select(ToolConnection).where(ToolConnection.app_slug == "notion")))
     assert [(c.id, c.status, c.health_status) for c in notion] == [(connection_id, "active", "healthy")]
-    grant = db.session.scalars(select(ConnectionGrant).where(ConnectionGrant.connection_id == connection_id)).one()
+    grant = db.session.scalars(
+        select(ConnectionGrant).where(ConnectionGrant.connection_id == connection_id)
+    ).one()
     assert grant.status == "active"
     assert oauth_starts(db) == 2
