@@ -128,6 +128,9 @@ def test_no_serious_or_critical_axe_violation_in_dialogs_and_states(
     page.get_by_role("button", name="Rotate signing secret").click()
     expect(page.get_by_text("The old one no longer verifies", exact=False)).to_be_visible()
     audit("webhooks, rotated secret shown")
+    page.screenshot(
+        path=str(artifacts / f"webhooks-rotated-{viewport['width']}.png")
+    )  # docs/screenshots/11-webhooks.png
     page.get_by_role("button", name="Disable").click()
     expect(page.get_by_text("The webhook is disabled.", exact=False)).to_be_visible()
     audit("webhooks, disabled")
