@@ -122,20 +122,22 @@ def save_webhook(endpoint_id):
     return redirect(url_for("inbox.webhooks_page", done="saved") + f"#webhook-{endpoint.id}", code=303)
 
 
-@bp.post("/settings/webhooks/<endpoint_id>/disable")
-def disable_webhook(endpoint_id):
+def _switch(endpoint_id, enabled: bool):
     membership = current_membership()
     _button_checked()
-    endpoint = webhooks.set_enabled(membership, _endpoint(membership, endpoint_id), False)
-    return redirect(url_for("inbox.webhooks_page", done="disabled") + f"#webhook-{endpoint.id}", code=303)
+    endpoint = webhooks.set_enabled(membership, _endpoint(membership, endpoint_id), enabled)
+    done = "enabled" if enabled else "disabled"
+    return redirect(url_for("inbox.webhooks_page", done=done) + f"#webhook-{endpoint.id}", code=303)
+
+
+@bp.post("/settings/webhooks/<endpoint_id>/disable")
+def disable_webhook(endpoint_id):
+    return _switch(endpoint_id, False)
 
 
 @bp.post("/settings/webhooks/<endpoint_id>/enable")
 def enable_webhook(endpoint_id):
-    membership = current_membership()
-    _button_checked()
-    endpoint = webhooks.set_enabled(membership, _endpoint(membership, endpoint_id), True)
-    return redirect(url_for("inbox.webhooks_page", done="enabled") + f"#webhook-{endpoint.id}", code=303)
+    return _switch(endpoint_id, True)
 
 
 @bp.post("/settings/webhooks/<endpoint_id>/rotate")
