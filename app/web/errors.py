@@ -26,6 +26,20 @@ STANDARD_MESSAGES = {
 }
 
 
+# A page's title and heading in words (a status number tells a person nothing; the alert says what happened).
+PAGE_TITLES = {
+    400: "Request not understood",
+    401: "Sign in needed",
+    403: "Not allowed",
+    404: "Page not found",
+    405: "Not possible here",
+    409: "Not possible right now",
+    413: "Too much at once",
+    422: "Could not do that",
+    429: "Too many requests",
+}
+
+
 def wants_json() -> bool:
     return request.path.startswith(JSON_PREFIXES)
 
@@ -35,7 +49,8 @@ def error_response(message: str, status: int) -> ResponseReturnValue:
         return respond(ErrorResponse(error=message), status)
     if request.headers.get("HX-Request"):
         return render_template("_error_alert.html", message=message), status
-    return render_template("error.html", message=message, status=status), status
+    title = PAGE_TITLES.get(status, "Something went wrong")
+    return render_template("error.html", message=message, status=status, title=title), status
 
 
 def too_large_response() -> ResponseReturnValue:

@@ -24,6 +24,7 @@ from app.services.oauth import errors as oauth_errors
 from app.services.oauth import flow as oauth_flow
 from app.services.oauth.errors import CARD_CLOSED
 from app.services.tenancy import get_membership
+from app.web import oauth_pages
 from app.web.api.validation import parse_body
 from app.web.context import load_scoped
 from app.web.openapi import operations as openapi
@@ -35,7 +36,10 @@ from app.workers.continuations import deliver as deliver_continuation
 bp = Blueprint("oauth", __name__)
 csrf_exempt_endpoint("oauth.callback")
 
-INTENT_USER_MISMATCH = "OAuth callback user does not match the connection request"
+INTENT_USER_MISMATCH = (
+    "This sign-in answers a request addressed to someone else, so nothing was connected. "
+    "Only the person the request asks can connect it."
+)
 
 
 class StartBody(BaseModel):
@@ -57,18 +61,26 @@ def _connection_and_app(connection_id: str) -> tuple[ToolConnection, Membership,
 @bp.post("/apps/<connection_id>/oauth/start")
 @login_required
 def start(connection_id: str) -> ResponseReturnValue:
-    """The setup flow's "Sign in with <provider>" button (also Reconnect): 303 to the provider."""
+    """The setup flow's "Sign in with <provider>" button (also Reconnect): 303 to the provider, or a page that says
+    why the sign-in could not start (no OAuth client, no authorization server, a closed card) with a way back."""
     connection, membership, app_definition = _connection_and_app(connection_id)
     interaction_id = _optional_uuid(request.form.get("interaction_id")) or intent_setup.bound_card_id(
         connection, current_user.id
     )
-    url = oauth_flow.start_authorization(
-        membership,
-        connection,
-        app_definition,
-        interaction_id=interaction_id,
-        opener_origin=request.headers.get("Origin") if interaction_id else None,
-    )
+    try:
+        url = oauth_flow.start_authorization(
+            membership,
+            connection,
+            app_definition,
+            interaction_id=interaction_id,
+            opener_origin=request.headers.get("Origin") if interaction_id else None,
+        )
+    except ServiceError as err:
+        db.session.rollback()
+        interaction = db.session.get(ThreadInteraction, interaction_id) if interaction_id else None
+        if err.message == CARD_CLOSED:
+            return _card_closed_page_for(interaction)
+        return oauth_pages.start_failed(err, connection, app_definition, interaction)
     return redirect(url, code=303)
 
 
@@ -110,7 +122,7 @@ def callback() -> ResponseReturnValue:
     if state is None:
         return _unknown_state(raw_state)
     if state.user_id != current_user.id:
-        return _failure_page(oauth_errors.WRONG_USER, None, None, 403)
+        return oauth_pages.failed(oauth_errors.WRONG_USER, 403)
     try:
         state = oauth_flow.consume_state(raw_state, current_user.id)
     except oauth_errors.InvalidOAuthState:
@@ -122,7 +134,7 @@ def callback() -> ResponseReturnValue:
     db.session.expunge(state)
     if not _callback_user_is_addressee(state):
         # A card's sign-in finishes only for the person the card asks (nothing is exchanged for anyone else).
-        return _failure_page(INTENT_USER_MISMATCH, None, None, 403)
+        return oauth_pages.failed(INTENT_USER_MISMATCH, 403)
     if state.interaction_id and not intent_setup.card_is_open(state.interaction_id):
         return _card_closed_page(state)  # nothing is exchanged for a card that stopped waiting
     connection = db.session.get(ToolConnection, state.connection_id)
@@ -146,14 +158,17 @@ def callback() -> ResponseReturnValue:
         oauth_callback.record_failure(current_user.id, state, reason)
         if state.interaction_id:
             intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
-            return _opener_page(state, intent_setup.card_outcome(state.interaction_id))
+            return _opener_page(state, intent_setup.card_outcome(state.interaction_id), error=err.message)
         commit_point(Reason.OAUTH_FAILURE_RECORDED)
-        return _failure_page(err.message, connection, app_definition, err.status)
-    except ServiceError:
+        return oauth_pages.failed(err.message, err.status, connection=connection, app=app_definition)
+    except ServiceError as err:
         db.session.rollback()
         oauth_callback.record_failure(current_user.id, state, "provider_error")
+        if state.interaction_id:
+            intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
+            return _opener_page(state, intent_setup.card_outcome(state.interaction_id), error=err.message)
         commit_point(Reason.OAUTH_FAILURE_RECORDED)
-        raise
+        return oauth_pages.failed(err.message, err.status, connection=connection, app=app_definition)
     if not state.interaction_id:
         oauth_callback.store_authorization(membership, state, connection, signed_in)
         return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
@@ -223,23 +238,16 @@ def _unknown_state(raw_state: str) -> ResponseReturnValue:
         interaction is not None
         and interaction.addressee_user_id == current_user.id
         and get_membership(interaction.company_id, current_user.id) is not None
-        and not intent_setup.card_is_open(interaction.id)
     ):
-        return _card_closed_page_for(interaction)
+        if not intent_setup.card_is_open(interaction.id):
+            return _card_closed_page_for(interaction)
+        return _invalid_state(interaction)
     return _invalid_state()
 
 
-def _invalid_state() -> ResponseReturnValue:
-    return render_template("oauth/failed.html", message=oauth_errors.INVALID_STATE, connection=None), 400
-
-
-def _failure_page(
-    message: str, connection: ToolConnection | None, app_definition: AppDefinition | None, status: int
-) -> ResponseReturnValue:
-    return (
-        render_template("oauth/failed.html", message=message, connection=connection, app=app_definition),
-        status,
-    )
+def _invalid_state(interaction: ThreadInteraction | None = None) -> ResponseReturnValue:
+    """A state nobody can finish (used, expired or unknown); back to the card it named, when it is this person's."""
+    return oauth_pages.failed(oauth_errors.INVALID_STATE, 400, interaction=interaction)
 
 
 def _opener_page(state: OAuthState, outcome: str, error: str | None = None) -> ResponseReturnValue:

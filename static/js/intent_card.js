@@ -130,26 +130,94 @@
 
   // Provider sign-in from the dialog: a popup named per card; the form posts into it (the server answers with the
   // redirect to the provider, so no authorization URL ever reaches this page).
+  function windowName(id) { return "switchboard-oauth-" + id; }
+
+  function openSignInWindow(id) {
+    return window.open("", windowName(id), "popup,width=560,height=720");
+  }
+
   document.addEventListener("submit", function (event) {
     var form = event.target;
     var id = form.getAttribute && form.getAttribute("data-intent-oauth");
-    if (!id) return;
+    if (!id) {
+      openOnSetupClick(event);
+      return;
+    }
     var submitter = event.submitter;
     if (submitter && submitter.getAttribute("formtarget") === "_blank") {
       watchSignIn(id, null);
       return; // the new-tab fallback: let the browser open it
     }
-    var name = "switchboard-oauth-" + id;
-    var popup = window.open("", name, "popup,width=560,height=720");
+    var popup = openSignInWindow(id);
     if (!popup) {
       event.preventDefault();
       var blocked = form.querySelector(".connection-dialog-popup-blocked");
       if (blocked) blocked.hidden = false;
       return;
     }
-    form.target = name;
+    form.target = windowName(id);
     watchSignIn(id, popup);
   });
+
+  // One click: the setup form's "Sign in with <provider>" (or "Reconnect with") inside a card's dialog opens the
+  // sign-in window while the click still counts as the person's (browsers block windows opened later). htmx then
+  // saves the setup; its answer is the sign-in step, whose form is posted into that window at once. Any other
+  // answer (a refusal shown in the form, the card itself) closes the window again.
+  var opening = {}; // interaction id -> the window opened on the click, until the setup's answer is in
+  function openOnSetupClick(event) {
+    var submitter = event.submitter;
+    if (!submitter || !submitter.hasAttribute("data-oauth-sign-in")) return;
+    var content = event.target.closest && event.target.closest("[data-intent-dialog]");
+    if (!content) return;
+    var id = content.getAttribute("data-intent-dialog");
+    var popup = openSignInWindow(id);
+    if (!popup) return; // blocked: the sign-in step's own button is the fallback
+    try {
+      popup.document.title = "Opening sign-in…";
+      popup.document.body.textContent = "Opening the sign-in…";
+    } catch (ignored) { /* a window of that name already shows another page */ }
+    opening[id] = { window: popup, answered: false };
+  }
+
+  function continueSignIn() {
+    Object.keys(opening).forEach(function (id) {
+      if (!opening[id].answered) return; // the setup's answer is not in yet (another request settled)
+      var popup = opening[id].window;
+      var form = document.querySelector('form[data-intent-oauth="' + id + '"]');
+      delete opening[id];
+      if (popup.closed) return;
+      if (!form) { popup.close(); return; }
+      var note = form.parentNode.querySelector("[data-intent-oauth-open]");
+      if (note) note.hidden = false;
+      form.target = windowName(id);
+      watchSignIn(id, popup);
+      form.submit(); // no submit event: this handler already did what the listener above would
+    });
+  }
+
+  function signInWaitingFor(event) {
+    var elt = event.detail.elt;
+    var content = elt && elt.closest && elt.closest("[data-intent-dialog]");
+    var id = content && content.getAttribute("data-intent-dialog");
+    return id && opening[id] ? id : null;
+  }
+
+  // The setup's answer is about to be swapped in (the form that asked is still in the page): once it has
+  // settled, the sign-in step's form is there to post, or it is not and the window closes.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var id = signInWaitingFor(event);
+    if (id) opening[id].answered = true;
+  });
+  document.addEventListener("htmx:afterSettle", continueSignIn);
+  // No answer to swap (the network failed, or an error page): close the window the click opened.
+  function abandon(event) {
+    var id = signInWaitingFor(event);
+    if (!id) return;
+    opening[id].window.close();
+    delete opening[id];
+  }
+  document.addEventListener("htmx:sendError", abandon);
+  document.addEventListener("htmx:responseError", abandon);
 
   function watchSignIn(id, popup) {
     var previous = popups[id];

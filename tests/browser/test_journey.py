@@ -425,13 +425,11 @@ def connect_notion_in_the_popup(page, journey: Journey, card, interaction_id: st
     journey.shot(page, "connect-dialog")
 
     settled(page)
-    dialog.locator("#setup-flow").get_by_role("button", name="Sign in with Notion").click()
-    sign_in = dialog.locator("form[data-intent-oauth]")
-    expect(sign_in).to_be_visible()
-    expect(dialog.get_by_text("Nothing is shared until you finish signing in.")).to_be_visible()
-    settled(page)
+    # One click (issue 16): the setup form's button opens the sign-in window and, once the choices are saved,
+    # the sign-in step's form is posted into it.
     with page.expect_popup() as popup_info:
-        sign_in.get_by_role("button", name="Sign in with Notion").click()
+        dialog.locator("#setup-flow").get_by_role("button", name="Sign in with Notion").click()
+    expect(dialog.get_by_text("Nothing is shared until you finish signing in.")).to_be_visible()
     popup = popup_info.value
     popup.set_default_timeout(15_000)
     try:

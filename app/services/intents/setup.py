@@ -28,7 +28,7 @@ from app.services.intents import audience as intents_audience
 from app.services.intents import card as intents_card
 from app.services.intents import resolution, service
 from app.services.oauth import callback as oauth_callback
-from app.services.oauth.errors import CARD_CLOSED
+from app.services.oauth.errors import CARD_CLOSED, NEEDS_REAUTHORIZATION
 
 NO_AUDIENCE = Audience(all_agents=False)
 
@@ -198,17 +198,24 @@ def finish_setup(
 def reconnectable_connection(
     interaction: ThreadInteraction, membership: Membership, app_definition: AppDefinition | None
 ) -> ToolConnection | None:
-    """The service's Disconnected connection this person may reconnect (the oldest), or None: the card's dialog
-    offers Reconnect of that connection, keeping its id and settings, rather than a new setup ("Honcho 2")."""
+    """The service's connection this person may reconnect (the oldest), or None: Disconnected, or active but its
+    provider sign-in stopped working (needs reauthorization). The card's dialog offers Reconnect of that
+    connection, keeping its id and settings, rather than a new setup ("Honcho 2")."""
     if app_definition is None or not app_definition.methods:
         return None
     return next(
         (
             c
             for c in service.matching_connections(interaction.company_id, app_definition.slug)
-            if c.status == ConnectionStatus.DISCONNECTED and can_configure(membership, c)
+            if needs_reconnect(c) and can_configure(membership, c)
         ),
         None,
+    )
+
+
+def needs_reconnect(connection: ToolConnection) -> bool:
+    return connection.status == ConnectionStatus.DISCONNECTED or (
+        connection.status == ConnectionStatus.ACTIVE and connection.health_status == NEEDS_REAUTHORIZATION
     )
 
 

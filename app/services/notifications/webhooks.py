@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import httpx
 from flask import current_app
@@ -29,6 +30,7 @@ from app.models import Membership, NotificationDelivery, WebhookAttempt, Webhook
 from app.models.base import utcnow
 from app.models.notifications import WEBHOOK_EVENTS
 from app.models.tenancy import MANAGE_CONNECTIONS
+from app.services.activity import record_activity
 from app.services.secrets_box import decrypt, encrypt
 
 MANAGE_FORBIDDEN = "Managing webhooks needs connection-management authority"
@@ -66,6 +68,19 @@ def _validate(url: str, events: Iterable[str] | None) -> tuple[str, list[str]]:
     return url, chosen
 
 
+def _record(membership: Membership, endpoint: WebhookEndpoint, action: str, **details: object) -> None:
+    """Every change to an endpoint is activity. The URL may carry a receiver's token, so only its host is kept."""
+    record_activity(
+        company_id=membership.company_id,
+        actor_type="user",
+        actor_id=membership.user_id,
+        action=action,
+        entity_type="webhook_endpoint",
+        entity_id=endpoint.id,
+        details={"host": urlsplit(endpoint.url).hostname, **details},
+    )
+
+
 def create_endpoint(
     membership: Membership, url: str, events: Iterable[str] | None
 ) -> tuple[WebhookEndpoint, str]:
@@ -83,7 +98,50 @@ def create_endpoint(
     )
     db.session.add(endpoint)
     db.session.flush()
+    _record(membership, endpoint, "webhook.created", events=chosen)
     return endpoint, secret
+
+
+def update_endpoint(
+    membership: Membership, endpoint: WebhookEndpoint, url: str, events: Iterable[str] | None
+) -> WebhookEndpoint:
+    """Change where an endpoint posts and which events it wants. Queued deliveries go to the new URL; events no
+    longer chosen are not queued from now on (what is queued already is still sent)."""
+    require_manager(membership)
+    url, chosen = _validate(url, events)
+    changed = [
+        name
+        for name, old, new in (("url", endpoint.url, url), ("events", endpoint.events, chosen))
+        if old != new
+    ]
+    endpoint.url = url
+    endpoint.events = chosen
+    db.session.flush()
+    if changed:
+        _record(membership, endpoint, "webhook.updated", fields=changed, events=chosen)
+    return endpoint
+
+
+def set_enabled(membership: Membership, endpoint: WebhookEndpoint, enabled: bool) -> WebhookEndpoint:
+    """Pause or resume an endpoint. While disabled no event is queued for it and the worker sends nothing already
+    queued (those deliveries are given up; Send again queues one once more)."""
+    require_manager(membership)
+    if endpoint.enabled != enabled:
+        endpoint.enabled = enabled
+        db.session.flush()
+        _record(membership, endpoint, "webhook.enabled" if enabled else "webhook.disabled")
+    return endpoint
+
+
+def rotate_secret(membership: Membership, endpoint: WebhookEndpoint) -> str:
+    """A new signing secret, effective at once for every later attempt (queued retries included); returned to be
+    shown once. The old one stops verifying."""
+    require_manager(membership)
+    secret = new_secret()
+    endpoint.secret_ciphertext = encrypt(secret)
+    db.session.flush()
+    _record(membership, endpoint, "webhook.secret_rotated")
+    return secret
 
 
 def load_endpoint(membership: Membership, endpoint_id: uuid.UUID) -> WebhookEndpoint:
@@ -96,6 +154,7 @@ def load_endpoint(membership: Membership, endpoint_id: uuid.UUID) -> WebhookEndp
 
 def delete_endpoint(membership: Membership, endpoint: WebhookEndpoint) -> None:
     require_manager(membership)
+    _record(membership, endpoint, "webhook.deleted")
     db.session.delete(endpoint)
     db.session.flush()
 

@@ -19,7 +19,6 @@ from app.catalog.schema import AppDefinition, Method
 from app.core.errors import (
     Conflict,
     ProviderRefused,
-    Unprocessable,
 )
 from app.extensions import db
 from app.models import (
@@ -34,7 +33,7 @@ from app.services.oauth.discovery import (
     discover_authorization_server,
     fetch_server_metadata,
 )
-from app.services.oauth.errors import ReauthorizationRequired
+from app.services.oauth.errors import ReauthorizationRequired, SignInNotConfigured
 from app.services.secrets_box import decrypt, encrypt
 
 log = logging.getLogger(__name__)
@@ -206,10 +205,11 @@ def resolve_client(connection: ToolConnection, app_definition: AppDefinition, me
         return client
     if method.defaults is not None and method.defaults.dynamicClientRegistration:
         return _registered_client(connection, app_definition, method)
-    raise Unprocessable(
-        f"{app_definition.name} sign-in needs OAuth client credentials from the operator "
-        "(SWITCHBOARD_OAUTH_CLIENTS)."
+    log.warning(
+        "No OAuth client for %r: configure one in SWITCHBOARD_OAUTH_CLIENTS (the method has no dynamic registration)",
+        app_definition.slug,
     )
+    raise SignInNotConfigured(app_definition.name)
 
 
 def _client_for_grant(session: Session, grant: ConnectionGrant, connection: ToolConnection) -> ClientConfig:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from app.core.errors import (
+    ProviderRefused,
     ServiceError,
 )
 
 # A sign-in started from a connection card whose card closed (resolved, expired or superseded) meanwhile.
 CARD_CLOSED = "This request was closed before sign-in finished"
-INVALID_STATE = "Invalid or expired OAuth state"
+INVALID_STATE = "This sign-in was already used or has expired, so nothing was connected. Start it again."
 WRONG_USER = "This sign-in was started by someone else. Start it again from your own session."
 NEEDS_REAUTHORIZATION = "needs_reauthorization"
 REJECTED_ERRORS = ("invalid_grant", "invalid_client", "unauthorized_client")
@@ -34,6 +35,18 @@ class OAuthFlowError(ServiceError):
     def __init__(self, reason: str, *, provider: str = "The provider", status: int | None = None):
         self.reason = reason if reason in FAILURE_MESSAGES else "provider_error"
         super().__init__(FAILURE_MESSAGES[self.reason].format(provider=provider), status)
+
+
+class SignInNotConfigured(ProviderRefused):
+    """No OAuth client for this app: the operator has not configured one and the provider offers no registration.
+    The words are for the person signing in; the setting's name is for the operator's log, never a page."""
+
+    def __init__(self, provider: str):
+        super().__init__(
+            f"{provider} sign-in is not set up on this Switchboard yet. Ask the person who runs Switchboard to "
+            f"add an OAuth client for {provider}.",
+            kind="not_configured",
+        )
 
 
 class InvalidOAuthState(ServiceError):

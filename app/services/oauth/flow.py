@@ -81,6 +81,15 @@ def _require_configure(actor: Membership, connection: ToolConnection, identity: 
         raise Forbidden(setup.ORGANIZATION_FORBIDDEN)
 
 
+def check_startable(connection: ToolConnection, app_definition: AppDefinition) -> None:
+    """Before a sign-in window opens: raise what the start would for the provider's side (no OAuth client
+    configured, no authorization server found), so the form can say so where the person is."""
+    method = get_method(app_definition, connection.method_key)
+    if method is None or method.auth != "oauth":
+        raise Unprocessable("This connection does not sign in with OAuth.")
+    resolve_client(connection, app_definition, method)
+
+
 def start_authorization(
     actor: Membership,
     connection: ToolConnection,

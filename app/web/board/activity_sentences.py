@@ -117,6 +117,12 @@ TEMPLATES = {
     "member.added": "{who} added a member",
     "member.updated": "{who} changed a member's role",
     "agent.updated": "{who} changed {agent}'s instructions",
+    "webhook.created": "{who} added a webhook",
+    "webhook.updated": "{who} changed a webhook",
+    "webhook.disabled": "{who} disabled a webhook",
+    "webhook.enabled": "{who} enabled a webhook again",
+    "webhook.secret_rotated": "{who} rotated a webhook's signing secret",
+    "webhook.deleted": "{who} deleted a webhook",
 }
 
 

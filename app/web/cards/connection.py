@@ -19,29 +19,31 @@ from flask import Blueprint, Response, redirect, render_template, request, url_f
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
-from app.catalog.loader import get_app, get_method
-from app.catalog.schema import AppDefinition
+from app.catalog.loader import get_method
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db, htmx
 from app.models import Membership, ThreadInteraction, ToolConnection
-from app.services.access.effective import can_manage_connections
-from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, update_connection
 from app.services.intents import access_requests
-from app.services.intents import audience as intents_audience
 from app.services.intents import card as intents_card
 from app.services.intents import resolution as intents_resolution
-from app.services.intents import service as intents_service
 from app.services.intents import setup as intent_setup
+from app.services.oauth import flow as oauth_flow
 from app.web.apps.setup import record_refusal, resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
     SetupFlow,
-    build_setup_flow,
     finish_step,
     read_submission,
     refusal_view,
     start_or_resume_draft,
+)
+from app.web.cards.connection_dialog import (
+    catalog_app,
+    dialog_context,
+    dialog_flow,
+    is_fragment,
+    reconnect_flow,
 )
 from app.web.cards.connection_view import CardView, card_view
 from app.web.context import membership_for, parse_uuid, require_write
@@ -90,11 +92,6 @@ def _addressed(interaction_id: str) -> tuple[ThreadInteraction, Membership]:
     return interaction, membership
 
 
-def _fragment() -> bool:
-    """An htmx request from the card or its dialog (a boosted navigation wants the full page)."""
-    return bool(htmx) and not htmx.boosted
-
-
 def _task_url(interaction: ThreadInteraction) -> str:
     return url_for("board.task", issue_id=interaction.issue_id) + f"#intent-card-{interaction.id}"
 
@@ -103,117 +100,18 @@ def _card_response(
     interaction: ThreadInteraction, status: int = 200, error: str | None = None
 ) -> ResponseReturnValue:
     """The card alone for htmx (swapped over the card, wherever the request came from), else back to the task."""
-    if not _fragment():
+    if not is_fragment():
         return redirect(_task_url(interaction), code=303)
     db.session.refresh(interaction)
     html = render_template("interactions/_connection_intent.html", item=interaction, card_error=error)
     return html, status, {"HX-Retarget": f"#intent-card-{interaction.id}", "HX-Reswap": "outerHTML"}
 
 
-def _catalog_app(interaction: ThreadInteraction) -> AppDefinition | None:
-    """The app whose setup flow the dialog hosts; configured custom services have no setup (only reuse)."""
-    slug = intents_card.intent_payload(interaction).get("serviceSlug", "")
-    if intents_service.parse_connection_service(slug) is not None:
-        return None
-    return get_app(slug)
-
-
-def _dialog_flow(
-    interaction: ThreadInteraction, membership: Membership, app_definition: AppDefinition, **kwargs: Any
-) -> SetupFlow:
-    """The setup flow in the card's dialog. Continue setup restores the saved draft (its method and identity) and
-    the audience saved on the card; a person without sharing authority starts from the requesting agent alone."""
-    requester = intents_resolution.requester_of(interaction)
-    saved = intents_audience.card_audience(interaction)
-    if "draft" not in kwargs and "submission" not in kwargs:
-        kwargs["draft"] = intent_setup.saved_draft(interaction, membership)
-    if saved is not None and kwargs.get("draft") is not None and saved.connection_id == kwargs["draft"].id:
-        kwargs.setdefault("audience", saved.audience)
-    elif requester is not None and not can_manage_connections(membership):
-        kwargs.setdefault("audience", Audience(False, (requester,)))
-    flow = build_setup_flow(
-        membership,
-        app_definition,
-        action_url=url_for("intent_cards.setup_submit", interaction_id=interaction.id),
-        method_url=url_for("intent_cards.dialog", interaction_id=interaction.id),
-        # In the dialog the form is posted and swapped in place; the page host relies on hx-boost.
-        hx_target="#setup-flow" if _fragment() else None,
-        **kwargs,
-    )
-    flow.save_exit = True
-    if requester is not None:
-        # The requesting agent is always in the audience of a connection made from its card: locked in the form
-        # (a hidden input carries it), and a submit without it is refused server-side all the same.
-        flow.locked_agent_ids = frozenset({str(requester)})
-        if requester not in flow.audience.agent_ids:
-            flow.audience = type(flow.audience)(
-                flow.audience.all_agents, (*flow.audience.agent_ids, requester)
-            )
-    return flow
-
-
-def _reconnect_flow(
-    interaction: ThreadInteraction,
-    membership: Membership,
-    app_definition: AppDefinition,
-    connection: ToolConnection,
-    **kwargs: Any,
-) -> SetupFlow:
-    return build_setup_flow(
-        membership,
-        app_definition,
-        action_url=url_for(
-            "intent_cards.reconnect", interaction_id=interaction.id, connection_id=connection.id
-        ),
-        mode="reconnect",
-        connection=connection,
-        hx_target="#setup-flow" if _fragment() else None,
-        **kwargs,
-    )
-
-
-def _dialog_context(
-    interaction: ThreadInteraction,
-    membership: Membership,
-    *,
-    flow: SetupFlow | None = None,
-    error: str | None = None,
-    oauth_draft: ToolConnection | None = None,
-    **flow_kwargs: Any,
-) -> dict[str, Any]:
-    options = intents_resolution.setup_options(interaction)
-    app_definition = _catalog_app(interaction)
-    disconnected = (
-        intent_setup.reconnectable_connection(interaction, membership, app_definition)
-        if flow is None
-        else None
-    )
-    if (
-        disconnected is not None
-        and app_definition is not None  # implied: only a catalog app has a Disconnected connection to offer
-        and oauth_draft is None
-        and "submission" not in flow_kwargs
-    ):
-        flow = _reconnect_flow(interaction, membership, app_definition, disconnected)
-    if flow is None and app_definition is not None and app_definition.methods and oauth_draft is None:
-        flow = _dialog_flow(interaction, membership, app_definition, **flow_kwargs)
-    return {
-        "item": interaction,
-        "card": card_view(interaction),
-        "options": options,
-        "flow": flow,
-        "error": error,
-        "oauth_draft": oauth_draft,
-        "app_definition": app_definition,
-        "as_page": not _fragment(),
-    }
-
-
 def _dialog_response(
     interaction: ThreadInteraction, membership: Membership, status: int = 200, **kwargs: Any
 ) -> ResponseReturnValue:
-    context = _dialog_context(interaction, membership, **kwargs)
-    if _fragment():
+    context = dialog_context(interaction, membership, **kwargs)
+    if is_fragment():
         headers = {
             "HX-Retarget": f"#intent-dialog-{interaction.id}-body",
             "HX-Reswap": "innerHTML",
@@ -225,9 +123,9 @@ def _dialog_response(
 def _flow_response(
     interaction: ThreadInteraction, membership: Membership, flow: SetupFlow, status: int
 ) -> ResponseReturnValue:
-    if _fragment():
+    if is_fragment():
         return render_template("apps/_setup_flow.html", flow=flow), status
-    context = _dialog_context(interaction, membership, flow=flow)
+    context = dialog_context(interaction, membership, flow=flow)
     return render_template("intents/dialog_page.html", **context), status
 
 
@@ -244,7 +142,7 @@ def _resolved(interaction: ThreadInteraction) -> ResponseReturnValue:
 def card(interaction_id: str) -> ResponseReturnValue:
     """The card re-read from the server (after an OAuth hint, or to refresh): any member of the company."""
     interaction, _ = _load(interaction_id)
-    if not _fragment():
+    if not is_fragment():
         return redirect(_task_url(interaction), code=303)
     return render_template("interactions/_connection_intent.html", item=interaction)
 
@@ -255,11 +153,11 @@ def dialog(interaction_id: str) -> ResponseReturnValue:
     interaction, membership = _addressed(interaction_id)
     if interaction.status != "pending":
         return _card_response(interaction)
-    app_definition = _catalog_app(interaction)
+    app_definition = catalog_app(interaction)
     method_key = request.args.get("method_key")
-    if _fragment() and htmx.target == "setup-flow" and app_definition is not None:
+    if is_fragment() and htmx.target == "setup-flow" and app_definition is not None:
         # The flow's method switch: the partial alone.
-        flow = _dialog_flow(interaction, membership, app_definition, method_key=method_key)
+        flow = dialog_flow(interaction, membership, app_definition, method_key=method_key)
         return render_template("apps/_setup_flow.html", flow=flow)
     return _dialog_response(interaction, membership, method_key=method_key)
 
@@ -316,7 +214,7 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
     require_write(membership)
     if interaction.status != "pending":
         return _card_response(interaction)
-    app_definition = _catalog_app(interaction)
+    app_definition = catalog_app(interaction)
     if app_definition is None:
         raise NotFound("This service has no setup flow; use an existing connection")
     draft = resumable_draft(request.form.get("draft_id"), membership, app_definition)
@@ -327,7 +225,7 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
     def failed(status: int, **kwargs: Any) -> ResponseReturnValue:
         db.session.rollback()
         kept = draft if draft is not None and draft.status == "draft" else None
-        flow = _dialog_flow(
+        flow = dialog_flow(
             interaction,
             membership,
             app_definition,
@@ -362,7 +260,7 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         # Inside the card's dialog a refusal re-renders the form (htmx swaps only 2xx/422), never a 403 page.
-        response = failed(422 if status == 403 and _fragment() else status, **shown)
+        response = failed(422 if status == 403 and is_fragment() else status, **shown)
         # A refused key is a failed attempt, recorded as on the Apps page (`tool_app.setup_failed`).
         record_refusal(membership, draft, err)
         return response
@@ -382,31 +280,32 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
 
 @bp.post("/intents/<interaction_id>/reconnect/<connection_id>")
 def reconnect(interaction_id: str, connection_id: str) -> ResponseReturnValue:
-    """Reconnect the service's Disconnected connection from the card (same id, settings and audience), then
-    complete the card with it, in one unit of work. A refused key is logged as a failed setup and re-renders the
+    """Reconnect the service's Disconnected connection (or one that needs a new sign-in) from the card (same id,
+    settings and audience), then complete the card with it, in one unit of work; an OAuth one signs in for the card
+    and its callback completes it. A refused key is logged as a failed setup and re-renders the
     form; a refused completion keeps nothing (the connection stays Disconnected) and shows why."""
     interaction, membership = _addressed(interaction_id)
     require_write(membership)
     if interaction.status != "pending":
         return _card_response(interaction)
-    app_definition = _catalog_app(interaction)
+    app_definition = catalog_app(interaction)
     connection = intent_setup.reconnectable_connection(interaction, membership, app_definition)
     if app_definition is None or connection is None or str(connection.id) != connection_id:
         raise NotFound("This connection cannot be reconnected from this card")
     method = get_method(app_definition, connection.method_key)
-    if method.auth == "oauth":
-        # OAuth reconnects sign in from the connection's own page; the card then offers Use <name>.
-        return redirect(url_for("apps.reconnect", connection_id=connection.id), code=303)
     submission = read_submission(request.form, method, reconnect=True)
     try:
+        if method.auth == "oauth":
+            # The sign-in is bound to the card: its callback reconnects the connection and completes the card.
+            return _begin_oauth(interaction, membership, connection)
         intent_setup.finish_setup(membership, connection, app_definition, credentials=submission.credentials)
         resolved = intents_resolution.complete_intent(interaction.id, current_user.id, connection.id)
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         db.session.rollback()
-        flow = _reconnect_flow(interaction, membership, app_definition, connection, **shown)
+        flow = reconnect_flow(interaction, membership, app_definition, connection, **shown)
         response = _flow_response(
-            interaction, membership, flow, 422 if status == 403 and _fragment() else status
+            interaction, membership, flow, 422 if status == 403 and is_fragment() else status
         )
         record_refusal(membership, connection, err)
         return response
@@ -420,8 +319,22 @@ def reconnect(interaction_id: str, connection_id: str) -> ResponseReturnValue:
 
 
 def _begin_oauth(
-    interaction: ThreadInteraction, membership: Membership, draft: ToolConnection
+    interaction: ThreadInteraction, membership: Membership, connection: ToolConnection
 ) -> ResponseReturnValue:
-    """The audience is saved on the card already: mark the card `authorizing` and offer the sign-in."""
+    """Mark the card `authorizing` and sign in for it (the audience of a draft is saved on the card already).
+
+    In the dialog the answer is the sign-in step, which intent_card.js posts into the window it opened on the same
+    click; without JavaScript this page goes to the provider at once. Either way one click starts the sign-in.
+    """
+    app_definition = catalog_app(interaction)
+    if app_definition is None:  # only a catalog app's setup or reconnect reaches a sign-in
+        raise NotFound("This card's service has no sign-in")
+    # No OAuth client or no authorization server: refused here, in the form, before any window opens.
+    oauth_flow.check_startable(connection, app_definition)
     intents_resolution.set_phase(interaction.id, current_user.id, "authorizing")
-    return _dialog_response(interaction, membership, oauth_draft=draft)
+    if not is_fragment():
+        url = oauth_flow.start_authorization(
+            membership, connection, app_definition, interaction_id=interaction.id
+        )
+        return redirect(url, code=303)
+    return _dialog_response(interaction, membership, oauth_draft=connection)

@@ -104,7 +104,9 @@ def test_a_sign_in_started_by_someone_else_cannot_resolve_the_card(live, db, car
     connection_id = browser.create_draft(company)
     response = browser.callback(browser.authorize(start_from_card(browser, connection_id, interaction_id)))
     assert response.status_code == 403
-    assert "OAuth callback user does not match the connection request" in response.text
+    assert (
+        "This sign-in answers a request addressed to someone else, so nothing was connected." in response.text
+    )
     assert interaction(db, interaction_id).status == "pending"
     assert db.session.get(ToolConnection, uuid.UUID(connection_id)).status == "draft"
 

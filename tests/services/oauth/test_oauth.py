@@ -250,12 +250,12 @@ def test_replayed_tampered_and_expired_state_are_400_and_store_nothing(live, own
 
     tampered = callback_url.replace("state=", "state=x")
     response = browser.callback(tampered)
-    assert response.status_code == 400 and "Invalid or expired OAuth state" in response.text
+    assert response.status_code == 400 and oauth_errors.INVALID_STATE in response.text
     assert oidc.token_requests("authorization_code") == 0
 
     assert browser.callback(callback_url).status_code == 303
     replay = browser.callback(callback_url)
-    assert replay.status_code == 400 and "Invalid or expired OAuth state" in replay.text
+    assert replay.status_code == 400 and oauth_errors.INVALID_STATE in replay.text
     assert 'href="/apps"' in replay.text  # a way to start again
     assert oidc.token_requests("authorization_code") == 1
 
@@ -269,7 +269,7 @@ def test_replayed_tampered_and_expired_state_are_400_and_store_nothing(live, own
     )
     db.session.commit()
     expired = browser.callback(callback_url)
-    assert expired.status_code == 400 and "Invalid or expired OAuth state" in expired.text
+    assert expired.status_code == 400 and oauth_errors.INVALID_STATE in expired.text
     assert _connection(db, second_id).status == "draft"
     assert stored_secrets(_grant(db, second_id)) == {}
     assert oidc.token_requests("authorization_code") == 1
