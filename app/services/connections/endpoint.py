@@ -137,11 +137,12 @@ def provider_headers(method, secrets: dict[str, str]) -> tuple[dict, dict]:
 
 
 def connection_endpoint(
-    connection: ToolConnection, app_definition, grant: ConnectionGrant
+    connection: ToolConnection, app_definition, grant: ConnectionGrant, secrets: dict[str, str] | None = None
 ) -> tuple[str, dict]:
-    """URL (with any query credential) and headers to reach the provider as this grant. Used by the gateway too."""
+    """URL (with any query credential) and headers to reach the provider as this grant (`secrets`: its stored
+    credentials, when the caller has read them already). Used by the gateway too."""
     method = get_method(app_definition, connection.method_key)
-    secrets = stored_secrets(grant)
+    secrets = stored_secrets(grant) if secrets is None else secrets
     headers, query = provider_headers(method, secrets)
     headers = {**config_headers(method, connection.method_config or {}), **headers}
     url = server_url_for(connection, app_definition, method, secrets)

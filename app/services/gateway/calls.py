@@ -6,8 +6,9 @@ import time
 from dataclasses import dataclass
 
 from flask import current_app
+from sqlalchemy import select
 
-from app.catalog.loader import get_app, get_method
+from app.catalog.loader import get_method
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import ConnectionGrant, ToolConnection
@@ -26,7 +27,7 @@ from app.services.gateway.results import (
     PreparedCall,
     _refusal,
 )
-from app.services.gateway.tools import find_tool
+from app.services.gateway.tools import call_target
 from app.services.oauth import tokens as oauth_tokens
 
 ACTIVITY_ACTION = "tool_gateway.call"
@@ -37,7 +38,8 @@ def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
     """Resolve the tool again, apply the action policy and approvals. No provider is contacted here.
 
     `ctx` is a validated `runtime_tools.RunContext`. The caller commits before `execute_call`, so a consumed
-    approval and a new card are durable before the provider is reached.
+    approval and a new card are durable before the provider is reached. The tool is resolved from plain values
+    kept under the access revision read with the run (`gateway.tools.call_target`).
     """
     prepared = PreparedCall(
         started=time.monotonic(),
@@ -47,23 +49,24 @@ def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
         tool_name=name,
         visible_name=name,
     )
-    tool = find_tool(ctx.run, name)
+    tool = call_target(ctx.run, name, ctx.access_revision, ctx.membership)
     if tool is None:
         prepared.unknown = True
         prepared.decision = "unknown_tool"
         _record(prepared, outcome="refused")
         return prepared
-    prepared.tool_name = tool.tool_access.tool.name
-    prepared.connection_id = tool.connection.id
-    prepared.connection_name = tool.connection.name
-    prepared.grant_id = tool.access.grant.id
+    prepared.tool_name = tool.tool_name
+    prepared.connection_id = tool.connection_id
+    prepared.connection_name = tool.connection_name
+    prepared.grant_id = tool.grant_id
+    prepared.app_definition = tool.app_definition
     projected = project_arguments(arguments, tool.managed)
     prepared.arguments = projected
     if tool.action == "block":
         prepared.decision = TOOL_BLOCKED
         prepared.result = _refusal(
             TOOL_BLOCKED,
-            f"An administrator blocked {tool.name} for agents on {tool.connection.name}. It was not run; "
+            f"An administrator blocked {tool.name} for agents on {tool.connection_name}. It was not run; "
             "do not retry it.",
         )
     elif tool.action == "ask_first":
@@ -103,16 +106,22 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     """URL and headers to reach the provider as the selected grant (OAuth refreshed first), values to scrub, the
     outbound guard for a member-typed URL, and the call timeout.
 
-    Reads only (an OAuth refresh commits in a unit of work of its own). The caller ends the transaction before
-    `execute_call`, so no database connection is held while the provider works. When the connection can no longer
-    be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
+    Reads only (an OAuth refresh commits in a unit of work of its own): the connection with its identity in one
+    statement, then the identity's credentials. The caller ends the transaction before `execute_call`, so no
+    database connection is held while the provider works. When the connection can no longer be called,
+    `prepared.result` is set to the refusal (and recorded) and None is returned.
     """
     try:
-        connection = db.session.get(ToolConnection, prepared.connection_id)
-        grant = db.session.get(ConnectionGrant, prepared.grant_id)
+        row = db.session.execute(
+            select(ToolConnection, ConnectionGrant)
+            .join(ConnectionGrant, ConnectionGrant.connection_id == ToolConnection.id)
+            .where(ToolConnection.id == prepared.connection_id, ConnectionGrant.id == prepared.grant_id)
+        ).first()
+        connection, grant = row if row is not None else (None, None)
         if connection is None or grant is None or grant.status != "active":
             raise ServiceError("The connection is no longer available to this agent.")
-        app_definition = get_app(connection.app_slug)
+        # Parsed under the access revision the tool was resolved at (a catalog change raises every revision).
+        app_definition = prepared.app_definition
         method = get_method(app_definition, connection.method_key) if app_definition else None
         if method is None:
             raise ServiceError("The connection's app is no longer in the catalog.")
@@ -121,7 +130,7 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
         )
         secrets = endpoint.stored_secrets(grant)
         try:
-            url, headers = endpoint.connection_endpoint(connection, app_definition, grant)
+            url, headers = endpoint.connection_endpoint(connection, app_definition, grant, secrets)
         except ValueError:
             raise ServiceError(
                 "The stored credential cannot be sent to the provider; reconnect it."

@@ -5,9 +5,11 @@ Authenticated by the run-bound runtime-tools token and served by the stateless t
 (`app.web.agents.negotiation`). The handshake and `tools/list` need a live run; `tools/call` re-validates the whole
 run context (task, ownership, responsible person) first. Token and run failures keep their HTTP status; an unknown
 tool is JSON-RPC `-32602` at HTTP 200; everything the agent should read (a denial, an approval to wait for, a
-provider failure) is an isError result. A tools/call commits at three points on purpose: the policy decision (a
-consumed approval, a new card) is durable before the provider is contacted, the transaction is closed while the
-provider works (no database connection is held during the call), and the call's activity row is written after.
+provider failure) is an isError result. A tools/call that reaches the provider commits twice on purpose: the
+transaction is closed before the provider is contacted (a consumed approval is durable by then, and no database
+connection is held during the call), and the call's activity row is written after, in the request's unit of
+work. A refused call (unknown, blocked, waiting for approval) commits once, at the end; a used-up approval is
+committed before the provider is prepared (an OAuth refresh commits on a connection of its own).
 
 Progress and cancellation (`app.web.agents.streaming`): a call whose `_meta.progressToken` is set by a client that
 accepts `text/event-stream` is answered on an SSE stream carrying the provider's progress, then the result; a
@@ -86,10 +88,11 @@ def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> j
         return jsonrpc.message(id_, result=jsonrpc.tool_error(err.message)), 200
     run_id = ctx.run.id
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
-    commit_point(Reason.GATEWAY_DECISION)
     if prepared.unknown:
         return unknown_tool(id_, name)
     if prepared.ready:
+        if prepared.consumed_approval:
+            commit_point(Reason.GATEWAY_DECISION)
         target = gateway_calls.prepare_target(prepared)
         commit_point(Reason.PROVIDER_CALL)
         if target is not None:
