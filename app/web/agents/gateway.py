@@ -19,10 +19,13 @@ provider call, which sends the provider `notifications/cancelled` and ends its s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, Response, jsonify
 
 from app.core.errors import ServiceError
 from app.extensions import db
+from app.models import HeartbeatRun
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
 from app.services.gateway import tools as gateway_tools
@@ -51,14 +54,22 @@ def discovery():
 @bp.post(URL)
 def rpc():
     claims = _claims()
-    run, access_revision = run_context.load_live_run_and_revision(claims)
+    loaded: list[tuple[HeartbeatRun, int]] = []
+
+    def live_run() -> tuple[HeartbeatRun, int]:
+        """The token's live run and its company's access revision, loaded once (raises `RunRejected`)."""
+        if not loaded:
+            loaded.append(run_context.load_live_run_and_revision(claims))
+        return loaded[0]
+
     return jsonrpc.serve(
         jsonrpc.Door(
             server_name=gateway_tools.SERVER_NAME,
-            list_tools=lambda: gateway_tools.list_tool_definitions(run, access_revision),
-            call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params, exchange),
+            list_tools=lambda: gateway_tools.list_tool_definitions(*live_run()),
+            call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params, exchange, live_run),
             negotiates=True,
-            on_cancelled=lambda request_id: provider_calls.cancel_in_flight(run.id, request_id),
+            on_cancelled=lambda request_id: provider_calls.cancel_in_flight(live_run()[0].id, request_id),
+            authorize=live_run,
         )
     )
 
@@ -69,13 +80,19 @@ def unknown_tool(id_, name) -> jsonrpc.Reply:
     return jsonrpc.error(id_, jsonrpc.INVALID_PARAMS, f"Unknown tool: {label}"), 200
 
 
-def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply | Response:
+def _call_tool(
+    id_, claims: dict, params: dict, exchange: jsonrpc.Exchange, live_run: Callable[[], object]
+) -> jsonrpc.Reply | Response:
+    """One `tools/call`. `load_run_context` checks the whole run context (the live run first); a malformed call is
+    refused only after `live_run` has checked the run, as every other message is."""
     name = params.get("name")
     if not isinstance(name, str) or not name:
+        live_run()
         return unknown_tool(id_, name)
     arguments = params.get("arguments")
     arguments = {} if arguments is None else arguments
     if not isinstance(arguments, dict):
+        live_run()
         return jsonrpc.message(
             id_, result=jsonrpc.tool_error("Validation error: arguments must be an object")
         ), 200

@@ -15,7 +15,9 @@ Batches (a JSON array) are answered with an array of responses on revisions that
 door always, the gateway when that is the request's revision; notifications inside get no entry, an all-notification
 batch gets 202), and refused with 400 `-32600` otherwise. An empty array is 400 `-32600`.
 
-The caller authenticates the token and the run first, then calls `serve` with its door.
+The caller authenticates the token, then calls `serve` with its door; `Door.authorize` checks the run before
+anything is answered, except a body that is one `tools/call`, whose handler validates the whole run context itself
+(one load instead of two).
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ class Door:
     negotiates: bool = False
     error_status: int = 200
     on_cancelled: Callable[[Any], None] | None = None
+    # Checks the caller (raising its refusal) before anything is answered. A body that is one `tools/call` request
+    # is answered by `call_tool`, which checks the caller itself (and calls this before refusing the message).
+    authorize: Callable[[], object] | None = None
+
+
+def is_one_tool_call(body) -> bool:
+    """The body is a single `tools/call` request (not a batch, not a notification)."""
+    return isinstance(body, dict) and body.get("method") == "tools/call" and "id" in body
 
 
 def message(id_, *, result=None, error=None) -> dict:
@@ -131,6 +141,9 @@ def serve(door: Door) -> Response:
         body = read_json_body()
     except BodyNotJson:
         body = EMPTY
+    self_checked = door.authorize is not None and is_one_tool_call(body)
+    if door.authorize is not None and not self_checked:
+        door.authorize()
     if body is EMPTY:
         return respond((error(None, PARSE_ERROR, "Parse error"), 400))
     if door.negotiates:
@@ -138,6 +151,8 @@ def serve(door: Door) -> Response:
 
         chosen = negotiation.choose(body, request.headers)
         if not isinstance(chosen, Exchange):
+            if self_checked and door.authorize is not None:
+                door.authorize()
             return respond(chosen)
         exchange = chosen
     else:
