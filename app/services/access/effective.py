@@ -258,7 +258,8 @@ def tool_presence_columns():
     )
     not_blocked = active.outerjoin(
         ToolPolicy,
-        (ToolPolicy.connection_id == ConnectionTool.connection_id) & (ToolPolicy.tool_name == ConnectionTool.name),
+        (ToolPolicy.connection_id == ConnectionTool.connection_id)
+        & (ToolPolicy.tool_name == ConnectionTool.name),
     ).where(func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION) != "block")
     return active.exists().label("any_tools"), not_blocked.exists().label("any_usable_tools")
 

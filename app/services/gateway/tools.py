@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.catalog.loader import get_apps
+from app.core.raw_json import RawJSON
 from app.models import HeartbeatRun, Membership, ToolConnection
 from app.services.access.effective import (
     ConnectionAccess,
@@ -240,20 +241,21 @@ def call_target(
 
 # Listings are large (an agent may have thousands of tools), so a process keeps fewer of them than search indexes.
 LISTING_CACHE_SIZE = 32
-_listings: RevisionCache[list[dict]] = RevisionCache(LISTING_CACHE_SIZE)
+_listings: RevisionCache[RawJSON] = RevisionCache(LISTING_CACHE_SIZE)
 
 
-def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> list[dict]:
+def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> RawJSON:
     """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out.
 
     Kept per audience while the company's access revision is unchanged: the listing depends only on
-    connections, identities, installs, tools, policies and the catalog, whose writes all raise it. Callers
-    serialize the definitions and never modify them.
+    connections, identities, installs, tools, policies and the catalog, whose writes all raise it. Kept as its
+    JSON text: one string per audience instead of some ten objects per tool, and a repeated listing is not
+    serialized again.
     """
     return _listings.get_or_build(
         (run.company_id, run.agent_id, run.responsible_user_id),
         access_revision,
-        lambda: build_listing(run),
+        lambda: RawJSON.of(build_listing(run)),
     )
 
 

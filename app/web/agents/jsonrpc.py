@@ -30,6 +30,7 @@ from typing import Any
 from flask import Response, request
 
 from app.core import mcp_versions
+from app.core.raw_json import RawJSON, dumps
 from app.web.json_body import EMPTY, BodyNotJson, read_json_body
 
 PROTOCOL_VERSION = mcp_versions.BASELINE
@@ -58,7 +59,7 @@ class Door:
     """One MCP endpoint's tools and the rules where the doors differ (see the module docstring)."""
 
     server_name: str
-    list_tools: Callable[[], list[dict]]
+    list_tools: Callable[[], list[dict] | RawJSON]  # RawJSON: a listing kept serialized
     # Answers a `tools/call` (id, params, exchange): a Reply, or a Response of its own (an SSE stream).
     call_tool: Callable[[Any, dict, Exchange], Reply | Response]
     negotiates: bool = False
@@ -102,7 +103,7 @@ def respond(reply: Reply | Response) -> Response:
     body, status = reply
     if body is None:
         return Response(status=status)
-    return Response(json.dumps(body), status=status, mimetype="application/json")
+    return Response(dumps(body), status=status, mimetype="application/json")
 
 
 def tool_result(value) -> dict:
