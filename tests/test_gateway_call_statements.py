@@ -13,9 +13,10 @@ from contextlib import contextmanager
 
 from sqlalchemy import event
 
+from tests import test_gateway
 from tests.conftest import count_statements
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
-from tests.test_gateway import connect, patch, rpc, world  # noqa: F401  (the fixture)
+from tests.test_gateway import connect, patch, rpc
 
 
 def call(world, name="notes-1__get_note"):
@@ -23,6 +24,9 @@ def call(world, name="notes-1__get_note"):
     assert response.status_code == 200 and "result" in response.json, response.json
     return response.json["result"]
 
+
+# The gateway tests' fixture: Acme with a live run on a task (`world`).
+world = test_gateway.world
 
 INSERT_TABLE = r"INSERT INTO (\S+)"
 FIRST_TABLE = r" FROM (\S+)"

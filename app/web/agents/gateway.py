@@ -52,7 +52,7 @@ def discovery():
 
 
 @bp.post(URL)
-def rpc():
+def rpc() -> Response:
     claims = _claims()
     loaded: list[tuple[HeartbeatRun, int]] = []
 

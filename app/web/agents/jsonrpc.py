@@ -64,7 +64,7 @@ class Door:
     call_tool: Callable[[Any, dict, Exchange], Reply | Response]
     negotiates: bool = False
     error_status: int = 200
-    on_cancelled: Callable[[Any], None] | None = None
+    on_cancelled: Callable[[Any], object] | None = None
     # Checks the caller (raising its refusal) before anything is answered. A body that is one `tools/call` request
     # is answered by `call_tool`, which checks the caller itself (and calls this before refusing the message).
     authorize: Callable[[], object] | None = None
