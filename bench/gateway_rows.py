@@ -46,12 +46,10 @@ threading.Event().wait()
 
 
 @contextmanager
-def echo_peer():
-    """The echo provider in a process of its own; yields its MCP URL and the headers that reach it."""
-    from tests.peers.mcp_servers import NOTES_KEY
-
+def peer_process(script: str):
+    """A test peer started by `script` (which prints its MCP URL) in a process of its own; yields the URL."""
     process = subprocess.Popen(
-        [sys.executable, "-c", PEER],
+        [sys.executable, "-c", script],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -60,11 +58,20 @@ def echo_peer():
     try:
         url = process.stdout.readline().strip()
         if not url:
-            raise RuntimeError("the echo peer did not start")
-        yield url, {"Authorization": f"Bearer {NOTES_KEY}"}
+            raise RuntimeError("the peer did not start")
+        yield url
     finally:
         process.terminate()
         process.wait(10)
+
+
+@contextmanager
+def echo_peer():
+    """The echo provider in a process of its own; yields its MCP URL and the headers that reach it."""
+    from tests.peers.mcp_servers import NOTES_KEY
+
+    with peer_process(PEER) as url:
+        yield url, {"Authorization": f"Bearer {NOTES_KEY}"}
 
 
 def connect_echo(company_id: uuid.UUID, agent_id: uuid.UUID) -> uuid.UUID:
