@@ -116,6 +116,23 @@ def config_headers(method, config: dict) -> dict[str, str]:
     return headers
 
 
+def connection_with_secrets(
+    connection_id, grant_id
+) -> tuple[ToolConnection | None, ConnectionGrant | None, dict[str, str]]:
+    """The connection, its grant `grant_id` and the grant's decrypted credentials, in one statement (a gateway call
+    pays this on every call). (None, None, {}) when the grant is not the connection's."""
+    rows = db.session.execute(
+        select(ToolConnection, ConnectionGrant, GrantSecret.key, GrantSecret.ciphertext)
+        .join(ConnectionGrant, ConnectionGrant.connection_id == ToolConnection.id)
+        .outerjoin(GrantSecret, GrantSecret.grant_id == ConnectionGrant.id)
+        .where(ToolConnection.id == connection_id, ConnectionGrant.id == grant_id)
+    ).all()
+    if not rows:
+        return None, None, {}
+    secrets = {key: decrypt(ciphertext) for _c, _g, key, ciphertext in rows if key is not None}
+    return rows[0][0], rows[0][1], secrets
+
+
 def stored_secrets(grant: ConnectionGrant) -> dict[str, str]:
     rows = db.session.scalars(select(GrantSecret).where(GrantSecret.grant_id == grant.id))
     return {row.key: decrypt(row.ciphertext) for row in rows}

@@ -6,13 +6,11 @@ import time
 from dataclasses import dataclass
 
 from flask import current_app
-from sqlalchemy import select
 
 from app.catalog.loader import get_method
 from app.core.errors import ServiceError
 from app.extensions import db
-from app.models import ConnectionGrant, ToolConnection
-from app.services.activity import record_activity
+from app.services.activity import record_activity, record_activity_now
 from app.services.connections import endpoint, provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.gateway.approval_cards import _approval_step
@@ -106,18 +104,15 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     """URL and headers to reach the provider as the selected grant (OAuth refreshed first), values to scrub, the
     outbound guard for a member-typed URL, and the call timeout.
 
-    Reads only (an OAuth refresh commits in a unit of work of its own): the connection with its identity in one
-    statement, then the identity's credentials. The caller ends the transaction before `execute_call`, so no
-    database connection is held while the provider works. When the connection can no longer be called,
-    `prepared.result` is set to the refusal (and recorded) and None is returned.
+    Reads only (an OAuth refresh commits in a unit of work of its own): the connection with its identity and the
+    identity's credentials in one statement (read again after an OAuth refresh). The caller ends the transaction
+    before `execute_call`, so no database connection is held while the provider works. When the connection can no
+    longer be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
     """
     try:
-        row = db.session.execute(
-            select(ToolConnection, ConnectionGrant)
-            .join(ConnectionGrant, ConnectionGrant.connection_id == ToolConnection.id)
-            .where(ToolConnection.id == prepared.connection_id, ConnectionGrant.id == prepared.grant_id)
-        ).first()
-        connection, grant = row if row is not None else (None, None)
+        connection, grant, secrets = endpoint.connection_with_secrets(
+            prepared.connection_id, prepared.grant_id
+        )
         if connection is None or grant is None or grant.status != "active":
             raise ServiceError("The connection is no longer available to this agent.")
         # Parsed under the access revision the tool was resolved at (a catalog change raises every revision).
@@ -125,10 +120,10 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
         method = get_method(app_definition, connection.method_key) if app_definition else None
         if method is None:
             raise ServiceError("The connection's app is no longer in the catalog.")
-        access_token = (
-            oauth_tokens.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
-        )
-        secrets = endpoint.stored_secrets(grant)
+        access_token = None
+        if method.auth == "oauth":
+            access_token = oauth_tokens.get_valid_access_token(connection, grant)
+            secrets = endpoint.stored_secrets(grant)  # a refresh may have stored new tokens
         try:
             url, headers = endpoint.connection_endpoint(connection, app_definition, grant, secrets)
         except ValueError:
@@ -216,7 +211,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         )
     except provider_errors.ProviderError as err:
         outcome, result = _provider_failure(prepared, err)
-        _record(prepared, outcome=outcome)
+        _record(prepared, outcome=outcome, now=True)
         return result
     result: dict = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
     if raw.get("structuredContent") is not None:
@@ -224,11 +219,13 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
     if raw.get("_meta"):
         result["_meta"] = raw["_meta"]
     result = _scrub(result, target.scrub)
-    _record(prepared, outcome="tool_error" if result["isError"] else "ok")
+    _record(prepared, outcome="tool_error" if result["isError"] else "ok", now=True)
     return result
 
 
-def _record(prepared: PreparedCall, *, outcome: str) -> None:
+def _record(prepared: PreparedCall, *, outcome: str, now: bool = False) -> None:
+    """The call's activity row: in the request's transaction, or (`now`, once the provider has answered and the
+    request holds no transaction) committed at once in one statement."""
     duration_ms = int((time.monotonic() - prepared.started) * 1000)
     details = {
         "tool": prepared.visible_name[:200],
@@ -242,7 +239,7 @@ def _record(prepared: PreparedCall, *, outcome: str) -> None:
     }
     if prepared.approval_id is not None:
         details["approvalId"] = str(prepared.approval_id)
-    record_activity(
+    (record_activity_now if now else record_activity)(
         company_id=prepared.company_id,
         actor_type="agent",
         actor_id=prepared.agent_id,
