@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from gateway_rows import peer_process  # noqa: E402  (bench/gateway_rows.py, beside this file)
 from hot_paths import module_at, percentile  # noqa: E402  (bench/hot_paths.py, beside this file)
 
 PEER = """
@@ -100,15 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     from app.services.connections import provider_mcp
     from tests.peers.mcp_servers import NOTES_KEY
 
-    peer = subprocess.Popen(
-        [sys.executable, "-c", PEER],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={"PYTHONPATH": str(ROOT)},
-    )
-    try:
-        url = peer.stdout.readline().strip()
+    with peer_process(PEER) as url:
         headers = {"Authorization": f"Bearer {NOTES_KEY}"}
         tool, arguments = "get_note", {"note_id": "n1"}
         old = module_at(args.baseline_rev, "app/services/connections/provider_mcp.py")
@@ -147,9 +139,6 @@ def main(argv: list[str] | None = None) -> None:
             for k in ("baseline call_tool", "session per call", "current call_tool (pooled)")
         )
         print(f"current/baseline: {current / base:.2f}; current/session per call: {current / per_call:.2f}")
-    finally:
-        peer.terminate()
-        peer.wait(10)
 
 
 if __name__ == "__main__":

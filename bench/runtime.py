@@ -1,6 +1,6 @@
 """Runtime-tools benchmark: gunicorn on PostgreSQL with a large synthetic company, ratios to a no-op baseline.
 
-    .venv/bin/python bench/runtime.py [--scale 0.2] [--seconds 5] [--rounds 5] [--clients 8] [--workers 2]
+    .venv/bin/python bench/runtime.py [--scale 0.2] [--seconds 5] [--rounds 5] [--clients 8] [--workers 2] [--json]
 
 One run: create a throwaway database (dropped at the end), migrate, seed (bench/seed.py), serve `wsgi:app` with
 gunicorn, drive concurrent clients against each endpoint in interleaved rounds, then count SQL statements per request in-process
@@ -8,12 +8,17 @@ gunicorn, drive concurrent clients against each endpoint in interleaved rounds, 
 
 The baseline is `POST /mcp/runtime-tools` with `{"method": "ping"}`: it verifies the run token and loads the run (the
 same authentication every runtime call pays) and does nothing else. There is no dedicated no-op endpoint.
-Timings are printed, never asserted.
+
+The gateway `tools/call` rows (`bench/gateway_rows.py`) call `echo` on a local provider built with the official MCP
+SDK: one client calling it directly (an open SDK session), the runtime `ping` and the gateway call taking turns, and
+the gateway call among the 8-client endpoints. `--json` prints one JSON object with every figure and ratio (keys
+named after the rows) on stdout, the tables on stderr. Timings are printed, never asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -23,7 +28,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,10 +40,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import gateway_rows  # noqa: E402  (bench/gateway_rows.py, beside this file)
 import seed  # noqa: E402  (bench/seed.py, beside this file)
 
 P99_TARGET = 3.0  # search and request p99 within 3x of the baseline's
 THROUGHPUT_TARGET = 0.40  # and at least 40% of its throughput
+GATEWAY_P50_SLACK_MS = 5.0  # one client: gateway p50 <= direct p50 + ping p50 + 5 ms (issue 19)
+GATEWAY_THROUGHPUT_TARGET = 0.50  # 8 clients: gateway tools/call >= 50% of the ping's throughput (issue 19)
+GATEWAY_CALL = "gateway tools/call echo"
+ONE_CLIENT = ("direct: SDK session, echo", "runtime-tools ping", GATEWAY_CALL)
 
 
 @dataclass
@@ -72,7 +82,7 @@ def rpc(method: str, params: dict | None = None) -> dict:
     return {"jsonrpc": "2.0", "id": 1, "method": method, **({"params": params} if params else {})}
 
 
-def endpoints(seeded: seed.Seeded, gateway: bool) -> list[Endpoint]:
+def endpoints(seeded: seed.Seeded, gateway: bool, echo_name: str | None) -> list[Endpoint]:
     found = [
         Endpoint("baseline: runtime-tools ping", "/mcp/runtime-tools", rpc("ping")),
         Endpoint(
@@ -94,6 +104,8 @@ def endpoints(seeded: seed.Seeded, gateway: bool) -> list[Endpoint]:
     ]
     if gateway:
         found.append(Endpoint("gateway tools/list", "/mcp/gateway", rpc("tools/list")))
+    if echo_name:
+        found.append(Endpoint(GATEWAY_CALL, "/mcp/gateway", gateway_rows.call_body(echo_name)))
     return found
 
 
@@ -210,7 +222,9 @@ class StatementCounter:
         box["statements"] = list(self.statements)
 
 
-def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dict[str, tuple[int, float]]:
+def statement_counts(
+    app, seeded: seed.Seeded, token: str, gateway: bool, echo_name: str | None
+) -> dict[str, tuple[int, float, list[str]]]:
     """Statements and in-process milliseconds per operation (the second of two calls: caches warm)."""
     from app.extensions import db
     from app.models import HeartbeatRun
@@ -253,6 +267,10 @@ def statement_counts(app, seeded: seed.Seeded, token: str, gateway: bool) -> dic
             "/mcp/gateway", json=rpc("tools/list"), headers=bearer
         )
         operations["gateway tools/list, rebuilt"] = lambda: _cold_listing(client, bearer)
+    if echo_name:
+        operations[GATEWAY_CALL] = lambda: client.post(
+            "/mcp/gateway", json=gateway_rows.call_body(echo_name), headers=bearer
+        )
     results = {}
     for label, operation in operations.items():
         first = operation()
@@ -302,7 +320,7 @@ def _resolve(app, db, model, seeded, resolver):
 
 def _check(label: str, response) -> None:
     status = getattr(response, "status_code", 200)
-    if status != 200:
+    if status != 200 or (hasattr(response, "get_data") and b'"isError": true' in response.get_data()):
         raise RuntimeError(f"{label}: HTTP {status}: {response.get_data(as_text=True)[:300]}")
 
 
@@ -407,27 +425,53 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deliveries", type=int, default=200, help="cards for the delivery-rate measurement")
     parser.add_argument("--keep", action="store_true", help="keep the database (prints its name)")
     parser.add_argument("--show-sql", action="store_true", help="print the statements of each operation")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print every figure as one JSON object on stdout (tables on stderr)",
+    )
     args = parser.parse_args(argv)
 
+    if args.json:
+        with redirect_stdout(sys.stderr):
+            figures = bench(args)
+        json.dump(figures, sys.stdout, indent=1, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        bench(args)
+
+
+def bench(args) -> dict:
     admin_url = args.admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
     name, url = seed.create_database(admin_url)
     print(f"database {name} (scale {args.scale}, {args.clients} clients x {args.seconds:g}s per endpoint)")
     scratch = Path(tempfile.mkdtemp(prefix="switchboard-bench-"))
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "SECRET_KEY": os.urandom(24).hex(),
-        "SWITCHBOARD_ENCRYPTION_KEY": Fernet.generate_key().decode(),
-        "SWITCHBOARD_INSTANCE_PATH": str(scratch / "instance"),
-        "PUBLIC_BASE_URL": "http://127.0.0.1:5000",
-        "RUN_WORKER_IN_PROCESS": "0",
-    }
-    os.environ.update(
-        {k: env[k] for k in ("SECRET_KEY", "SWITCHBOARD_ENCRYPTION_KEY", "SWITCHBOARD_INSTANCE_PATH")}
-    )
-    os.environ["DATABASE_URL"] = url
     try:
-        run(args, env, url, scratch)
+        with gateway_rows.echo_peer() as (peer_url, peer_headers):
+            env = {
+                **os.environ,
+                "DATABASE_URL": url,
+                "SECRET_KEY": os.urandom(24).hex(),
+                "SWITCHBOARD_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+                "SWITCHBOARD_INSTANCE_PATH": str(scratch / "instance"),
+                "PUBLIC_BASE_URL": "http://127.0.0.1:5000",
+                "RUN_WORKER_IN_PROCESS": "0",
+                # The operator override that points the seeded `github` connections at the echo provider.
+                "SWITCHBOARD_PROVIDER_SERVER_URLS": json.dumps({"github": peer_url}),
+            }
+            os.environ.update(
+                {
+                    k: env[k]
+                    for k in (
+                        "SECRET_KEY",
+                        "SWITCHBOARD_ENCRYPTION_KEY",
+                        "SWITCHBOARD_INSTANCE_PATH",
+                        "SWITCHBOARD_PROVIDER_SERVER_URLS",
+                    )
+                }
+            )
+            os.environ["DATABASE_URL"] = url
+            return run(args, env, url, scratch, (peer_url, peer_headers))
     finally:
         if args.keep:
             print(f"kept database {name}")
@@ -435,41 +479,64 @@ def main(argv: list[str] | None = None) -> None:
             seed.drop_database(admin_url, name)
 
 
-def run(args, env: dict, url: str, scratch: Path) -> None:
+def run(args, env: dict, url: str, scratch: Path, peer: tuple[str, dict]) -> dict:
     from app import create_app
     from app.extensions import db
     from app.models import HeartbeatRun
+    from app.services.gateway.tools import build_listing
     from app.services.runs.tokens import mint_run_token
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": url})
     gateway = any(rule.rule == "/mcp/gateway" for rule in app.url_map.iter_rules())
     t0 = time.perf_counter()
+    echo_name = None
     with app.app_context():
         seed.migrate()
         seeded = seed.seed_company(args.scale)
         token = mint_run_token(db.session.get(HeartbeatRun, seeded.run_id)).token
+        if gateway:
+            gateway_rows.connect_echo(seeded.company_id, seeded.agent_id)
+            echo_name = gateway_rows.echo_visible_name(
+                build_listing(db.session.get(HeartbeatRun, seeded.run_id))
+            )
         sizes_1x = seed.counts()
         db.session.remove()
     print(f"seeded in {time.perf_counter() - t0:.1f}s: {sizes_1x}")
     sources = eligible_sources(app, seeded)
 
-    counts_1x = statement_counts(app, seeded, token, gateway)
+    counts_1x = statement_counts(app, seeded, token, gateway, echo_name)
 
     # Endpoints take turns in short rounds, so a burst of noise on a shared machine lands on all of them
     # (baseline included) instead of skewing whichever endpoint happened to be running.
     load: dict[str, LoadResult] = {}
+    one_client: dict[str, LoadResult] = {}
     with gunicorn(env, args.workers, args.threads, scratch / "gunicorn.log") as base:
+        direct = gateway_rows.OpenSession(*peer) if echo_name else None
+        single = {}
+        if direct is not None:
+            single = {
+                ONE_CLIENT[0]: direct.call,
+                ONE_CLIENT[1]: gateway_rows.http_caller(f"{base}/mcp/runtime-tools", rpc("ping"), token),
+                ONE_CLIENT[2]: gateway_rows.http_caller(
+                    f"{base}/mcp/gateway", gateway_rows.call_body(echo_name), token
+                ),
+            }
         for _round in range(args.rounds):
-            for endpoint in endpoints(seeded, gateway):
+            for endpoint in endpoints(seeded, gateway, echo_name):
                 part = drive(
                     base, endpoint, token, args.clients, args.seconds / args.rounds, args.warmup / args.rounds
                 )
-                total = load.setdefault(endpoint.label, LoadResult(endpoint.label, 0, 0, 0.0, []))
-                total.requests += part.requests
-                total.errors += part.errors
-                total.seconds += part.seconds
-                total.latencies.extend(part.latencies)
-        for result in load.values():
+                _add(load, endpoint.label, part)
+            for label, call in single.items():
+                latencies, errors = gateway_rows.time_calls(
+                    call, args.seconds / args.rounds, args.warmup / args.rounds
+                )
+                _add(
+                    one_client,
+                    label,
+                    LoadResult(label, len(latencies), errors, args.seconds / args.rounds, latencies),
+                )
+        for result in [*load.values(), *one_client.values()]:
             print(
                 f"  measured {result.label}: {result.requests} requests, {result.errors} errors", flush=True
             )
@@ -483,11 +550,12 @@ def run(args, env: dict, url: str, scratch: Path) -> None:
         db.session.remove()
     print(f"grown {args.growth}x in {time.perf_counter() - t0:.1f}s: {sizes_nx}")
     sources_nx = eligible_sources(app, seeded)
-    counts_nx = statement_counts(app, seeded, token, gateway)
+    counts_nx = statement_counts(app, seeded, token, gateway, echo_name)
 
-    report(
+    return report(
         args,
         list(load.values()),
+        one_client,
         counts_1x,
         counts_nx,
         sizes_1x,
@@ -497,7 +565,27 @@ def run(args, env: dict, url: str, scratch: Path) -> None:
     )
 
 
-def report(args, load, counts_1x, counts_nx, sizes_1x, sizes_nx, sources, deliveries) -> None:
+def _add(totals: dict[str, LoadResult], label: str, part: LoadResult) -> None:
+    total = totals.setdefault(label, LoadResult(label, 0, 0, 0.0, []))
+    total.requests += part.requests
+    total.errors += part.errors
+    total.seconds += part.seconds
+    total.latencies.extend(part.latencies)
+
+
+def report(args, load, one_client, counts_1x, counts_nx, sizes_1x, sizes_nx, sources, deliveries) -> dict:
+    """Print the tables; return the same figures as one dict (the `--json` object)."""
+    figures: dict = {
+        "setup": {
+            "scale": args.scale,
+            "clients": args.clients,
+            "seconds": args.seconds,
+            "rounds": args.rounds,
+            "workers": args.workers,
+            "threads": args.threads,
+            "load_average": list(os.getloadavg()),
+        }
+    }
     baseline = load[0]
     print()
     print(
@@ -507,21 +595,36 @@ def report(args, load, counts_1x, counts_nx, sizes_1x, sizes_nx, sources, delive
     header = f"{'endpoint':34} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99 x base':>10} {'thr % base':>10} {'target':>7}"
     print(header)
     print("-" * len(header))
+    figures["load"] = {}
     for result in load:
         p99_ratio = result.percentile(99) / baseline.percentile(99)
         share = result.throughput / baseline.throughput
         targeted = "search" in result.label or "request" in result.label
-        verdict = (
-            ("ok" if p99_ratio <= P99_TARGET and share >= THROUGHPUT_TARGET else "MISS") if targeted else "-"
-        )
+        verdict = "-"
+        if targeted:
+            verdict = "ok" if p99_ratio <= P99_TARGET and share >= THROUGHPUT_TARGET else "MISS"
+        elif result.label == GATEWAY_CALL:
+            verdict = "ok" if share >= GATEWAY_THROUGHPUT_TARGET else "MISS"
         errors = f"  ({result.errors} errors)" if result.errors else ""
         print(
             f"{result.label:34} {result.throughput:8.1f} {result.percentile(50):8.1f} "
             f"{result.percentile(99):8.1f} {p99_ratio:10.2f} {share * 100:9.0f}% {verdict:>7}{errors}"
         )
+        figures["load"][result.label] = {
+            "requests_per_second": round(result.throughput, 1),
+            "p50_ms": round(result.percentile(50), 2),
+            "p99_ms": round(result.percentile(99), 2),
+            "p99_x_baseline": round(p99_ratio, 3),
+            "throughput_share_of_baseline": round(share, 3),
+            "errors": result.errors,
+            "target": verdict,
+        }
     print(
-        f"targets: search and request p99 <= {P99_TARGET:g}x baseline and throughput >= {THROUGHPUT_TARGET:.0%}"
+        f"targets: search and request p99 <= {P99_TARGET:g}x baseline and throughput >= {THROUGHPUT_TARGET:.0%}; "
+        f"gateway tools/call throughput >= {GATEWAY_THROUGHPUT_TARGET:.0%}"
     )
+    if one_client:
+        figures["one_client"] = one_client_report(one_client)
     print()
     print(f"SQL statements per request, catalog 1x vs {args.growth}x (in-process, second call)")
     print(
@@ -535,6 +638,7 @@ def report(args, load, counts_1x, counts_nx, sizes_1x, sizes_nx, sources, delive
     header = f"{'operation':34} {'stmts 1x':>9} {f'stmts {args.growth}x':>9} {'constant':>9} {'ms 1x':>8} {f'ms {args.growth}x':>8}"
     print(header)
     print("-" * len(header))
+    figures["statements"] = {}
     for label, (count, ms, _statements) in counts_1x.items():
         count_nx, ms_nx, statements_nx = counts_nx[label]
         print(
@@ -543,11 +647,58 @@ def report(args, load, counts_1x, counts_nx, sizes_1x, sizes_nx, sources, delive
         if args.show_sql or count != count_nx:
             for line, times in Counter(statements_nx).items():
                 print(f"      {times:4d} x {line}")
+        figures["statements"][label] = {
+            "statements_1x": count,
+            f"statements_{args.growth}x": count_nx,
+            "constant": count == count_nx,
+            "ms_1x": round(ms, 2),
+            f"ms_{args.growth}x": round(ms_nx, 2),
+        }
     print()
     print(
         f"instruction resolution for {sources[0]} eligible connections: {counts_1x['instruction resolution'][1]:.1f} ms"
     )
     print(f"continuation deliveries with two workers: {deliveries[0]} in total, {deliveries[1]:.1f}/s")
+    figures["sizes"] = {"1x": sizes_1x, f"{args.growth}x": sizes_nx}
+    figures["eligible_connections"] = {"1x": sources[0], f"{args.growth}x": sources[1]}
+    figures["continuation_deliveries"] = {"delivered": deliveries[0], "per_second": round(deliveries[1], 1)}
+    return figures
+
+
+def one_client_report(one_client: dict[str, LoadResult]) -> dict:
+    """The one-client table: direct vs ping vs gateway, p50/p90/p99, and the gateway's target."""
+    direct, ping, gateway = (one_client[label] for label in ONE_CLIENT)
+    print()
+    print("Gateway tools/call, one client (the variants take turns, round by round)")
+    header = f"{'variant':34} {'calls':>7} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8}"
+    print(header)
+    print("-" * len(header))
+    rows = {}
+    for result in (direct, ping, gateway):
+        errors = f"  ({result.errors} errors)" if result.errors else ""
+        print(
+            f"{result.label:34} {result.requests:7d} {result.percentile(50):8.1f} "
+            f"{result.percentile(90):8.1f} {result.percentile(99):8.1f}{errors}"
+        )
+        rows[result.label] = {
+            "calls": result.requests,
+            "p50_ms": round(result.percentile(50), 2),
+            "p90_ms": round(result.percentile(90), 2),
+            "p99_ms": round(result.percentile(99), 2),
+            "errors": result.errors,
+        }
+    allowed = direct.percentile(50) + ping.percentile(50) + GATEWAY_P50_SLACK_MS
+    over = gateway.percentile(50) - direct.percentile(50)
+    verdict = "ok" if gateway.percentile(50) <= allowed else "MISS"
+    print(
+        f"gateway p50 {gateway.percentile(50):.1f} ms = direct + {over:.1f} ms; target <= direct + ping + "
+        f"{GATEWAY_P50_SLACK_MS:g} = {allowed:.1f} ms: {verdict}"
+    )
+    rows["gateway p50 over direct ms"] = round(over, 2)
+    rows["gateway p50 x direct"] = round(gateway.percentile(50) / direct.percentile(50), 2)
+    rows["gateway p50 target ms"] = round(allowed, 2)
+    rows["target"] = verdict
+    return rows
 
 
 if __name__ == "__main__":

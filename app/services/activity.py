@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from app.extensions import db
@@ -56,6 +56,42 @@ def record_activity(
     )
     (session if session is not None else db.session).add(row)
     return row
+
+
+def record_activity_now(
+    *,
+    company_id: uuid.UUID,
+    actor_type: str,
+    actor_id: str | uuid.UUID,
+    action: str,
+    entity_type: str,
+    entity_id: str | uuid.UUID,
+    agent_id: uuid.UUID | None = None,
+    run_id: uuid.UUID | None = None,
+    details: dict | None = None,
+) -> None:
+    """`record_activity` durable at once: one autocommitted INSERT on a connection of its own (no BEGIN, no COMMIT).
+
+    For an outcome recorded while the request holds no transaction (a gateway call's, once the provider has
+    answered: the request's transaction ended before the provider was called), where the unit of work would open
+    one transaction for this single row. Never call it inside a transaction that has written: on SQLite it would
+    wait for that transaction's lock.
+    """
+    details = details or {}
+    _assert_no_secrets(details)
+    row = {
+        "company_id": company_id,
+        "actor_type": actor_type,
+        "actor_id": str(actor_id),
+        "action": action,
+        "entity_type": entity_type,
+        "entity_id": str(entity_id),
+        "agent_id": agent_id,
+        "run_id": run_id,
+        "details": details,
+    }
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        connection.execute(insert(ActivityLog), row)
 
 
 ACTIVITY_PAGE_SIZE = 50

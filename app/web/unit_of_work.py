@@ -33,9 +33,8 @@ class Reason(Enum):
     )
     SIGN_IN_ATTEMPT = "a sign-in attempt is counted and recorded even when the answer is 401 or 429"
     GATEWAY_DECISION = (
-        "the gateway's decision on a call (allowed, blocked, unknown tool, an ask-first card) is recorded even when "
-        "it answers an error, and before the provider is prepared: an OAuth refresh commits in a transaction of "
-        "its own and must not wait on this request's write lock"
+        "a gateway call that used up an approval commits it before the provider is prepared: an OAuth refresh "
+        "commits in a transaction of its own and must not wait on this request's write lock"
     )
     PROVIDER_CALL = (
         "the transaction ends before the provider is called, so a slow provider never holds a database connection "

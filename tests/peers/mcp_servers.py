@@ -254,6 +254,9 @@ class RunningMcpServer:
             )
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit this (Linux). uvicorn leaves Nagle on for sockets it is handed, so on a
+        # keep-alive connection each answer's body waited for the client's delayed ACK: ~40 ms per request.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(("127.0.0.1", port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(

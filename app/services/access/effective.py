@@ -31,7 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sqlalchemy import ColumnElement, Select, case, func, or_, select
+from sqlalchemy import ColumnElement, Select, func, or_, select
 
 from app.extensions import db
 from app.models import (
@@ -63,9 +63,10 @@ class ConnectionAccess:
     connection: ToolConnection
     grant: ConnectionGrant | None
     tools: list[ToolAccess] = field(default_factory=list)
-    # With `with_tools=False` only these counts are loaded (readiness needs no tool rows).
-    tool_count: int | None = None
-    usable_tool_count: int | None = None
+    # With `with_tools=False` only these are loaded (readiness needs no tool rows): whether the connection has an
+    # active tool at all, and one that is not blocked.
+    any_tools: bool | None = None
+    any_usable_tools: bool | None = None
     # The access card's scope when the agent reaches this connection only through one (see `scopes`); callers that
     # read plain tool rows themselves (gateway listings) apply it with `within_scope_action`.
     tool_scope: dict[str, str] | None = None
@@ -76,12 +77,12 @@ class ConnectionAccess:
 
     @property
     def has_tools(self) -> bool:
-        return bool(self.tools) if self.tool_count is None else self.tool_count > 0
+        return bool(self.tools) if self.any_tools is None else self.any_tools
 
     @property
     def has_usable_tools(self) -> bool:
         """At least one tool that is allowed or asks first (blocked tools do not count)."""
-        return bool(self.usable_tools) if self.usable_tool_count is None else self.usable_tool_count > 0
+        return bool(self.usable_tools) if self.any_usable_tools is None else self.any_usable_tools
 
     @property
     def has_identity(self) -> bool:
@@ -250,13 +251,17 @@ def effective_access(
 ) -> list[ConnectionAccess]:
     """Every installed connection of the agent with its selected identity and tools (policy applied).
 
-    `with_tools=False` loads only per-connection tool counts, for callers that decide readiness or eligibility
-    and never read tool rows (search, requests, instruction resolution). `responsible_membership` is the
-    responsible person's membership when the caller has just loaded it (runtime calls do), saving a query.
+    `with_tools=False` loads only whether each connection has a tool and one that is not blocked (two EXISTS
+    columns of the connections' own statement, each stopping at the first such tool), for callers that decide
+    readiness or eligibility and never read tool rows (search, requests, instruction resolution, gateway names).
+    `responsible_membership` is the responsible person's membership when the caller has just loaded it (runtime
+    calls do), saving a query.
     """
     query = installed_connections_query(company_id, agent_id).add_columns(
         scopes.agent_scope_column(agent_id), scopes.company_wide_column()
     )
+    if not with_tools:
+        query = query.add_columns(*tool_presence_columns())
     if not include_inactive:
         query = query.where(live_clause())
     if connection_ids is not None:
@@ -273,15 +278,15 @@ def effective_access(
         grants_by_connection[grant.connection_id].append(grant)
     responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
     if not with_tools:
-        counts = tool_counts(ids)
+        presence = {row[0].id: (bool(row[3]), bool(row[4])) for row in rows}
         if scoped:
-            counts.update(_scoped_counts(scoped))
+            presence.update(_scoped_presence(scoped))
         return [
             ConnectionAccess(
                 connection=c,
                 grant=select_grant(grants_by_connection[c.id], agent_id, responsible),
-                tool_count=counts.get(c.id, (0, 0))[0],
-                usable_tool_count=counts.get(c.id, (0, 0))[1],
+                any_tools=presence[c.id][0],
+                any_usable_tools=presence[c.id][1],
                 tool_scope=scoped.get(c.id),
             )
             for c in connections
@@ -315,30 +320,30 @@ def _within_scope(tools: list[ToolAccess], scope: dict[str, str] | None) -> list
     return [ToolAccess(tool=t.tool, action=action) for t, action in scoped if action is not None]
 
 
-def _scoped_counts(scoped: dict[uuid.UUID, dict[str, str]]) -> dict[uuid.UUID, tuple[int, int]]:
-    """Tool counts of scoped connections (one statement, only when the agent has any)."""
+def _scoped_presence(scoped: dict[uuid.UUID, dict[str, str]]) -> dict[uuid.UUID, tuple[bool, bool]]:
+    """(any tool, any tool not blocked) of scoped connections, within their scope (one statement, only when the
+    agent has any)."""
     tools = tools_with_policies(list(scoped))
-    counts = {}
+    presence = {}
     for connection_id, scope in scoped.items():
         within = _within_scope(tools.get(connection_id, []), scope)
-        counts[connection_id] = (len(within), sum(1 for t in within if t.action != "block"))
-    return counts
+        presence[connection_id] = (bool(within), any(t.action != "block" for t in within))
+    return presence
 
 
-def tool_counts(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:
-    """(active tools, tools not blocked) per connection in one aggregate query; no row means ask first."""
-    not_blocked = case((func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION) != "block", 1), else_=0)
-    rows = db.session.execute(
-        select(ConnectionTool.connection_id, func.count(ConnectionTool.id), func.sum(not_blocked))
-        .outerjoin(
-            ToolPolicy,
-            (ToolPolicy.connection_id == ConnectionTool.connection_id)
-            & (ToolPolicy.tool_name == ConnectionTool.name),
-        )
-        .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
-        .group_by(ConnectionTool.connection_id)
-    ).all()
-    return {connection_id: (int(total), int(usable or 0)) for connection_id, total, usable in rows}
+def tool_presence_columns() -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+    """Two columns for a query on `ToolConnection`: it has an active tool; it has one not blocked (no policy row
+    means ask first). Correlated EXISTS: the database stops at the first such tool of each connection instead of
+    counting them all (an agent may reach hundreds of connections with thousands of tools)."""
+    active = select(ConnectionTool.id).where(
+        ConnectionTool.connection_id == ToolConnection.id, ConnectionTool.status == "active"
+    )
+    not_blocked = active.outerjoin(
+        ToolPolicy,
+        (ToolPolicy.connection_id == ConnectionTool.connection_id)
+        & (ToolPolicy.tool_name == ConnectionTool.name),
+    ).where(func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION) != "block")
+    return active.exists().label("any_tools"), not_blocked.exists().label("any_usable_tools")
 
 
 def tool_rows_with_actions(connection_ids: list[uuid.UUID]) -> list:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 
 from flask import current_app
 from sqlalchemy import select
@@ -121,6 +122,23 @@ def config_headers(method: Method, config: dict) -> dict[str, str]:
     return headers
 
 
+def connection_with_secrets(
+    connection_id: uuid.UUID, grant_id: uuid.UUID
+) -> tuple[ToolConnection | None, ConnectionGrant | None, dict[str, str]]:
+    """The connection, its grant `grant_id` and the grant's decrypted credentials, in one statement (a gateway call
+    pays this on every call). (None, None, {}) when the grant is not the connection's."""
+    rows = db.session.execute(
+        select(ToolConnection, ConnectionGrant, GrantSecret.key, GrantSecret.ciphertext)
+        .join(ConnectionGrant, ConnectionGrant.connection_id == ToolConnection.id)
+        .outerjoin(GrantSecret, GrantSecret.grant_id == ConnectionGrant.id)
+        .where(ToolConnection.id == connection_id, ConnectionGrant.id == grant_id)
+    ).all()
+    if not rows:
+        return None, None, {}
+    secrets = {key: decrypt(ciphertext) for _c, _g, key, ciphertext in rows if key is not None}
+    return rows[0][0], rows[0][1], secrets
+
+
 def stored_secrets(grant: ConnectionGrant) -> dict[str, str]:
     rows = db.session.scalars(select(GrantSecret).where(GrantSecret.grant_id == grant.id))
     return {row.key: decrypt(row.ciphertext) for row in rows}
@@ -142,11 +160,15 @@ def provider_headers(method: Method, secrets: dict[str, str]) -> tuple[dict, dic
 
 
 def connection_endpoint(
-    connection: ToolConnection, app_definition: AppDefinition, grant: ConnectionGrant
+    connection: ToolConnection,
+    app_definition: AppDefinition,
+    grant: ConnectionGrant,
+    secrets: dict[str, str] | None = None,
 ) -> tuple[str, dict]:
-    """URL (with any query credential) and headers to reach the provider as this grant. Used by the gateway too."""
+    """URL (with any query credential) and headers to reach the provider as this grant (`secrets`: its stored
+    credentials, when the caller has read them already). Used by the gateway too."""
     method = get_method(app_definition, connection.method_key)
-    secrets = stored_secrets(grant)
+    secrets = stored_secrets(grant) if secrets is None else secrets
     headers, query = provider_headers(method, secrets)
     headers = {**config_headers(method, connection.method_config or {}), **headers}
     url = server_url_for(connection, app_definition, method, secrets)

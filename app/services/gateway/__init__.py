@@ -1,9 +1,10 @@
 """The tool gateway: agents call the tools of their granted connections through Switchboard.
 
-Listing and calling both ask the one access service (`effective_access`) for the run's stored company, agent
-and responsible person on every request, so a revoked grant, a removed install or a new block policy takes
-effect on the next `tools/list` and refuses the next `tools/call`. Nothing here trusts the agent's view of
-which connection a tool belongs to: the visible name is looked up again in a freshly built map.
+Listing and calling both answer from the one access service (`effective_access`) for the run's stored company,
+agent and responsible person, kept per audience under the company's access revision (read with the run on every
+request, raised by every write to what they read), so a revoked grant, a removed install or a new block policy
+takes effect on the next `tools/list` and refuses the next `tools/call`. Nothing here trusts the agent's view of
+which connection a tool belongs to: the visible name is looked up again in the map of the current revision.
 
 Visible names. A tool is shown as `<connection-slug>__<tool>`: the slug is the connection's name lowercased,
 every run of characters other than `a-z0-9` turned into one `-`, trimmed and capped at 32 characters

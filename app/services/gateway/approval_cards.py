@@ -20,7 +20,7 @@ from app.services.gateway.results import (
     PreparedCall,
     _refusal,
 )
-from app.services.gateway.tools import GatewayTool
+from app.services.gateway.tools import CallTarget
 
 if TYPE_CHECKING:
     from app.services.runtime.context import RunContext
@@ -32,14 +32,14 @@ KIND = keys.APPROVAL_CARD
 PENDING, APPROVED, DENIED, CONSUMED, INVALIDATED = "pending", "approved", "denied", "consumed", "invalidated"
 
 
-def _call_key(agent_id: uuid.UUID, tool: GatewayTool, projected: dict) -> str:
+def _call_key(agent_id: uuid.UUID, tool: CallTarget, projected: dict) -> str:
     """What makes two calls "the same" for approvals: agent, connection, tool, caller-controlled arguments."""
     unmanaged = {k: v for k, v in projected.items() if k not in tool.managed}
     digest = canonical_digest(
         {
             "agent": str(agent_id),
-            "connection": str(tool.connection.id),
-            "tool": tool.tool_access.tool.name,
+            "connection": str(tool.connection_id),
+            "tool": tool.tool_name,
             "arguments": unmanaged,
         }
     )
@@ -82,24 +82,23 @@ def consume_card(card: ThreadInteraction) -> bool:
     return rowcount(outcome) == 1
 
 
-def _create_card(ctx: RunContext, tool: GatewayTool, key: str, projected: dict) -> ThreadInteraction:
-    raw_tool = tool.tool_access.tool
-    title = f"Approve {raw_tool.name} on {tool.connection.name}?"[:300]
+def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -> ThreadInteraction:
+    title = f"Approve {tool.tool_name} on {tool.connection_name}?"[:300]
     card = ThreadInteraction(
         company_id=ctx.run.company_id,
         issue_id=ctx.issue.id,
         kind=KIND,
         status=PENDING,
         title=title,
-        summary=f"{ctx.agent.name} wants to call {raw_tool.name} on {tool.connection.name}.",
+        summary=f"{ctx.agent.name} wants to call {tool.tool_name} on {tool.connection_name}.",
         payload={
             "version": 1,
-            "connectionId": str(tool.connection.id),
-            "connectionName": tool.connection.name,
-            "toolName": raw_tool.name,
+            "connectionId": str(tool.connection_id),
+            "connectionName": tool.connection_name,
+            "toolName": tool.tool_name,
             "visibleToolName": tool.name,
-            "isWrite": bool(raw_tool.is_write),
-            "arguments": redact_arguments(projected, raw_tool.input_schema),
+            "isWrite": tool.is_write,
+            "arguments": redact_arguments(projected, tool.input_schema),
             "managedArguments": dict(tool.managed),
             "argumentsDigest": canonical_digest(projected),
             "requestingAgentId": str(ctx.agent.id),
@@ -133,7 +132,7 @@ def _create_card(ctx: RunContext, tool: GatewayTool, key: str, projected: dict) 
     return card
 
 
-def _approval_step(ctx: RunContext, tool: GatewayTool, projected: dict, prepared: PreparedCall) -> None:
+def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared: PreparedCall) -> None:
     """Ask-first policy: consume a matching approval, or point at (or create) the one pending card."""
     key = _call_key(ctx.agent.id, tool, projected)
     digest = canonical_digest(projected)

@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
-from app.catalog.loader import get_app, get_method
+from app.catalog.loader import get_method
 from app.catalog.schema import AppDefinition, Transport
 from app.core.errors import ServiceError
 from app.extensions import db
-from app.models import ConnectionGrant, ToolConnection
-from app.services.activity import record_activity
+from app.services.activity import record_activity, record_activity_now
 from app.services.connections import endpoint, provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.gateway.approval_cards import _approval_step
@@ -28,7 +27,7 @@ from app.services.gateway.results import (
     PreparedCall,
     _refusal,
 )
-from app.services.gateway.tools import find_tool
+from app.services.gateway.tools import call_target
 from app.services.oauth import tokens as oauth_tokens
 
 if TYPE_CHECKING:
@@ -42,7 +41,8 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
     """Resolve the tool again, apply the action policy and approvals. No provider is contacted here.
 
     `ctx` is a validated `runtime_tools.RunContext`. The caller commits before `execute_call`, so a consumed
-    approval and a new card are durable before the provider is reached.
+    approval and a new card are durable before the provider is reached. The tool is resolved from plain values
+    kept under the access revision read with the run (`gateway.tools.call_target`).
     """
     prepared = PreparedCall(
         started=time.monotonic(),
@@ -52,23 +52,24 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
         tool_name=name,
         visible_name=name,
     )
-    tool = find_tool(ctx.run, name)
+    tool = call_target(ctx.run, name, ctx.access_revision, ctx.membership)
     if tool is None:
         prepared.unknown = True
         prepared.decision = "unknown_tool"
         _record(prepared, outcome="refused")
         return prepared
-    prepared.tool_name = tool.tool_access.tool.name
-    prepared.connection_id = tool.connection.id
-    prepared.connection_name = tool.connection.name
-    prepared.grant_id = tool.grant.id
+    prepared.tool_name = tool.tool_name
+    prepared.connection_id = tool.connection_id
+    prepared.connection_name = tool.connection_name
+    prepared.grant_id = tool.grant_id
+    prepared.app_definition = tool.app_definition
     projected = project_arguments(arguments, tool.managed)
     prepared.arguments = projected
     if tool.action == "block":
         prepared.decision = TOOL_BLOCKED
         prepared.result = _refusal(
             TOOL_BLOCKED,
-            f"An administrator blocked {tool.name} for agents on {tool.connection.name}. It was not run; "
+            f"An administrator blocked {tool.name} for agents on {tool.connection_name}. It was not run; "
             "do not retry it.",
         )
     elif tool.action == "ask_first":
@@ -109,25 +110,32 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     """URL and headers to reach the provider as the selected grant (OAuth refreshed first), values to scrub, the
     outbound guard for a member-typed URL, and the call timeout.
 
-    Reads only (an OAuth refresh commits in a unit of work of its own). The caller ends the transaction before
-    `execute_call`, so no database connection is held while the provider works. When the connection can no longer
-    be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
+    Reads only (an OAuth refresh commits in a unit of work of its own): the connection with its identity and the
+    identity's credentials in one statement (read again after an OAuth refresh). The caller ends the transaction
+    before `execute_call`, so no database connection is held while the provider works. When the connection can no
+    longer be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
     """
     try:
-        connection = db.session.get(ToolConnection, prepared.connection_id)
-        grant = db.session.get(ConnectionGrant, prepared.grant_id)
+        if (
+            prepared.connection_id is None or prepared.grant_id is None
+        ):  # set by prepare_call for a ready call
+            raise ServiceError("The connection is no longer available to this agent.")
+        connection, grant, secrets = endpoint.connection_with_secrets(
+            prepared.connection_id, prepared.grant_id
+        )
         if connection is None or grant is None or grant.status != "active":
             raise ServiceError("The connection is no longer available to this agent.")
-        app_definition = get_app(connection.app_slug)
+        # Parsed under the access revision the tool was resolved at (a catalog change raises every revision).
+        app_definition = prepared.app_definition
         method = get_method(app_definition, connection.method_key) if app_definition else None
         if app_definition is None or method is None:
             raise ServiceError("The connection's app is no longer in the catalog.")
-        access_token = (
-            oauth_tokens.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
-        )
-        secrets = endpoint.stored_secrets(grant)
+        access_token = None
+        if method.auth == "oauth":
+            access_token = oauth_tokens.get_valid_access_token(connection, grant)
+            secrets = endpoint.stored_secrets(grant)  # a refresh may have stored new tokens
         try:
-            url, headers = endpoint.connection_endpoint(connection, app_definition, grant)
+            url, headers = endpoint.connection_endpoint(connection, app_definition, grant, secrets)
         except ValueError:
             raise ServiceError(
                 "The stored credential cannot be sent to the provider; reconnect it."
@@ -215,7 +223,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         )
     except provider_errors.ProviderError as err:
         outcome, result = _provider_failure(prepared, err)
-        _record(prepared, outcome=outcome)
+        _record(prepared, outcome=outcome, now=True)
         return result
     result = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
     if raw.get("structuredContent") is not None:
@@ -223,11 +231,13 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
     if raw.get("_meta"):
         result["_meta"] = raw["_meta"]
     result = _scrub(result, target.scrub)
-    _record(prepared, outcome="tool_error" if result["isError"] else "ok")
+    _record(prepared, outcome="tool_error" if result["isError"] else "ok", now=True)
     return result
 
 
-def _record(prepared: PreparedCall, *, outcome: str) -> None:
+def _record(prepared: PreparedCall, *, outcome: str, now: bool = False) -> None:
+    """The call's activity row: in the request's transaction, or (`now`, once the provider has answered and the
+    request holds no transaction) committed at once in one statement."""
     duration_ms = int((time.monotonic() - prepared.started) * 1000)
     details = {
         "tool": prepared.visible_name[:200],
@@ -241,7 +251,7 @@ def _record(prepared: PreparedCall, *, outcome: str) -> None:
     }
     if prepared.approval_id is not None:
         details["approvalId"] = str(prepared.approval_id)
-    record_activity(
+    (record_activity_now if now else record_activity)(
         company_id=prepared.company_id,
         actor_type="agent",
         actor_id=prepared.agent_id,

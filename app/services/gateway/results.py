@@ -35,6 +35,7 @@ class PreparedCall:
     connection_id: uuid.UUID | None = None
     connection_name: str | None = None
     grant_id: uuid.UUID | None = None
+    app_definition: Any = None  # the connection's parsed app definition (shared, never modified)
     arguments: dict = field(default_factory=dict)
     decision: str = "allowed"
     approval_id: uuid.UUID | None = None
@@ -44,6 +45,11 @@ class PreparedCall:
     @property
     def ready(self) -> bool:
         return self.result is None and not self.unknown
+
+    @property
+    def consumed_approval(self) -> bool:
+        """The policy step wrote before the provider is prepared: it used up an approved card."""
+        return self.ready and self.decision == "approved"
 
 
 def _refusal(reason_code: str, message: str, **extra: Any) -> dict:

@@ -11,7 +11,8 @@ from typing import Any
 from app.catalog.loader import get_apps
 from app.core.errors import Forbidden
 from app.core.mcp_messages import tool
-from app.models import ConnectionGrant, HeartbeatRun, ToolConnection
+from app.core.raw_json import RawJSON
+from app.models import ConnectionGrant, HeartbeatRun, Membership, ToolConnection
 from app.services.access.effective import (
     ConnectionAccess,
     ToolAccess,
@@ -162,15 +163,16 @@ def tool_map(run: HeartbeatRun) -> dict[str, GatewayTool]:
     return _tools_of(accesses, _slugs([a.connection for a in accesses]), include_blocked=False)
 
 
-def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
+def find_tool(run: HeartbeatRun, name: str, membership: Membership | None = None) -> GatewayTool | None:
     """One tool by visible name, blocked ones included, as `tool_map` would name it.
 
     An agent may have thousands of tools; a call reads the tool rows of the one connection its name points to.
     Connection slugs depend on every usable connection's name (duplicates get a suffix), so those come first,
-    from tool counts alone.
+    from tool counts alone. `membership` is the responsible person's, when the caller has just loaded it.
     """
+    audience = (run.company_id, run.agent_id, run.responsible_user_id)
     usable = usable_connections(
-        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
+        effective_access(*audience, with_tools=False, responsible_membership=membership)
     )
     slugs = _slugs([a.connection for a in usable])
     prefix = name.split(NAME_SEPARATOR, 1)[0]
@@ -178,27 +180,89 @@ def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
     if not ids:
         return None
     accesses = usable_connections(
-        effective_access(run.company_id, run.agent_id, run.responsible_user_id, connection_ids=ids)
+        effective_access(*audience, connection_ids=ids, responsible_membership=membership)
     )
     return _tools_of(accesses, slugs, include_blocked=True).get(name)
 
 
+@dataclass(frozen=True)
+class CallTarget:
+    """What a `tools/call` needs of one visible tool, as plain values (no database object: it is cached).
+
+    Callers never modify `managed` or `input_schema` (shared between the calls of one access revision).
+    """
+
+    name: str
+    tool_name: str
+    action: str
+    is_write: bool
+    input_schema: dict | None
+    managed: dict[str, Any]
+    connection_id: uuid.UUID
+    connection_name: str
+    grant_id: uuid.UUID
+    app_definition: Any
+
+    @classmethod
+    def of(cls, tool: GatewayTool) -> CallTarget:
+        assert tool.access.grant is not None  # `_usable` keeps connections with an identity only
+        raw = tool.tool_access.tool
+        return cls(
+            name=tool.name,
+            tool_name=raw.name,
+            action=tool.action,
+            is_write=bool(raw.is_write),
+            input_schema=raw.input_schema,
+            managed=tool.managed,
+            connection_id=tool.connection.id,
+            connection_name=tool.connection.name,
+            grant_id=tool.access.grant.id,
+            app_definition=tool.app_definition,
+        )
+
+
+# Per audience and access revision: visible name -> its target (None: no such tool), filled call by call. What
+# `find_tool` reads (connections, identities, installs, tools, policies, memberships, the catalog) all raises the
+# revision, as for listings, so a call is never resolved against an older state than the agent's listing.
+CALL_TARGET_AUDIENCES = 256
+CALL_TARGET_NAMES = 512  # per audience: names beyond these are resolved afresh on every call
+_call_targets: RevisionCache[dict[str, CallTarget | None]] = RevisionCache(CALL_TARGET_AUDIENCES)
+
+
+def call_target(
+    run: HeartbeatRun, name: str, access_revision: int, membership: Membership | None = None
+) -> CallTarget | None:
+    """The tool a `tools/call` names (`find_tool`), kept per audience while the access revision is unchanged:
+    a repeated call of a tool reads no access rows."""
+    names = _call_targets.get_or_build(
+        (run.company_id, run.agent_id, run.responsible_user_id), access_revision, dict
+    )
+    if name in names:
+        return names[name]
+    tool = find_tool(run, name, membership)
+    target = CallTarget.of(tool) if tool is not None else None
+    if len(names) < CALL_TARGET_NAMES:
+        names[name] = target
+    return target
+
+
 # Listings are large (an agent may have thousands of tools), so a process keeps fewer of them than search indexes.
 LISTING_CACHE_SIZE = 32
-_listings: RevisionCache[list[dict]] = RevisionCache(LISTING_CACHE_SIZE)
+_listings: RevisionCache[RawJSON] = RevisionCache(LISTING_CACHE_SIZE)
 
 
-def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> list[dict]:
+def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> RawJSON:
     """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out.
 
     Kept per audience while the company's access revision is unchanged: the listing depends only on
-    connections, identities, installs, tools, policies and the catalog, whose writes all raise it. Callers
-    serialize the definitions and never modify them.
+    connections, identities, installs, tools, policies and the catalog, whose writes all raise it. Kept as its
+    JSON text: one string per audience instead of some ten objects per tool, and a repeated listing is not
+    serialized again.
     """
     return _listings.get_or_build(
         (run.company_id, run.agent_id, run.responsible_user_id),
         access_revision,
-        lambda: build_listing(run),
+        lambda: RawJSON.of(build_listing(run)),
     )
 
 
@@ -249,4 +313,6 @@ def build_listing(run: HeartbeatRun) -> list[dict]:
 
 
 def clear_listings() -> None:
+    """Forget every cached listing and call target (what an access change does to them)."""
     _listings.clear()
+    _call_targets.clear()

@@ -77,7 +77,7 @@ def render_wake_prompt(
 
 def prepare_invocation(run: HeartbeatRun) -> Invocation:
     """Build this turn's invocation; the first call of a turn freezes the snapshot and session on the run."""
-    agent, issue = _load_run_scope(run)
+    agent, issue, _revision = _load_run_scope(run)
     stored = run.context_snapshot or {}
     turn = stored.get(TURN_KEY) if run.status == "running" else None
     context = scrub_server_fields(stored)

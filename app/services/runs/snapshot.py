@@ -21,26 +21,35 @@ payload template, environment, wake context) and then written by the server."""
 
 from __future__ import annotations
 
+from sqlalchemy import select
+
 from app.catalog.loader import get_apps
 from app.core.errors import Forbidden
 from app.extensions import db
-from app.models import Agent, HeartbeatRun, Issue
+from app.models import AccessRevision, Agent, HeartbeatRun, Issue
 from app.services.access.effective import effective_access
-from app.services.access.revision import RevisionCache, changed_in_this_transaction, current_revision
+from app.services.access.revision import RevisionCache, changed_in_this_transaction, revision_column
 from app.services.connections.instructions import InstructionSource, compose_snapshot, instruction_context
 
 # --- the resolver ------------------------------------------------------------------------------------------------
 
 
-def _load_run_scope(run: HeartbeatRun) -> tuple[Agent, Issue | None]:
-    """The run's agent and task, refusing records that do not belong to the run's company."""
-    agent = db.session.get(Agent, run.agent_id)
+def _load_run_scope(run: HeartbeatRun) -> tuple[Agent, Issue | None, int]:
+    """The run's agent and task, refusing records that do not belong to the run's company, and the company's
+    access revision: one statement."""
+    row = db.session.execute(
+        select(Agent, Issue, revision_column())
+        .select_from(Agent)
+        .outerjoin(Issue, Issue.id == run.issue_id)
+        .outerjoin(AccessRevision, AccessRevision.company_id == run.company_id)
+        .where(Agent.id == run.agent_id)
+    ).first()
+    agent, issue, revision = row if row is not None else (None, None, 0)
     if agent is None or agent.company_id != run.company_id:
         raise Forbidden("The run's agent does not belong to the run's company")
-    issue = db.session.get(Issue, run.issue_id) if run.issue_id else None
     if issue is not None and issue.company_id != run.company_id:
         raise Forbidden("The run's task does not belong to the run's company")
-    return agent, issue
+    return agent, issue, revision
 
 
 SOURCES_CACHE_SIZE = 256
@@ -49,14 +58,12 @@ _sources: RevisionCache[list[InstructionSource]] = RevisionCache(SOURCES_CACHE_S
 
 def instruction_sources_for_run(run: HeartbeatRun) -> list[InstructionSource]:
     """The connections this run's agent may use with the grant selected for each (the eligible candidates)."""
-    _load_run_scope(run)
+    _agent, _issue, revision = _load_run_scope(run)
     if changed_in_this_transaction(run.company_id):
         return _build_sources(run)
     return list(
         _sources.get_or_build(
-            (run.company_id, run.agent_id, run.responsible_user_id),
-            current_revision(run.company_id),
-            lambda: _build_sources(run),
+            (run.company_id, run.agent_id, run.responsible_user_id), revision, lambda: _build_sources(run)
         )
     )
 

@@ -5,9 +5,11 @@ Authenticated by the run-bound runtime-tools token and served by the stateless t
 (`app.web.agents.negotiation`). The handshake and `tools/list` need a live run; `tools/call` re-validates the whole
 run context (task, ownership, responsible person) first. Token and run failures keep their HTTP status; an unknown
 tool is JSON-RPC `-32602` at HTTP 200; everything the agent should read (a denial, an approval to wait for, a
-provider failure) is an isError result. A tools/call commits at three points on purpose: the policy decision (a
-consumed approval, a new card) is durable before the provider is contacted, the transaction is closed while the
-provider works (no database connection is held during the call), and the call's activity row is written after.
+provider failure) is an isError result. A tools/call that reaches the provider commits twice on purpose: the
+transaction is closed before the provider is contacted (a consumed approval is durable by then, and no database
+connection is held during the call), and the call's activity row is written after, in the request's unit of
+work. A refused call (unknown, blocked, waiting for approval) commits once, at the end; a used-up approval is
+committed before the provider is prepared (an OAuth refresh commits on a connection of its own).
 
 Progress and cancellation (`app.web.agents.streaming`): a call whose `_meta.progressToken` is set by a client that
 accepts `text/event-stream` is answered on an SSE stream carrying the provider's progress, then the result; a
@@ -17,6 +19,7 @@ provider call, which sends the provider `notifications/cancelled` and ends its s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response
@@ -27,6 +30,7 @@ from app.core import mcp_versions
 from app.core.errors import ServiceError
 from app.core.mcp_messages import tool_error
 from app.extensions import db
+from app.models import HeartbeatRun
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
 from app.services.gateway import tools as gateway_tools
@@ -59,25 +63,39 @@ def discovery() -> ResponseReturnValue:
 @openapi.mcp_rpc("Tool gateway MCP endpoint", "gateway")
 def rpc() -> ResponseReturnValue:
     claims = _claims()
-    run, access_revision = run_context.load_live_run_and_revision(claims)
+    loaded: list[tuple[HeartbeatRun, int]] = []
+
+    def live_run() -> tuple[HeartbeatRun, int]:
+        """The token's live run and its company's access revision, loaded once (raises `RunRejected`)."""
+        if not loaded:
+            loaded.append(run_context.load_live_run_and_revision(claims))
+        return loaded[0]
+
     return jsonrpc.serve(
         jsonrpc.Door(
             server_name=gateway_tools.SERVER_NAME,
-            list_tools=lambda: gateway_tools.list_tool_definitions(run, access_revision),
-            call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params, exchange),
+            list_tools=lambda: gateway_tools.list_tool_definitions(*live_run()),
+            call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params, exchange, live_run),
             negotiates=True,
-            on_cancelled=lambda request_id: provider_calls.cancel_in_flight(run.id, request_id),
+            on_cancelled=lambda request_id: provider_calls.cancel_in_flight(live_run()[0].id, request_id),
+            authorize=live_run,
         )
     )
 
 
-def _call_tool(id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply | Response:
+def _call_tool(
+    id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange, live_run: Callable[[], object]
+) -> jsonrpc.Reply | Response:
+    """One `tools/call`. `load_run_context` checks the whole run context (the live run first); a malformed call is
+    refused only after `live_run` has checked the run, as every other message is."""
     name = params.get("name")
     if not isinstance(name, str) or not name:
+        live_run()
         return jsonrpc.unknown_tool(id_, name, INVALID_PARAMS)
     arguments = params.get("arguments")
     arguments = {} if arguments is None else arguments
     if not isinstance(arguments, dict):
+        live_run()
         return jsonrpc.message(id_, result=tool_error("Validation error: arguments must be an object")), 200
     try:
         ctx = run_context.load_run_context(claims)
@@ -88,10 +106,11 @@ def _call_tool(id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange)
         return jsonrpc.message(id_, result=tool_error(err.message)), 200
     run_id = ctx.run.id
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
-    commit_point(Reason.GATEWAY_DECISION)
     if prepared.unknown:
         return jsonrpc.unknown_tool(id_, name, INVALID_PARAMS)
     if prepared.ready:
+        if prepared.consumed_approval:
+            commit_point(Reason.GATEWAY_DECISION)
         target = gateway_calls.prepare_target(prepared)
         commit_point(Reason.PROVIDER_CALL)
         if target is not None:

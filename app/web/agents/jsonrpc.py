@@ -15,7 +15,9 @@ Batches (a JSON array) are answered with an array of responses on revisions that
 door always, the gateway when that is the request's revision; notifications inside get no entry, an all-notification
 batch gets 202), and refused with 400 `-32600` otherwise. An empty array is 400 `-32600`.
 
-The caller authenticates the token and the run first, then calls `serve` with its door.
+The caller authenticates the token, then calls `serve` with its door; `Door.authorize` checks the run before
+anything is answered, except a body that is one `tools/call`, whose handler validates the whole run context itself
+(one load instead of two).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from flask import Response, request
 from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
 from app.core import mcp_messages, mcp_versions
+from app.core.raw_json import RawJSON, dumps
 from app.web.json_body import EMPTY, BodyNotJson, read_json_body
 
 # A JSON-RPC message to send (None: an empty body) and its HTTP status.
@@ -51,12 +54,20 @@ class Door:
     """One MCP endpoint's tools and the rules where the doors differ (see the module docstring)."""
 
     server_name: str
-    list_tools: Callable[[], list[dict]]  # `tools/list` entries, as `mcp_messages.tool` shapes them
+    list_tools: Callable[[], list[dict] | RawJSON]  # RawJSON: a listing kept serialized
     # Answers a `tools/call` (id, params, exchange): a Reply, or a Response of its own (an SSE stream).
     call_tool: Callable[[Any, dict, Exchange], Reply | Response]
     negotiates: bool = False
     error_status: int = 200
     on_cancelled: Callable[[Any], object] | None = None  # what it returns is ignored
+    # Checks the caller (raising its refusal) before anything is answered. A body that is one `tools/call` request
+    # is answered by `call_tool`, which checks the caller itself (and calls this before refusing the message).
+    authorize: Callable[[], object] | None = None
+
+
+def is_one_tool_call(body: object) -> bool:
+    """The body is a single `tools/call` request (not a batch, not a notification)."""
+    return isinstance(body, dict) and body.get("method") == "tools/call" and "id" in body
 
 
 def message(id_: Any, *, result: dict) -> dict:
@@ -75,7 +86,7 @@ def respond(reply: Reply | Response) -> Response:
     body, status = reply
     if body is None:
         return Response(status=status)
-    return Response(json.dumps(body), status=status, mimetype="application/json")
+    return Response(dumps(body), status=status, mimetype="application/json")
 
 
 def unknown_tool(id_: Any, name: object, code: int) -> Reply:
@@ -102,6 +113,9 @@ def serve(door: Door) -> Response:
         body = read_json_body()
     except BodyNotJson:
         body = EMPTY
+    self_checked = door.authorize is not None and is_one_tool_call(body)
+    if door.authorize is not None and not self_checked:
+        door.authorize()
     if body is EMPTY:
         return respond((mcp_messages.error(None, PARSE_ERROR, "Parse error"), 400))
     if door.negotiates:
@@ -109,6 +123,8 @@ def serve(door: Door) -> Response:
 
         chosen = negotiation.choose(body, request.headers)
         if not isinstance(chosen, Exchange):
+            if self_checked and door.authorize is not None:
+                door.authorize()
             return respond(chosen)
         exchange = chosen
     else:

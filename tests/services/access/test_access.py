@@ -158,7 +158,8 @@ def test_counts_only_mode_agrees_with_full_tools(db, world):
     counts = {a.connection.id: a for a in effective_access(company.id, agent.id, owner.id, with_tools=False)}
     for connection_id, access in full.items():
         summary = counts[connection_id]
-        assert summary.tools == [] and summary.tool_count == len(access.tools)
+        assert summary.tools == [] and summary.any_tools == bool(access.tools)
+        assert summary.any_usable_tools == bool(access.usable_tools)
         assert (summary.has_tools, summary.has_usable_tools, summary.is_ready) == (
             access.has_tools,
             access.has_usable_tools,

@@ -1,0 +1,103 @@
+"""What one gateway `tools/call` costs the database: statements and commits, warm and right after an access change.
+
+A repeated call reads the run context, then the connection with its identity and the identity's credentials, and
+writes one activity row: the tool itself is resolved from plain values kept under the company's access revision.
+The transaction ends (one commit) before the provider is called; the activity row is written after it in one
+autocommitted statement. A refused call commits once, at the end. Counts do not grow with the agent's connections
+and tools.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+
+from sqlalchemy import event
+
+from tests import test_gateway
+from tests.conftest import count_statements
+from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
+from tests.services.gateway.test_gateway import connect, patch, rpc
+
+
+def call(world, name="notes-1__get_note"):
+    response = rpc(world.client, world.token, "tools/call", {"name": name, "arguments": {"note_id": "n1"}})
+    assert response.status_code == 200 and "result" in response.json, response.json
+    return response.json["result"]
+
+
+# The gateway tests' fixture: Acme with a live run on a task (`world`).
+world = test_gateway.world
+
+INSERT_TABLE = r"INSERT INTO (\S+)"
+FIRST_TABLE = r" FROM (\S+)"
+
+
+def shape(statement: str) -> str:
+    """`SELECT <first table>` or `INSERT <table>`: what a statement reads or writes, without its columns."""
+    text = " ".join(statement.split())
+    verb = text.split(" ", 1)[0].upper()
+    table = re.search(INSERT_TABLE if verb == "INSERT" else FIRST_TABLE, text)
+    return f"{verb} {table.group(1) if table else '?'}"
+
+
+@contextmanager
+def counting(engine):
+    commits: list[int] = []
+    record = lambda conn: commits.append(1)  # noqa: E731
+    event.listen(engine, "commit", record)
+    try:
+        with count_statements(engine) as statements:
+            yield statements, commits
+    finally:
+        event.remove(engine, "commit", record)
+
+
+def measured(world, name="notes-1__get_note"):
+    from app.extensions import db as _db
+
+    with counting(_db.engine) as (statements, commits):
+        result = call(world, name)
+    return result, [shape(s) for s in statements], len(commits), statements
+
+
+WARM = [
+    "SELECT heartbeat_runs",  # run, task, agent, responsible person's membership and the access revision
+    "SELECT tool_connections",  # the connection with the selected identity and its credentials
+    "INSERT activity_log",  # the call's activity row, autocommitted
+]
+
+
+def test_a_repeated_call_reads_two_statements_and_writes_one_row(app, db, world, notes_server):
+    connect(world, "github", NOTES_KEY, name="Notes 1")
+    first = measured(world)[0]
+    assert first["isError"] is False, first
+    result, statements, commits, _raw = measured(world)
+    assert result["isError"] is False, result
+    assert statements == WARM
+    assert commits == 1  # before the provider is called (the activity row after it is autocommitted)
+
+
+def test_call_costs_stay_constant_as_the_agents_connections_grow(app, db, world, notes_server):
+    connect(world, "github", NOTES_KEY, name="Notes 1")
+    cold_one = measured(world)[1]  # the first call after the connection was made: resolved afresh
+    warm_one = measured(world)[1]
+    for n in range(2, 6):
+        connect(world, "github", NOTES_KEY, name=f"Notes {n}")
+    connect(world, "honcho", HONCHO_KEY)
+    cold_many = measured(world)[1]
+    warm_many = measured(world)[1]
+    assert len(cold_many) == len(cold_one) and len(cold_one) > len(warm_one)
+    assert warm_many == warm_one == WARM
+
+
+def test_an_access_change_is_seen_by_the_next_call(app, db, world, notes_server):
+    notes = connect(world, "github", NOTES_KEY, name="Notes 1")
+    assert call(world)["isError"] is False
+    patch(world, notes["id"], {"toolPolicies": {"get_note": "block"}})
+    blocked, statements, commits, raw = measured(world)
+    assert blocked["isError"] is True and blocked["structuredContent"]["reasonCode"] == "tool_blocked"
+    assert statements[-1] == "INSERT activity_log"
+    assert not any("grant_secrets" in statement for statement in raw)  # the credentials are never read
+    assert commits == 1  # a refusal never reaches the provider: the request's own commit only
+    assert len([c for c in notes_server.calls if c[0] == "get_note"]) == 1
