@@ -12,12 +12,12 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests import test_runtime_rest
 from tests.browser.conftest import sign_in_through_the_form
 from tests.browser.test_accessibility import AXE, BLOCKING, DESKTOP, axe_violations
 from tests.browser.test_phone_layout import PHONE
 from tests.doors import request_service
 from tests.factories import DEFAULT_PASSWORD
+from tests.services.runtime import test_runtime_rest
 from tests.services.runtime.test_runtime_rest import connect, honcho_body
 
 providers = test_runtime_rest.providers  # honcho -> the real MCP peer

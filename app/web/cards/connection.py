@@ -52,7 +52,6 @@ from app.workers.continuations import deliver as deliver_continuation
 
 bp = Blueprint("intent_cards", __name__)
 
-INTRO = "Connect your identity or reuse an eligible connection. Access is added only for this agent."
 RETRY_NOTE = "Authorization did not finish, so nothing was connected. You can try again."
 SAVE_AND_EXIT = "save"
 

@@ -20,6 +20,13 @@ from app.services.intents.card_state import CardState, Continuation, card_state
 
 PRIMARY_LABELS = {"requested": "Connect", "authorizing": "Continue setup", "needs_retry": "Try again"}
 CONTINUE_LABEL = "Continue setup"
+# The header under "<Agent> needs <Service>". Upstream says "Access is added only for this agent.", which is true of
+# a reused connection only: a new one is shared with the audience chosen in the dialog (all agents by default for
+# those who may share, the requesting agent alone otherwise), so the sentence says both.
+INTRO = (
+    "Connect your identity or reuse an eligible connection. Reusing one adds access for this agent only; "
+    "a new connection is shared with the agents you choose in setup."
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class CardView:
     resolved_at: datetime | None = None
     continuation_text: str | None = None
     can_decline: bool = False
+    intro: str = INTRO
 
 
 def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:

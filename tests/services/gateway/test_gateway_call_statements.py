@@ -14,9 +14,9 @@ from contextlib import contextmanager
 
 from sqlalchemy import event
 
-from tests import test_gateway
 from tests.conftest import count_statements
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
+from tests.services.gateway import test_gateway
 from tests.services.gateway.test_gateway import connect, patch, rpc
 
 

@@ -18,7 +18,10 @@ from tests.web.api.test_intents_api import open_honcho_card
 
 providers = test_runtime_rest.providers  # the shared fixture
 
-INTRO = "Connect your identity or reuse an eligible connection. Access is added only for this agent."
+INTRO = (
+    "Connect your identity or reuse an eligible connection. Reusing one adds access for this agent only; "
+    "a new connection is shared with the agents you choose in setup."
+)
 RETRY_NOTE = "Authorization did not finish"
 
 
