@@ -28,7 +28,7 @@ import logging
 import os
 import ssl
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -38,6 +38,7 @@ import mcp_types
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
 
 from app.core.net_guard import guarded_async_transport
 from app.services.connections import provider_limits, provider_sessions
@@ -124,6 +125,7 @@ _loop_pid: int | None = None
 _loop_lock = threading.Lock()
 
 T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
@@ -267,12 +269,25 @@ async def _run_call_tool(
     limits: provider_limits.Limits | None = None,
     control: CallControl | None = None,
 ) -> dict:
+    return await run_limited(
+        server_url,
+        limits,
+        lambda: _call_once(server_url, headers, tool_name, arguments, timeout, guard, control),
+    )
+
+
+async def run_limited(
+    server_url: str,
+    limits: provider_limits.Limits | None,
+    exchange: Callable[[], Coroutine[Any, Any, T]],
+) -> T:
+    """Run one provider exchange in the provider's bulkhead and past its breaker (when `limits` is given)."""
     if limits is None:
-        return await _call_once(server_url, headers, tool_name, arguments, timeout, guard, control)
+        return await exchange()
     try:
         with provider_limits.slot(provider_limits.provider_key(server_url), limits) as call:
             try:
-                return await _call_once(server_url, headers, tool_name, arguments, timeout, guard, control)
+                return await exchange()
             except ProviderTimeout:
                 call.timed_out()
                 raise
@@ -304,7 +319,9 @@ async def _call_once(
         with anyio.CancelScope() as cancel_scope, anyio.fail_after(timeout):
             if control is not None:
                 control.attach(cancel_scope)
-            result = await _send_pooled(exchange, key, request, progress, control)
+            result = await send_pooled(
+                exchange, key, request, mcp_types.CallToolResult, progress, control
+            )
     except ProviderError:
         raise
     except Exception as exc:
@@ -326,13 +343,14 @@ async def _call_once(
     }
 
 
-async def _send_pooled(
+async def send_pooled(
     exchange: _Exchange,
     key: provider_sessions.Key,
-    request: mcp_types.CallToolRequest,
+    request: mcp_types.ClientRequest,
+    result_type: type[R],
     progress: Any,
     control: CallControl | None,
-) -> mcp_types.CallToolResult:
+) -> R:
     """Send `request` on the pooled session for `key`; once more on a fresh session if a reused one was forgotten.
 
     A reused session whose provider no longer knows it (HTTP 404 on the session id, e.g. after a restart) or whose
@@ -352,14 +370,12 @@ async def _send_pooled(
                 exchange.error_status = holder.status
                 raise
             try:
-                result = await lease.session.send_request(
-                    request, mcp_types.CallToolResult, progress_callback=progress
-                )
+                result = await lease.session.send_request(request, result_type, progress_callback=progress)
             except BaseException as exc:
                 exchange.error_status = holder.status
                 cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
                 keep = (cancelled and control is not None and control.cancelled) or (
-                    not cancelled and holder.status is None and _answered(exc)
+                    not cancelled and holder.status is None and answered(exc)
                 )
                 provider_sessions.release(lease, evict_session=not keep)
                 failure: BaseException = exc
@@ -393,7 +409,7 @@ def _first_status(exc: BaseException) -> int | None:
     )
 
 
-def _answered(exc: BaseException) -> bool:
+def answered(exc: BaseException) -> bool:
     """Whether the provider itself answered with a JSON-RPC error (the session is fine)."""
     return isinstance(exc, MCPError) and exc.code not in (
         mcp_types.CONNECTION_CLOSED,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 
 from flask import current_app
@@ -14,6 +15,7 @@ from app.models import ConnectionGrant, ToolConnection
 from app.services.activity import record_activity
 from app.services.connections import endpoint, provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
+from app.services.gateway import resource_uris
 from app.services.gateway.approval_cards import _approval_step
 from app.services.gateway.arguments import REDACTED, project_arguments
 from app.services.gateway.results import (
@@ -108,29 +110,34 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
     """
     try:
-        connection = db.session.get(ToolConnection, prepared.connection_id)
-        grant = db.session.get(ConnectionGrant, prepared.grant_id)
-        if connection is None or grant is None or grant.status != "active":
-            raise ServiceError("The connection is no longer available to this agent.")
-        app_definition = get_app(connection.app_slug)
-        method = get_method(app_definition, connection.method_key) if app_definition else None
-        if method is None:
-            raise ServiceError("The connection's app is no longer in the catalog.")
-        access_token = (
-            oauth_tokens.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
-        )
-        secrets = endpoint.stored_secrets(grant)
-        try:
-            url, headers = endpoint.connection_endpoint(connection, app_definition, grant)
-        except ValueError:
-            raise ServiceError(
-                "The stored credential cannot be sent to the provider; reconnect it."
-            ) from None
+        assert prepared.connection_id is not None and prepared.grant_id is not None
+        return provider_target(prepared.connection_id, prepared.grant_id)
     except ServiceError as err:
         db.session.rollback()
         prepared.result = _refusal(PROVIDER_ERROR, err.message)
         _record(prepared, outcome=PROVIDER_ERROR)
         return None
+
+
+def provider_target(connection_id: uuid.UUID, grant_id: uuid.UUID) -> ProviderTarget:
+    """How to reach the connection's provider as that grant (see `prepare_target`); ServiceError when it cannot be
+    reached any more (the grant ended, the app left the catalog, the credential cannot be sent)."""
+    connection = db.session.get(ToolConnection, connection_id)
+    grant = db.session.get(ConnectionGrant, grant_id)
+    if connection is None or grant is None or grant.status != "active":
+        raise ServiceError("The connection is no longer available to this agent.")
+    app_definition = get_app(connection.app_slug)
+    method = get_method(app_definition, connection.method_key) if app_definition else None
+    if method is None:
+        raise ServiceError("The connection's app is no longer in the catalog.")
+    access_token = (
+        oauth_tokens.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
+    )
+    secrets = endpoint.stored_secrets(grant)
+    try:
+        url, headers = endpoint.connection_endpoint(connection, app_definition, grant)
+    except ValueError:
+        raise ServiceError("The stored credential cannot be sent to the provider; reconnect it.") from None
     if access_token:
         headers = {**headers, "Authorization": f"Bearer {access_token}"}
     scrub = [v for v in [*secrets.values(), access_token or ""] if isinstance(v, str) and len(v) >= 6]
@@ -143,7 +150,7 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     )
 
 
-def _scrub(value, secrets: list[str]):
+def scrub(value, secrets: list[str]):
     if not secrets:
         return value
     if isinstance(value, str):
@@ -151,9 +158,9 @@ def _scrub(value, secrets: list[str]):
             value = value.replace(secret, REDACTED)
         return value
     if isinstance(value, dict):
-        return {k: _scrub(v, secrets) for k, v in value.items()}
+        return {k: scrub(v, secrets) for k, v in value.items()}
     if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
+        return [scrub(v, secrets) for v in value]
     return value
 
 
@@ -191,7 +198,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
     """Call the provider through its bulkhead and breaker, with the call timeout; failures become isError results.
 
     The provider's result passes through as it said it (`content`, `structuredContent`, `isError`, `_meta`), with
-    stored credentials scrubbed. `control` relays progress and lets the agent cancel (`provider_calls`). Touches the
+    stored credentials scrubbed and `resource_link` URIs namespaced for the agent (`resource_uris`). `control` relays progress and lets the agent cancel (`provider_calls`). Touches the
     database only to record the outcome afterwards.
     """
     try:
@@ -214,7 +221,11 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         result["structuredContent"] = raw["structuredContent"]
     if raw.get("_meta"):
         result["_meta"] = raw["_meta"]
-    result = _scrub(result, target.scrub)
+    result = scrub(result, target.scrub)
+    if prepared.connection_id is not None:
+        result = resource_uris.namespace_links(
+            result, prepared.company_id, prepared.agent_id, prepared.connection_id
+        )
     _record(prepared, outcome="tool_error" if result["isError"] else "ok")
     return result
 

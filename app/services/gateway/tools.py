@@ -180,6 +180,21 @@ def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
     return _tools_of(accesses, slugs, include_blocked=True).get(name)
 
 
+def usable_connection(run: HeartbeatRun, connection_id: uuid.UUID) -> ConnectionAccess | None:
+    """The run's access to one connection when its agent may call tools of it now (as `find_tool` decides), else
+    None: an active identity on a healthy connection with at least one tool that is not blocked."""
+    accesses = _usable(
+        effective_access(
+            run.company_id,
+            run.agent_id,
+            run.responsible_user_id,
+            connection_ids=[connection_id],
+            with_tools=False,
+        )
+    )
+    return next((a for a in accesses if a.connection.id == connection_id and a.has_usable_tools), None)
+
+
 # Listings are large (an agent may have thousands of tools), so a process keeps fewer of them than search indexes.
 LISTING_CACHE_SIZE = 32
 _listings: RevisionCache[list[dict]] = RevisionCache(LISTING_CACHE_SIZE)

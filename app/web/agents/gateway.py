@@ -23,6 +23,7 @@ from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
+from app.services.gateway import resources as gateway_resources
 from app.services.gateway import tools as gateway_tools
 from app.services.runtime import context as run_context
 from app.web.agents import jsonrpc, streaming
@@ -57,6 +58,7 @@ def rpc():
             call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params, exchange),
             negotiates=True,
             on_cancelled=lambda request_id: provider_calls.cancel_in_flight(run.id, request_id),
+            read_resource=lambda id_, params, exchange: _read_resource(id_, claims, params, exchange),
         )
     )
 
@@ -100,3 +102,31 @@ def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> j
             with provider_calls.in_flight(run_id, id_, control):
                 prepared.result = gateway_calls.execute_call(prepared, target, control=control)
     return jsonrpc.message(id_, result=prepared.result), 200
+
+
+def _read_resource(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply:
+    """`resources/read` of a link a tool handed the agent (`services/gateway/resources`); errors at HTTP 200."""
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri:
+        return jsonrpc.error(id_, jsonrpc.INVALID_PARAMS, "Invalid params: uri must be a string"), 200
+    # 2026-07-28 says -32602 for a resource that does not exist; the earlier revisions -32002.
+    not_found = jsonrpc.INVALID_PARAMS if exchange.modern else jsonrpc.RESOURCE_NOT_FOUND
+    try:
+        ctx = run_context.load_run_context(claims)
+    except run_context.RunRejected:
+        raise
+    except ServiceError as err:
+        db.session.rollback()
+        return jsonrpc.error(id_, jsonrpc.INVALID_REQUEST, err.message), 200
+    try:
+        prepared = gateway_resources.prepare_read(ctx, uri)
+        commit_point(Reason.PROVIDER_CALL)
+        result = gateway_resources.execute_read(prepared)
+    except gateway_resources.ResourceNotFound:
+        return jsonrpc.error(id_, not_found, gateway_resources.NOT_FOUND, {"uri": uri}), 200
+    except gateway_resources.ResourceReadFailed as failed:
+        code = not_found if failed.code in (jsonrpc.RESOURCE_NOT_FOUND,) else failed.code
+        return jsonrpc.error(id_, code, failed.message, {"uri": uri}), 200
+    if exchange.modern:
+        result = {**result, **jsonrpc.NOT_CACHED}
+    return jsonrpc.message(id_, result=result), 200

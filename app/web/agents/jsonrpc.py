@@ -35,8 +35,10 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+RESOURCE_NOT_FOUND = -32002  # 2025-03-26 .. 2025-11-25 "Error Handling" of resources
 
 NOT_CACHED = {"ttlMs": 0, "cacheScope": "private"}
+EMPTY_RESOURCE_LISTINGS = {"resources/list": "resources", "resources/templates/list": "resourceTemplates"}
 # A JSON-RPC message to send (None: an empty body) and its HTTP status.
 Reply = tuple[dict | list | None, int]
 
@@ -62,6 +64,15 @@ class Door:
     negotiates: bool = False
     error_status: int = 200
     on_cancelled: Callable[[Any], None] | None = None
+    # Answers a `resources/read` (id, params, exchange); a door that has it declares the `resources` capability.
+    read_resource: Callable[[Any, dict, Exchange], Reply] | None = None
+
+    @property
+    def capabilities(self) -> dict:
+        capabilities: dict = {"tools": {"listChanged": False}}
+        if self.read_resource is not None:
+            capabilities["resources"] = {}
+        return capabilities
 
 
 def message(id_, *, result=None, error=None) -> dict:
@@ -187,6 +198,8 @@ def answer(door: Door, exchange: Exchange, msg) -> Reply | Response:
     if method == "tools/call":
         reply = door.call_tool(id_, params, exchange)
         return _modern_result(door, exchange, reply)
+    if method == "resources/read" and door.read_resource is not None:
+        return _modern_result(door, exchange, door.read_resource(id_, params, exchange))
     result = _result_of(door, exchange, method, params)
     if result is None:
         # 2026-07-28 prescribes 404 for an unknown method; legacy gateway clients read a 404 as "session ended".
@@ -203,11 +216,15 @@ def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dic
         tools = {"tools": door.list_tools()}
         # 2026-07-28 caching: a run's listing is its own and changes with access, so nobody should keep it.
         return {**tools, **NOT_CACHED} if exchange.modern else tools
+    if door.read_resource is not None and method in EMPTY_RESOURCE_LISTINGS:
+        # Resources are read from the links tools hand out; there is nothing to list or template.
+        listing = {EMPTY_RESOURCE_LISTINGS[method]: []}
+        return {**listing, **NOT_CACHED} if exchange.modern else listing
     if exchange.modern:
         if method == "server/discover":
             return {
                 "supportedVersions": [*reversed(mcp_versions.SUPPORTED)],
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": door.capabilities,
                 **NOT_CACHED,
             }
         return None
@@ -217,7 +234,7 @@ def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dic
         )
         return {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": door.capabilities,
             "serverInfo": {"name": door.server_name, "version": "1"},
         }
     return None
