@@ -16,8 +16,8 @@ from app.services.gateway import resource_uris
 from app.services.gateway import resources as gateway_resources
 from tests import test_gateway, test_server_everything
 from tests.peers.everything import installed
-from tests.test_gateway_protocol import modern_body, modern_headers, post
 from tests.test_gateway import rpc
+from tests.test_gateway_protocol import modern_body, modern_headers, post
 
 world = test_gateway.world
 everything_url = test_server_everything.everything_url
@@ -44,14 +44,20 @@ def read(world, uri, id_=5):
 
 
 def not_found(uri, id_=5, code=-32002) -> dict:
-    return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": "Resource not found", "data": {"uri": uri}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": id_,
+        "error": {"code": code, "message": "Resource not found", "data": {"uri": uri}},
+    }
 
 
 def test_the_gateway_declares_resources_and_lists_none(db, world):
     init = rpc(world.client, world.token, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
     assert init.json["result"]["capabilities"] == {"tools": {"listChanged": False}, "resources": {}}
     assert rpc(world.client, world.token, "resources/list").json["result"] == {"resources": []}
-    assert rpc(world.client, world.token, "resources/templates/list").json["result"] == {"resourceTemplates": []}
+    assert rpc(world.client, world.token, "resources/templates/list").json["result"] == {
+        "resourceTemplates": []
+    }
 
 
 def test_a_link_reads_the_providers_resource(db, world, everything):
@@ -78,8 +84,16 @@ def test_foreign_forged_and_other_agents_uris_are_not_found(app, db, world, make
     assert resource_uris.parse(forged).provider_uri == "demo://resource/dynamic/blob/7"
     other_agent = make.agent(world.company, "Other")
     with app.app_context():
-        theirs = resource_uris.namespaced(world.company.id, other_agent.id, ref.connection_id, ref.provider_uri)
-    for uri in (ref.provider_uri, "file:///etc/passwd", "switchboard://connection/not-a-uuid/x/y", forged, theirs):
+        theirs = resource_uris.namespaced(
+            world.company.id, other_agent.id, ref.connection_id, ref.provider_uri
+        )
+    for uri in (
+        ref.provider_uri,
+        "file:///etc/passwd",
+        "switchboard://connection/not-a-uuid/x/y",
+        forged,
+        theirs,
+    ):
         answer = read(world, uri)
         assert (answer.status_code, answer.json) == (200, not_found(uri)), uri
     invalid = rpc(world.client, world.token, "resources/read", {"uri": 7})

@@ -99,7 +99,9 @@ CALLS = [
 ]
 
 
-def test_calls_answer_the_same_directly_and_through_the_gateway(db, world, live_server, everything, everything_url):
+def test_calls_answer_the_same_directly_and_through_the_gateway(
+    db, world, live_server, everything, everything_url
+):
     async def both():
         async with direct_session(everything_url) as direct, agent_session(live_server, world.token) as agent:
             listed_direct = {t.name: dumped(t) for t in (await direct.list_tools()).tools}
@@ -124,10 +126,16 @@ def test_calls_answer_the_same_directly_and_through_the_gateway(db, world, live_
     kinds = {block["type"] for _, mine, _ in answers for block in mine["content"]}
     assert kinds == {"text", "image", "resource"}  # the calls cover every kind they were chosen for
     structured = next(theirs for name, _, theirs in answers if name == "get-structured-content")
-    assert structured["structuredContent"] == {"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}
+    assert structured["structuredContent"] == {
+        "temperature": 36,
+        "conditions": "Light rain / drizzle",
+        "humidity": 82,
+    }
 
 
-def test_resource_links_are_namespaced_and_read_through_the_gateway(db, world, live_server, everything, everything_url):
+def test_resource_links_are_namespaced_and_read_through_the_gateway(
+    db, world, live_server, everything, everything_url
+):
     connection_id = everything["id"]
 
     async def both():
@@ -153,7 +161,9 @@ def test_resource_links_are_namespaced_and_read_through_the_gateway(db, world, l
     renamed = {
         **theirs,
         "content": [
-            {**block, "uri": provider_uri(block["uri"], connection_id)} if block["type"] == "resource_link" else block
+            {**block, "uri": provider_uri(block["uri"], connection_id)}
+            if block["type"] == "resource_link"
+            else block
             for block in theirs["content"]
         ],
     }
@@ -162,14 +172,18 @@ def test_resource_links_are_namespaced_and_read_through_the_gateway(db, world, l
         assert [item["uri"] for item in gateway_read["contents"]] == [uri]
         renamed_read = {
             **gateway_read,
-            "contents": [{**item, "uri": provider_uri(item["uri"], connection_id)} for item in gateway_read["contents"]],
+            "contents": [
+                {**item, "uri": provider_uri(item["uri"], connection_id)} for item in gateway_read["contents"]
+            ],
         }
         assert unstamped(renamed_read) == unstamped(direct_read)
     kinds = {("text" in item, "blob" in item) for _, read, _ in reads for item in read["contents"]}
     assert kinds == {(True, False), (False, True)}  # text and blob contents both came through
 
 
-def test_progress_is_the_same_directly_and_through_the_gateway(db, world, live_server, everything, everything_url):
+def test_progress_is_the_same_directly_and_through_the_gateway(
+    db, world, live_server, everything, everything_url
+):
     arguments = {"duration": 0.3, "steps": 3}
 
     async def both():

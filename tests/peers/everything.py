@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-PACKAGE = Path(__file__).parent / "everything" / "node_modules" / "@modelcontextprotocol" / "server-everything"
+PACKAGE = (
+    Path(__file__).parent / "everything" / "node_modules" / "@modelcontextprotocol" / "server-everything"
+)
 ENTRY = PACKAGE / "dist" / "index.js"
 _START_TIMEOUT = 30.0
 

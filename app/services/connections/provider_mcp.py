@@ -108,7 +108,8 @@ def call_tool(
     ProviderTimeout counts towards opening the breaker.
     """
     return _on_loop(
-        _run_call_tool(server_url, headers, tool_name, arguments, timeout, guard, limits, control)
+        _run_call_tool(server_url, headers, tool_name, arguments, timeout, guard, limits, control),
+        control,
     )
 
 
@@ -139,9 +140,11 @@ def _event_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def _on_loop(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run `coroutine` on the process's loop and wait for it (every exchange has its own overall deadline)."""
-    return asyncio.run_coroutine_threadsafe(coroutine, _event_loop()).result()
+def _on_loop(coroutine: Coroutine[Any, Any, T], control: CallControl | None = None) -> T:
+    """Run `coroutine` on the process's loop and wait for it (every exchange has its own overall deadline); with
+    `control`, waiting also watches for a cancellation recorded elsewhere (`CallControl.wait`)."""
+    future = asyncio.run_coroutine_threadsafe(coroutine, _event_loop())
+    return control.wait(future) if control is not None else future.result()
 
 
 # -- the exchange ------------------------------------------------------------------------------------------------
@@ -319,9 +322,7 @@ async def _call_once(
         with anyio.CancelScope() as cancel_scope, anyio.fail_after(timeout):
             if control is not None:
                 control.attach(cancel_scope)
-            result = await send_pooled(
-                exchange, key, request, mcp_types.CallToolResult, progress, control
-            )
+            result = await send_pooled(exchange, key, request, mcp_types.CallToolResult, progress, control)
     except ProviderError:
         raise
     except Exception as exc:

@@ -130,9 +130,7 @@ def provider_target(connection_id: uuid.UUID, grant_id: uuid.UUID) -> ProviderTa
     method = get_method(app_definition, connection.method_key) if app_definition else None
     if method is None:
         raise ServiceError("The connection's app is no longer in the catalog.")
-    access_token = (
-        oauth_tokens.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
-    )
+    access_token = oauth_tokens.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
     secrets = endpoint.stored_secrets(grant)
     try:
         url, headers = endpoint.connection_endpoint(connection, app_definition, grant)

@@ -42,7 +42,9 @@ def _tag(company_id: uuid.UUID, agent_id: uuid.UUID, connection_id: uuid.UUID, p
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
-def namespaced(company_id: uuid.UUID, agent_id: uuid.UUID, connection_id: uuid.UUID, provider_uri: str) -> str:
+def namespaced(
+    company_id: uuid.UUID, agent_id: uuid.UUID, connection_id: uuid.UUID, provider_uri: str
+) -> str:
     """The URI the agent sees for `provider_uri` of that connection."""
     tag = _tag(company_id, agent_id, connection_id, provider_uri)
     return f"{PREFIX}{connection_id}/{tag}/{quote(provider_uri, safe='')}"
@@ -85,4 +87,6 @@ def namespace_links(
 
 
 def _is_link(block) -> bool:
-    return isinstance(block, dict) and block.get("type") == "resource_link" and isinstance(block.get("uri"), str)
+    return (
+        isinstance(block, dict) and block.get("type") == "resource_link" and isinstance(block.get("uri"), str)
+    )

@@ -22,6 +22,7 @@ from app.core.errors import ServiceError
 from app.services.activity import record_activity
 from app.services.connections import provider_errors, provider_resources
 from app.services.gateway import calls, resource_uris
+from app.services.gateway.results import PROVIDER_ERROR
 from app.services.gateway.tools import usable_connection
 
 ACTIVITY_ACTION = "tool_gateway.resource_read"
@@ -98,7 +99,7 @@ def execute_read(prepared: PreparedRead) -> dict:
         _record(prepared, "refused_by_provider")
         raise ResourceReadFailed(refused.code, calls.scrub(refused.message, target.scrub)) from None
     except provider_errors.ProviderError as err:
-        _record(prepared, calls.PROVIDER_ERROR)
+        _record(prepared, PROVIDER_ERROR)
         raise ResourceReadFailed(
             INTERNAL_ERROR, f"The read from {prepared.connection_name} failed: {err.message}"
         ) from None
@@ -113,7 +114,9 @@ def execute_read(prepared: PreparedRead) -> dict:
 def _namespaced(prepared: PreparedRead, item):
     if not isinstance(item, dict) or not isinstance(item.get("uri"), str):
         return item
-    uri = resource_uris.namespaced(prepared.company_id, prepared.agent_id, prepared.connection_id, item["uri"])
+    uri = resource_uris.namespaced(
+        prepared.company_id, prepared.agent_id, prepared.connection_id, item["uri"]
+    )
     return {**item, "uri": uri}
 
 

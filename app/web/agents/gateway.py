@@ -23,6 +23,7 @@ from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
+from app.services.gateway import cancellation
 from app.services.gateway import resources as gateway_resources
 from app.services.gateway import tools as gateway_tools
 from app.services.runtime import context as run_context
@@ -57,7 +58,7 @@ def rpc():
             list_tools=lambda: gateway_tools.list_tool_definitions(run, access_revision),
             call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params, exchange),
             negotiates=True,
-            on_cancelled=lambda request_id: provider_calls.cancel_in_flight(run.id, request_id),
+            on_cancelled=lambda request_id: cancellation.request_cancel(run.id, request_id),
             read_resource=lambda id_, params, exchange: _read_resource(id_, claims, params, exchange),
         )
     )
@@ -98,7 +99,7 @@ def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> j
             token = streaming.progress_token(params)
             if token is not None and exchange.streams and not exchange.batched:
                 return streaming.streamed_call(id_, token, run_id, prepared, target, exchange)
-            control = provider_calls.CallControl()
+            control = cancellation.control_for(run_id, id_)
             with provider_calls.in_flight(run_id, id_, control):
                 prepared.result = gateway_calls.execute_call(prepared, target, control=control)
     return jsonrpc.message(id_, result=prepared.result), 200

@@ -218,7 +218,7 @@ def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dic
         return {**tools, **NOT_CACHED} if exchange.modern else tools
     if door.read_resource is not None and method in EMPTY_RESOURCE_LISTINGS:
         # Resources are read from the links tools hand out; there is nothing to list or template.
-        listing = {EMPTY_RESOURCE_LISTINGS[method]: []}
+        listing: dict[str, list] = {EMPTY_RESOURCE_LISTINGS[method]: []}
         return {**listing, **NOT_CACHED} if exchange.modern else listing
     if exchange.modern:
         if method == "server/discover":

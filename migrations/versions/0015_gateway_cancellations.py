@@ -1,0 +1,45 @@
+"""gateway cancellations: an agent's notifications/cancelled, for the server process that runs the call
+
+Adds `gateway_cancellations` (run, the agent's request id as JSON text, when): a cancellation that lands in another
+server process than the gateway call it names is recorded here, and the call's process polls for it.
+
+Revision ID: 0015_gateway_cancellations
+Revises: 0014_tool_listing_fields
+"""
+
+from alembic import op
+import sqlalchemy as sa
+
+revision = "0015_gateway_cancellations"
+down_revision = "0014_tool_listing_fields"
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    op.create_table(
+        "gateway_cancellations",
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("run_id", sa.Uuid(), nullable=False),
+        sa.Column("request_key", sa.String(length=200), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["run_id"],
+            ["heartbeat_runs.id"],
+            name=op.f("fk_gateway_cancellations_run_id_heartbeat_runs"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_gateway_cancellations")),
+    )
+    op.create_index(
+        "ix_gateway_cancellations_run_request", "gateway_cancellations", ["run_id", "request_key"]
+    )
+    op.create_index(
+        op.f("ix_gateway_cancellations_created_at"), "gateway_cancellations", ["created_at"]
+    )
+
+
+def downgrade():
+    op.drop_index(op.f("ix_gateway_cancellations_created_at"), table_name="gateway_cancellations")
+    op.drop_index("ix_gateway_cancellations_run_request", table_name="gateway_cancellations")
+    op.drop_table("gateway_cancellations")
