@@ -30,6 +30,7 @@ from app.services.gateway.results import (
 )
 from app.services.gateway.tools import find_tool
 from app.services.oauth import tokens as oauth_tokens
+from app.services.oauth.errors import ReauthorizationRequired
 
 ACTIVITY_ACTION = "tool_gateway.call"
 DEFAULT_CALL_TIMEOUT = 30.0
@@ -114,6 +115,7 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
         return provider_target(prepared.connection_id, prepared.grant_id)
     except ServiceError as err:
         db.session.rollback()
+        prepared.needs_person = isinstance(err, ReauthorizationRequired)
         prepared.result = _refusal(PROVIDER_ERROR, err.message)
         _record(prepared, outcome=PROVIDER_ERROR)
         return None

@@ -21,13 +21,15 @@ from flask import Blueprint, Response, jsonify
 
 from app.core.errors import ServiceError
 from app.extensions import db
+from app.models import ToolConnection
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
 from app.services.gateway import cancellation
+from app.services.gateway import elicitation as gateway_elicitation
 from app.services.gateway import resources as gateway_resources
 from app.services.gateway import tools as gateway_tools
 from app.services.runtime import context as run_context
-from app.web.agents import jsonrpc, streaming
+from app.web.agents import elicitation, jsonrpc, streaming
 from app.web.security import request_run_claims
 from app.web.unit_of_work import Reason, commit_point
 
@@ -60,6 +62,7 @@ def rpc():
             negotiates=True,
             on_cancelled=lambda request_id: cancellation.request_cancel(run.id, request_id),
             read_resource=lambda id_, params, exchange: _read_resource(id_, claims, params, exchange),
+            on_initialize=lambda params: gateway_elicitation.remember_client(run, params.get("capabilities")),
         )
     )
 
@@ -91,10 +94,22 @@ def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> j
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
     commit_point(Reason.GATEWAY_DECISION)
     if prepared.unknown:
-        return unknown_tool(id_, name)
+        # A tool of a connection that needs the responsible person is not listed, so it arrives as unknown.
+        needing = (
+            gateway_elicitation.connection_needing_person(ctx.run, name)
+            if elicitation.takes_url(ctx.run, exchange, params)
+            else None
+        )
+        elicited = needing and elicitation.person_needed(id_, ctx, needing, exchange, params)
+        return elicited or unknown_tool(id_, name)
     if prepared.ready:
         target = gateway_calls.prepare_target(prepared)
         commit_point(Reason.PROVIDER_CALL)
+        if prepared.needs_person and prepared.connection_id is not None:
+            connection = db.session.get(ToolConnection, prepared.connection_id)
+            elicited = connection and elicitation.person_needed(id_, ctx, connection, exchange, params)
+            if elicited:
+                return elicited
         if target is not None:
             token = streaming.progress_token(params)
             if token is not None and exchange.streams and not exchange.batched:

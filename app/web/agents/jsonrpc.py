@@ -66,6 +66,8 @@ class Door:
     on_cancelled: Callable[[Any], None] | None = None
     # Answers a `resources/read` (id, params, exchange); a door that has it declares the `resources` capability.
     read_resource: Callable[[Any, dict, Exchange], Reply] | None = None
+    # Told the params of every `initialize` (what the client declared), before it is answered.
+    on_initialize: Callable[[dict], None] | None = None
 
     @property
     def capabilities(self) -> dict:
@@ -229,6 +231,8 @@ def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dic
             }
         return None
     if method == "initialize":
+        if door.on_initialize is not None:
+            door.on_initialize(params)
         version = (
             mcp_versions.negotiate(params.get("protocolVersion")) if door.negotiates else exchange.version
         )

@@ -1,22 +1,32 @@
-"""gateway cancellations: an agent's notifications/cancelled, for the server process that runs the call
+"""gateway cancellations and elicitation: state the stateless gateway keeps per run
 
 Adds `gateway_cancellations` (run, the agent's request id as JSON text, when): a cancellation that lands in another
-server process than the gateway call it names is recorded here, and the call's process polls for it.
+server process than the gateway call it names is recorded here, and the call's process polls for it. Adds the
+nullable `heartbeat_runs.gateway_elicitation`: the elicitation modes the run's gateway client declared at its last
+`initialize`.
 
-Revision ID: 0015_gateway_cancellations
+Revision ID: 0015_gateway_run_state
 Revises: 0014_tool_listing_fields
 """
 
 from alembic import op
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
-revision = "0015_gateway_cancellations"
+revision = "0015_gateway_run_state"
 down_revision = "0014_tool_listing_fields"
 branch_labels = None
 depends_on = None
 
 
+JSON_TYPE = sa.JSON(none_as_null=True).with_variant(
+    postgresql.JSONB(none_as_null=True, astext_type=sa.Text()), "postgresql"
+)
+
+
 def upgrade():
+    with op.batch_alter_table("heartbeat_runs") as batch_op:
+        batch_op.add_column(sa.Column("gateway_elicitation", JSON_TYPE, nullable=True))
     op.create_table(
         "gateway_cancellations",
         sa.Column("id", sa.Uuid(), nullable=False),
@@ -43,3 +53,5 @@ def downgrade():
     op.drop_index(op.f("ix_gateway_cancellations_created_at"), table_name="gateway_cancellations")
     op.drop_index("ix_gateway_cancellations_run_request", table_name="gateway_cancellations")
     op.drop_table("gateway_cancellations")
+    with op.batch_alter_table("heartbeat_runs") as batch_op:
+        batch_op.drop_column("gateway_elicitation")
