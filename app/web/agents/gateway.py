@@ -11,8 +11,18 @@ provider works (no database connection is held during the call), and the call's 
 
 Progress and cancellation (`app.web.agents.streaming`): a call whose `_meta.progressToken` is set by a client that
 accepts `text/event-stream` is answered on an SSE stream carrying the provider's progress, then the result; a
-closed stream, or `notifications/cancelled` naming the call's request id (in this server process), cancels the
-provider call, which sends the provider `notifications/cancelled` and ends its session.
+closed stream, or `notifications/cancelled` naming the call's request id, cancels the provider call, which sends the
+provider `notifications/cancelled`. A cancellation that lands in another server process reaches the call through the
+database (`services/gateway/cancellation`).
+
+Resources (`services/gateway/resources`): `resource_link` URIs in tool results are namespaced per connection and
+tagged for the agent; `resources/read` of such a URI reads it at the provider with the tool call's access checks,
+anything else is "Resource not found" (`-32002`; `-32602` on 2026-07-28). The gateway declares `resources: {}` and
+lists no resources.
+
+URL-mode elicitation (`app.web.agents.elicitation`): a call to a connection that needs the responsible person, from a
+client that declared `elicitation.url`, opens the connection card and answers with the card's page as a URL
+elicitation.
 """
 
 from __future__ import annotations
