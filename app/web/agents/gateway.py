@@ -83,6 +83,18 @@ def unknown_tool(id_, name) -> jsonrpc.Reply:
     return jsonrpc.error(id_, jsonrpc.INVALID_PARAMS, f"Unknown tool: {label}"), 200
 
 
+def _load_context(claims: dict) -> run_context.RunContext | ServiceError:
+    """The run's whole context, re-validated; a token or run failure raises (401/403), any other refusal (a closed
+    task, the person left) is returned for the agent to read."""
+    try:
+        return run_context.load_run_context(claims)
+    except run_context.RunRejected:
+        raise
+    except ServiceError as err:
+        db.session.rollback()
+        return err
+
+
 def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply | Response:
     name = params.get("name")
     if not isinstance(name, str) or not name:
@@ -93,13 +105,9 @@ def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> j
         return jsonrpc.message(
             id_, result=jsonrpc.tool_error("Validation error: arguments must be an object")
         ), 200
-    try:
-        ctx = run_context.load_run_context(claims)
-    except run_context.RunRejected:
-        raise
-    except ServiceError as err:
-        db.session.rollback()
-        return jsonrpc.message(id_, result=jsonrpc.tool_error(err.message)), 200
+    ctx = _load_context(claims)
+    if isinstance(ctx, ServiceError):
+        return jsonrpc.message(id_, result=jsonrpc.tool_error(ctx.message)), 200
     run_id = ctx.run.id
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
     commit_point(Reason.GATEWAY_DECISION)
@@ -137,13 +145,9 @@ def _read_resource(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) 
         return jsonrpc.error(id_, jsonrpc.INVALID_PARAMS, "Invalid params: uri must be a string"), 200
     # 2026-07-28 says -32602 for a resource that does not exist; the earlier revisions -32002.
     not_found = jsonrpc.INVALID_PARAMS if exchange.modern else jsonrpc.RESOURCE_NOT_FOUND
-    try:
-        ctx = run_context.load_run_context(claims)
-    except run_context.RunRejected:
-        raise
-    except ServiceError as err:
-        db.session.rollback()
-        return jsonrpc.error(id_, jsonrpc.INVALID_REQUEST, err.message), 200
+    ctx = _load_context(claims)
+    if isinstance(ctx, ServiceError):
+        return jsonrpc.error(id_, jsonrpc.INVALID_REQUEST, ctx.message), 200
     try:
         prepared = gateway_resources.prepare_read(ctx, uri)
         commit_point(Reason.PROVIDER_CALL)
