@@ -23,7 +23,7 @@ FIRST_PARTY_REMOTES = {
         ("mcp-key", "api_key", "https://mcp.atlassian.com/v1/mcp", False),
     ],
     "box": [("mcp-oauth", "oauth", "https://mcp.box.com", False)],
-    "canva": [("mcp-oauth", "oauth", "https://mcp.canva.com/mcp", True)],
+    "canva": [("mcp-oauth", "oauth", "https://mcp.canva.com/mcp", False)],
     "cloudflare": [
         ("mcp-oauth", "oauth", "https://mcp.cloudflare.com/mcp", True),
         ("mcp-key", "api_key", "https://mcp.cloudflare.com/mcp", False),
@@ -51,6 +51,10 @@ FIRST_PARTY_REMOTES = {
     ],
     "supabase": [("mcp-oauth", "oauth", "https://mcp.supabase.com/mcp", True)],
     "vercel": [("mcp-oauth", "oauth", "https://mcp.vercel.com/", True)],
+    "webflow": [
+        ("mcp-oauth", "oauth", "https://mcp.webflow.com/mcp", True),
+        ("sse-oauth", "oauth", "https://mcp.webflow.com/sse", True),
+    ],
     "zapier": [("mcp-key", "api_key", "https://mcp.zapier.com/api/mcp/mcp", False)],
 }
 

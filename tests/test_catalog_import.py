@@ -1,6 +1,6 @@
 """`switchboard catalog import`: MCP Registry server.json documents (the registry's own examples, checked into
 tests/fixtures/registry/, and a few of ours) become validated app definitions, are ingested, and connect to a real MCP
-server; package-only and SSE-only servers are refused with a reason; URLs are fetched through the outbound guard."""
+server; package-only servers are refused with a reason (SSE remotes: tests/test_sse_transport.py); URLs are fetched through the outbound guard."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from app.catalog.loader import get_app
 from app.catalog.registry_import import schema_problems
+from app.services.connections.endpoint import config_headers
 from tests.conftest import serving
 from tests.test_run_tokens import search
 from tests.test_runtime_rest import board_api, connect
@@ -215,39 +216,6 @@ def test_package_only_servers_are_refused_with_the_reason(app, db, extra_dir):
     assert not extra_dir.exists()
 
 
-def test_sse_remotes_are_skipped_and_sse_only_servers_refused(app, db, extra_dir, tmp_path):
-    both = {
-        "$schema": SCHEMA_URL,
-        "name": "com.example/files",
-        "description": "Files over two transports.",
-        "version": "2.0.0",
-        "remotes": [
-            {"type": "streamable-http", "url": "https://files.example.com/mcp"},
-            {"type": "sse", "url": "https://files.example.com/sse"},
-        ],
-    }
-    result = run_import(app, write_document(tmp_path, both))
-    assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[:2] == [
-        f"Imported com.example/files as 'files' (Sign in): {extra_dir / 'files.json'}",
-        "  note: skipped the SSE remote https://files.example.com/sse: the provider client speaks streamable HTTP only",
-    ]
-    method = get_app("files").methods[0]
-    assert (method.auth, method.defaults.serverUrl, method.defaults.dynamicClientRegistration) == (
-        "oauth",
-        "https://files.example.com/mcp",
-        True,
-    )
-
-    sse_only = {**both, "name": "com.example/legacy", "remotes": [both["remotes"][1]]}
-    refused = run_import(app, write_document(tmp_path, sse_only, "legacy.json"))
-    assert refused.exit_code == 1
-    assert refused.stderr == (
-        "com.example/legacy offers only the SSE transport (https://files.example.com/sse), which Switchboard's "
-        "provider client does not speak; it connects over streamable HTTP.\nNothing was imported.\n"
-    )
-
-
 def test_headers_map_to_credential_and_configuration_fields(app, db, extra_dir, tmp_path):
     document = {
         "$schema": SCHEMA_URL,
@@ -273,7 +241,7 @@ def test_headers_map_to_credential_and_configuration_fields(app, db, extra_dir, 
     result = run_import(app, write_document(tmp_path, document), "--slug", "acme-crm")
     assert result.exit_code == 0, result.output
     assert (
-        "  note: the non-secret header X-Region is a configuration field; the gateway does not send it as a header"
+        "  note: the non-secret header X-Region is a configuration field; the gateway sends its value as that header"
         in result.stdout.splitlines()
     )
     method = get_app("acme-crm").methods[0]
@@ -292,6 +260,8 @@ def test_headers_map_to_credential_and_configuration_fields(app, db, extra_dir, 
         "eu",
         ["eu", "us"],
     )
+    # The value the person picks is what the provider receives in that header (the credential stays apart).
+    assert config_headers(method, {"x_region": "us"}) == {"X-Region": "us"}
 
     two_secrets = json.loads(json.dumps(document))
     two_secrets["remotes"][0]["headers"][1]["isSecret"] = True

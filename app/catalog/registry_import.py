@@ -4,8 +4,9 @@ The document is read from a file or fetched from a URL (through the outbound gua
 size limit), validated against the registry's JSON Schema (`registry/server.schema.json`, a copy of
 `docs/reference/server-json/` in modelcontextprotocol/registry), then converted:
 
-- each `streamable-http` remote becomes a connection method; `sse` remotes are skipped with a note, because the
-  provider client speaks streamable HTTP only (a server that offers nothing else is refused);
+- each remote becomes a connection method: a `streamable-http` remote a `transport: mcp_remote` method, an `sse`
+  remote (the older HTTP+SSE transport) a `transport: sse` method; streamable HTTP methods come first, so the
+  default method is the current transport where the server offers both;
 - a secret header becomes the method's credential field, placed in that header (a `value` like `Bearer {token}` gives
   the prefix); a method carries one credential, so a remote with several secret headers is refused;
 - non-secret headers become tenant (configuration) fields sent in those headers;
@@ -206,6 +207,10 @@ def _prefix(header: dict) -> str:
     return value[: match.start()] if match and value.endswith(match.group(0)) else ""
 
 
+def _transport(remote: dict) -> str:
+    return "sse" if remote.get("type") == "sse" else "mcp_remote"
+
+
 def _method(remote: dict, key: str, label_suffix: str, auth_without_key: AuthWithoutKey) -> dict:
     headers = remote.get("headers") or []
     secrets = [h for h in headers if h.get("isSecret")]
@@ -215,7 +220,7 @@ def _method(remote: dict, key: str, label_suffix: str, auth_without_key: AuthWit
             f"the remote {remote['url']} needs {len(secrets)} secret headers ({names}); "
             "a Switchboard connection method carries one credential"
         )
-    method: dict[str, Any] = {"key": key, "transport": "mcp_remote"}
+    method: dict[str, Any] = {"key": key, "transport": _transport(remote)}
     if secrets:
         secret = secrets[0]
         method.update(
@@ -271,33 +276,29 @@ def convert(
                 "processes: run the package behind an HTTP endpoint and add it as a Custom MCP server instead."
             )
         raise ImportRefused(f"{document['name']} declares no remotes: there is no server to connect to.")
-    streamable = [r for r in remotes if r.get("type") == "streamable-http"]
-    notes = [
-        f"skipped the SSE remote {r['url']}: the provider client speaks streamable HTTP only"
-        for r in remotes
-        if r.get("type") == "sse"
-    ]
-    if not streamable:
-        raise ImportRefused(
-            f"{document['name']} offers only the SSE transport ({', '.join(r['url'] for r in remotes)}), which "
-            "Switchboard's provider client does not speak; it connects over streamable HTTP."
-        )
+    # Streamable HTTP first (a stable sort): a definition's first method is its default.
+    remotes = sorted(remotes, key=lambda r: _transport(r) == "sse")
+    notes: list[str] = []
     slug = slug or slug_for(document)
     methods = []
     used: set[str] = set()
-    for remote in streamable:
+    for remote in remotes:
+        sse = _transport(remote) == "sse"
         method = _method(remote, "pending", "", auth_without_key)
         base = {"api_key": "mcp-key", "oauth": "mcp-oauth", "none": "mcp"}[method["auth"]]
+        base = base.replace("mcp", "sse", 1) if sse else base
         key, n = base, 1
         while key in used:
             n += 1
             key = f"{base}-{n}"
         used.add(key)
-        suffix = f" ({urlsplit(remote['url']).netloc or remote['url']})" if len(streamable) > 1 else ""
+        where = [urlsplit(remote["url"]).netloc or remote["url"]] if len(remotes) > 1 else []
+        details = [*where, "SSE"] if sse else where
+        suffix = f" ({', '.join(details)})" if details else ""
         methods.append(_method(remote, key, suffix, auth_without_key))
         plain = [h["name"] for h in remote.get("headers") or [] if not h.get("isSecret")]
         notes.extend(
-            f"the non-secret header {name} is a configuration field; the gateway does not send it as a header"
+            f"the non-secret header {name} is a configuration field; the gateway sends its value as that header"
             for name in plain
         )
     definition: dict[str, Any] = {

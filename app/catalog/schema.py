@@ -45,6 +45,9 @@ TemplateId = Annotated[
 ]
 
 AuthKind = Literal["oauth", "api_key", "none"]
+# How Switchboard talks to the provider's MCP server: "mcp_remote" is Streamable HTTP (the current MCP transport);
+# "sse" is the older HTTP+SSE transport (a GET event stream plus POSTed messages), for providers that offer only it.
+Transport = Literal["mcp_remote", "sse"]
 GrantKind = Literal["organization", "user", "agent"]
 FieldType = Literal["text", "password", "textarea", "select", "checkbox", "url"]
 
@@ -196,7 +199,7 @@ class Method(_Strict):
 
     key: Slug
     label: Text
-    transport: Literal["mcp_remote"]
+    transport: Transport
     auth: AuthKind
     grantKinds: list[GrantKind] = Field(min_length=1)
     whenToUse: LongText | None = None

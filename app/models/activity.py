@@ -9,14 +9,21 @@ from sqlalchemy import DateTime, ForeignKey, Index, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import Model
-from app.models.base import IdMixin, JSONType, utcnow
+from app.models.base import IdMixin, JSONType, ValueSet, one_of, utcnow
 
-ACTOR_TYPES = ("user", "agent", "system")
+
+class ActorType(ValueSet):
+    USER = "user"
+    AGENT = "agent"
+    SYSTEM = "system"
 
 
 class ActivityLog(IdMixin, Model):
     __tablename__ = "activity_log"
-    __table_args__ = (Index("ix_activity_log_company_created", "company_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_activity_log_company_created", "company_id", "created_at"),
+        one_of("actor_type", ActorType),
+    )
 
     company_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False

@@ -8,14 +8,24 @@ from sqlalchemy import ForeignKey, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import Model
-from app.models.base import IdMixin, JSONType, TimestampMixin
+from app.models.base import IdMixin, JSONType, TimestampMixin, ValueSet, one_of
 
-ADAPTER_TYPES = ("process", "http", "manual")
-AGENT_STATUSES = ("active", "paused", "archived")
+
+class AdapterType(ValueSet):
+    PROCESS = "process"
+    HTTP = "http"
+    MANUAL = "manual"
+
+
+class AgentStatus(ValueSet):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    ARCHIVED = "archived"
 
 
 class Agent(IdMixin, TimestampMixin, Model):
     __tablename__ = "agents"
+    __table_args__ = (one_of("adapter_type", AdapterType), one_of("status", AgentStatus))
 
     company_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False, index=True

@@ -4,14 +4,30 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from enum import StrEnum
 
-from sqlalchemy import JSON, DateTime, Uuid
+from sqlalchemy import JSON, CheckConstraint, DateTime, Uuid
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 # For nullable JSON columns where None must be stored as SQL NULL (not the JSON literal null).
 NullableJSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+
+class ValueSet(StrEnum):
+    """A column's closed set of values: code names them by member, and the database refuses any other (`one_of`)."""
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        return tuple(member.value for member in cls)
+
+
+def one_of(column: str, values: type[ValueSet]) -> CheckConstraint:
+    """CHECK that `column` holds one of the set's values, named `ck_<table>_<column>` (the naming convention).
+    Migration 0015 writes the same constraints; a new value needs a migration that widens them."""
+    allowed = ", ".join(f"'{value}'" for value in values.values())
+    return CheckConstraint(f"{column} IN ({allowed})", name=column)
 
 
 def utcnow() -> datetime:

@@ -20,15 +20,46 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import Model
-from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin, utcnow
+from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin, ValueSet, one_of, utcnow
 
-# draft: set up but never verified; disconnected: was active, credentials erased, settings kept for Reconnect.
-CONNECTION_STATUSES = ("draft", "active", "disconnected", "archived")
-AUTH_KINDS = ("oauth", "api_key", "none")
-GRANT_KINDS = ("organization", "user", "agent")
-GRANT_STATUSES = ("active", "revoked", "expired", "needs_reauthorization")
-INSTALL_TARGETS = ("company", "agent")
-TOOL_ACTIONS = ("allow", "ask_first", "block")
+
+class ConnectionStatus(ValueSet):
+    DRAFT = "draft"  # set up but never verified
+    ACTIVE = "active"
+    DISCONNECTED = "disconnected"  # was active; credentials erased, settings kept for Reconnect
+    ARCHIVED = "archived"
+
+
+class AuthKind(ValueSet):
+    OAUTH = "oauth"
+    API_KEY = "api_key"
+    NONE = "none"
+
+
+class GrantKind(ValueSet):
+    ORGANIZATION = "organization"
+    USER = "user"
+    AGENT = "agent"
+
+
+class GrantStatus(ValueSet):
+    ACTIVE = "active"
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+    NEEDS_REAUTHORIZATION = "needs_reauthorization"
+
+
+class InstallTarget(ValueSet):
+    COMPANY = "company"
+    AGENT = "agent"
+
+
+class ToolAction(ValueSet):
+    ALLOW = "allow"
+    ASK_FIRST = "ask_first"
+    BLOCK = "block"
+
+
 # Health values that make a connection not ready for agents.
 ATTENTION_HEALTH = ("needs_attention", "needs_reauthorization", "error")
 CUSTOM_APP_SLUG = "custom"
@@ -74,7 +105,11 @@ class CatalogState(Model):
 
 class ToolConnection(IdMixin, TimestampMixin, Model):
     __tablename__ = "tool_connections"
-    __table_args__ = (UniqueConstraint("company_id", "name"),)
+    __table_args__ = (
+        UniqueConstraint("company_id", "name"),
+        one_of("status", ConnectionStatus),
+        one_of("auth_kind", AuthKind),
+    )
 
     company_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False, index=True
@@ -126,6 +161,8 @@ class ConnectionGrant(IdMixin, TimestampMixin, Model):
             sqlite_where=text("is_default AND kind = 'organization'"),
             postgresql_where=text("is_default AND kind = 'organization'"),
         ),
+        one_of("kind", GrantKind),
+        one_of("status", GrantStatus),
     )
 
     company_id: Mapped[uuid.UUID] = mapped_column(
@@ -198,6 +235,7 @@ class ConnectionInstall(IdMixin, Model):
     __table_args__ = (
         UniqueConstraint("connection_id", "target_type", "target_id"),
         Index("ix_connection_installs_target", "company_id", "target_type", "target_id"),
+        one_of("target_type", InstallTarget),
     )
 
     company_id: Mapped[uuid.UUID] = mapped_column(
@@ -245,7 +283,7 @@ class ToolPolicy(IdMixin, TimestampMixin, Model):
     """The action policy of one tool on one connection. A tool without a row is treated as ask first."""
 
     __tablename__ = "tool_policies"
-    __table_args__ = (UniqueConstraint("connection_id", "tool_name"),)
+    __table_args__ = (UniqueConstraint("connection_id", "tool_name"), one_of("action", ToolAction))
 
     company_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False

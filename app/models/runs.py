@@ -10,15 +10,32 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import Model
 from app.models.agents import Agent
-from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin, utcnow
+from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin, ValueSet, one_of, utcnow
 
-RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-ACTIVE_RUN_STATUSES = ("queued", "running")
-WAKEUP_STATUSES = ("queued", "claimed", "finished", "skipped", "failed", "cancelled")
+
+class RunStatus(ValueSet):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+class WakeupStatus(ValueSet):
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    FINISHED = "finished"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class HeartbeatRun(IdMixin, TimestampMixin, Model):
     __tablename__ = "heartbeat_runs"
+    __table_args__ = (one_of("status", RunStatus),)
 
     company_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False, index=True
@@ -65,6 +82,7 @@ class WakeupRequest(IdMixin, TimestampMixin, Model):
                 "idempotency_key LIKE 'connection-intent:%' AND status NOT IN ('skipped', 'failed', 'cancelled')"
             ),
         ),
+        one_of("status", WakeupStatus),
     )
 
     company_id: Mapped[uuid.UUID] = mapped_column(

@@ -10,10 +10,21 @@ from sqlalchemy import Boolean, DateTime, ForeignKey, Integer, String, UniqueCon
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import Model
-from app.models.base import IdMixin, JSONType, TimestampMixin, utcnow
+from app.models.base import IdMixin, JSONType, TimestampMixin, ValueSet, one_of, utcnow
 
-ROLES = ("owner", "admin", "member", "viewer")
-MEMBERSHIP_STATUSES = ("active", "suspended")
+
+class Role(ValueSet):
+    OWNER = "owner"
+    ADMIN = "admin"
+    MEMBER = "member"
+    VIEWER = "viewer"
+
+
+class MembershipStatus(ValueSet):
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+
+
 MANAGE_CONNECTIONS = "tools:manage_connections"
 MANAGE_MEMBERS = "members:manage"
 KNOWN_PERMISSIONS = (MANAGE_CONNECTIONS, MANAGE_MEMBERS)
@@ -65,7 +76,11 @@ class User(IdMixin, TimestampMixin, UserMixin, Model):
 
 class Membership(IdMixin, TimestampMixin, Model):
     __tablename__ = "memberships"
-    __table_args__ = (UniqueConstraint("company_id", "user_id"),)
+    __table_args__ = (
+        UniqueConstraint("company_id", "user_id"),
+        one_of("role", Role),
+        one_of("status", MembershipStatus),
+    )
 
     company_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False, index=True
@@ -87,7 +102,9 @@ class Membership(IdMixin, TimestampMixin, Model):
     @property
     def has_write_access(self) -> bool:
         """Write access means an active membership with a role other than viewer."""
-        return self.status == "active" and self.role in ROLES and self.role != "viewer"
+        return (
+            self.status == MembershipStatus.ACTIVE and self.role in Role.values() and self.role != Role.VIEWER
+        )
 
     def has_permission(self, permission: str) -> bool:
         if not self.has_write_access:

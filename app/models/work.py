@@ -10,11 +10,20 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import Model
 from app.models.agents import Agent
-from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin
+from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin, ValueSet, one_of
 from app.models.tenancy import User
 
-ISSUE_STATUSES = ("todo", "in_progress", "in_review", "blocked", "done", "cancelled")
-CLOSED_ISSUE_STATUSES = ("done", "cancelled")
+
+class IssueStatus(ValueSet):
+    TODO = "todo"
+    IN_PROGRESS = "in_progress"
+    IN_REVIEW = "in_review"
+    BLOCKED = "blocked"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+
+CLOSED_ISSUE_STATUSES = (IssueStatus.DONE, IssueStatus.CANCELLED)
 
 
 class Project(IdMixin, TimestampMixin, Model):
@@ -29,7 +38,7 @@ class Project(IdMixin, TimestampMixin, Model):
 
 class Issue(IdMixin, TimestampMixin, Model):
     __tablename__ = "issues"
-    __table_args__ = (UniqueConstraint("company_id", "identifier"),)
+    __table_args__ = (UniqueConstraint("company_id", "identifier"), one_of("status", IssueStatus))
 
     company_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False, index=True

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from app.core.errors import Unprocessable
 from app.extensions import db
 from app.models import Agent, Membership
-from app.models.agents import ADAPTER_TYPES
+from app.models.agents import AdapterType
 from app.services.activity import record_activity
 
 AGENT_INSTRUCTIONS_MAX = 20000
@@ -24,7 +24,7 @@ def create_agent(
     adapter_type: str = "manual",
     adapter_config: dict | None = None,
 ) -> Agent:
-    if adapter_type not in ADAPTER_TYPES:
+    if adapter_type not in AdapterType.values():
         raise Unprocessable("Unknown adapter type")
     agent = Agent(
         company_id=company_id,

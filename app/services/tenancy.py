@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 from app.core.errors import Conflict, Forbidden, Unprocessable
 from app.extensions import db
 from app.models import Company, Membership, User
-from app.models.tenancy import KNOWN_PERMISSIONS, MANAGE_MEMBERS, ROLES
+from app.models.tenancy import KNOWN_PERMISSIONS, MANAGE_MEMBERS, MembershipStatus, Role
 from app.services.accounts import create_user, find_user_by_email
 from app.services.activity import record_activity
 
@@ -76,8 +76,8 @@ def _require_member_manager(actor: Membership) -> None:
 def invite_member(actor: Membership, *, email: str, name: str, role: str, password: str) -> Membership:
     """Add a person to the actor's company, creating their account when it does not exist yet."""
     _require_member_manager(actor)
-    if role not in ROLES:
-        raise Unprocessable(f"role must be one of {', '.join(ROLES)}")
+    if role not in Role.values():
+        raise Unprocessable(f"role must be one of {', '.join(Role.values())}")
     if role == "owner" and actor.role != "owner":
         raise Forbidden("Only owners can add owners")
     user = find_user_by_email(email)
@@ -109,8 +109,8 @@ def change_member(
     _require_member_manager(actor)
     if target.company_id != actor.company_id:
         raise Forbidden("Membership belongs to another company")
-    if role is not None and role not in ROLES:
-        raise Unprocessable(f"role must be one of {', '.join(ROLES)}")
+    if role is not None and role not in Role.values():
+        raise Unprocessable(f"role must be one of {', '.join(Role.values())}")
     if (role == "owner" or target.role == "owner") and actor.role != "owner":
         raise Forbidden("Only owners can change owners")
     if permissions is not None and any(p not in KNOWN_PERMISSIONS for p in permissions):
@@ -130,7 +130,7 @@ def change_member(
     if role is not None:
         target.role = role
     if status is not None:
-        if status not in ("active", "suspended"):
+        if status not in MembershipStatus.values():
             raise Unprocessable("status must be active or suspended")
         target.status = status
     if permissions is not None:

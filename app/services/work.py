@@ -11,7 +11,7 @@ from app.adapters import EXECUTABLE_ADAPTERS
 from app.core.errors import Unprocessable
 from app.extensions import db
 from app.models import Agent, Comment, HeartbeatRun, Issue, Membership, ThreadInteraction, WakeupRequest
-from app.models.work import ISSUE_STATUSES
+from app.models.work import IssueStatus
 from app.services.activity import record_activity
 from app.services.intents.expiry import expire_intents_for_issue, supersede_intents_for_responsible_change
 from app.services.runs.wakeups import request_wakeup
@@ -28,7 +28,7 @@ def create_issue(
     assignee_agent_id: uuid.UUID | None = None,
     responsible_user_id: uuid.UUID | None = None,
 ) -> Issue:
-    if status not in ISSUE_STATUSES:
+    if status not in IssueStatus.values():
         raise Unprocessable("Unknown task status")
     issue = Issue(
         company_id=company_id,
@@ -137,7 +137,7 @@ def update_issue(
     """Change status, assignee or responsible person; every referenced object must belong to the task's company."""
     changes: dict = {}
     if status is not None and status != issue.status:
-        if status not in ISSUE_STATUSES:
+        if status not in IssueStatus.values():
             raise Unprocessable("Unknown task status")
         changes["status"] = [issue.status, status]
         issue.status = status

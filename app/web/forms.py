@@ -5,8 +5,8 @@ from wtforms import EmailField, PasswordField, SelectField, StringField, TextAre
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, Email, Length, Optional
 
-from app.models.tenancy import ROLES
-from app.models.work import ISSUE_STATUSES
+from app.models.tenancy import Role
+from app.models.work import IssueStatus
 
 
 def strip_text(value):
@@ -31,7 +31,7 @@ class CommentForm(FlaskForm):
 
 class IssueStatusForm(FlaskForm):
     status = SelectField(
-        "Status", choices=[SelectChoice(s, s.replace("_", " ").capitalize()) for s in ISSUE_STATUSES]
+        "Status", choices=[SelectChoice(s, s.replace("_", " ").capitalize()) for s in IssueStatus.values()]
     )
 
 
@@ -55,12 +55,14 @@ class AgentInstructionsForm(FlaskForm):
 class AddMemberForm(FlaskForm):
     email = EmailField("Email", filters=[strip_text], validators=[DataRequired(), Email(), Length(max=320)])
     name = StringField("Name", validators=[DataRequired(), Length(max=200)])
-    role = SelectField("Role", choices=[SelectChoice(r, r.capitalize()) for r in ROLES], default="member")
+    role = SelectField(
+        "Role", choices=[SelectChoice(r, r.capitalize()) for r in Role.values()], default="member"
+    )
     password = PasswordField("Initial password", validators=[Optional(), Length(min=8, max=200)])
 
 
 class MemberRoleForm(FlaskForm):
-    role = SelectField("Role", choices=[SelectChoice(r, r.capitalize()) for r in ROLES])
+    role = SelectField("Role", choices=[SelectChoice(r, r.capitalize()) for r in Role.values()])
 
 
 class ApiKeyForm(FlaskForm):

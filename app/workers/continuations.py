@@ -21,13 +21,15 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
+from typing import TypeGuard
 
 from sqlalchemy import select, update
 
 from app.extensions import db
 from app.models import Agent, ConnectionIntentDelivery, Issue, Membership, ThreadInteraction
 from app.models.base import utcnow
-from app.services.access.effective import effective_access
+from app.services.access.effective import connection_access
+from app.services.intents.card import card_task_is_active
 from app.services.runs.wakeups import (
     WakeAlreadyExists,
     WakeSpec,
@@ -114,19 +116,29 @@ def _has_write_access(company_id: uuid.UUID, user_id: uuid.UUID | None) -> bool:
     return membership is not None and membership.has_write_access
 
 
+def _still_wanted(
+    delivery: ConnectionIntentDelivery, interaction: ThreadInteraction | None, issue: Issue | None
+) -> TypeGuard[ThreadInteraction]:
+    """The row still has a continuation to deliver: a resolved connection card of the row's company whose task is
+    in that company and still active for the card (`card_task_is_active`: open, owned by the agent that asked)."""
+    return (
+        interaction is not None
+        and interaction.company_id == delivery.company_id
+        and interaction.kind == KIND
+        and interaction.status in OUTCOMES
+        and issue is not None
+        and issue.company_id == delivery.company_id
+        and card_task_is_active(interaction, issue)
+    )
+
+
 def _connection_ready(interaction: ThreadInteraction, agent_id: uuid.UUID) -> bool:
     try:
         connection_id = uuid.UUID(str((interaction.result or {}).get("connectionId")))
     except ValueError:
         return False
-    access = effective_access(
-        interaction.company_id,
-        agent_id,
-        interaction.addressee_user_id,
-        connection_ids=[connection_id],
-        with_tools=False,
-    )
-    return bool(access) and access[0].is_ready
+    access = connection_access(interaction.company_id, agent_id, interaction.addressee_user_id, connection_id)
+    return access is not None and access.is_ready
 
 
 def deliver_leased(interaction_id: uuid.UUID) -> str:
@@ -137,18 +149,8 @@ def deliver_leased(interaction_id: uuid.UUID) -> str:
         return ALREADY_WOKEN
     interaction = db.session.get(ThreadInteraction, interaction_id)
     issue = db.session.get(Issue, interaction.issue_id) if interaction is not None else None
-    requesting = (interaction.payload or {}).get("requestingAgentId") if interaction is not None else None
-    if (
-        interaction is None
-        or interaction.company_id != delivery.company_id
-        or interaction.kind != KIND
-        or interaction.status not in OUTCOMES
-        or issue is None
-        or issue.company_id != delivery.company_id
-        or issue.is_closed
-        or issue.assignee_agent_id is None
-        or str(issue.assignee_agent_id) != requesting
-        or not _has_write_access(delivery.company_id, interaction.addressee_user_id)
+    if not _still_wanted(delivery, interaction, issue) or not _has_write_access(
+        delivery.company_id, interaction.addressee_user_id
     ):
         _mark_delivered(interaction_id)
         db.session.commit()
@@ -269,17 +271,8 @@ def _deliver_batch(interaction_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
             results[interaction_id] = ALREADY_WOKEN
             continue
         delivery, interaction, issue = row
-        requesting = (interaction.payload or {}).get("requestingAgentId") if interaction is not None else None
         if (
-            interaction is None
-            or interaction.company_id != delivery.company_id
-            or interaction.kind != KIND
-            or interaction.status not in OUTCOMES
-            or issue is None
-            or issue.company_id != delivery.company_id
-            or issue.is_closed
-            or issue.assignee_agent_id is None
-            or str(issue.assignee_agent_id) != requesting
+            not _still_wanted(delivery, interaction, issue)
             or (delivery.company_id, interaction.addressee_user_id) not in writers
             or issue.assignee_agent_id not in agents
         ):

@@ -1,6 +1,7 @@
 """Fake providers: real MCP servers made with the official SDK (`MCPServer`), served by uvicorn on 127.0.0.1.
 
-Each server runs in a daemon thread on a free port, stateless with plain JSON responses (no sessions, no SSE), behind
+Each server runs in a daemon thread on a free port, stateless with plain JSON responses (no sessions, no SSE) unless
+told otherwise (`transport="sse"` serves the older HTTP+SSE transport instead: `/sse` and `/messages/`), behind
 a small ASGI gate that checks the API key the way a provider would: a request without the exact expected header gets
 HTTP 401 with a JSON body. The gate records every request's method, path and auth outcome (never the key itself), and
 the tools record the arguments they actually executed with, so tests can assert what the provider received.
@@ -104,8 +105,11 @@ class RunningMcpServer:
         instructions: str | None = None,
         json_response: bool = True,
         stateless: bool = True,
+        transport: str = "streamable-http",
     ):
         self.name = name
+        # "streamable-http" (the MCP endpoint is /mcp) or "sse" (the event stream is /sse, messages go to /messages/).
+        self.transport = transport
         # False: the peer keeps MCP sessions (an `Mcp-Session-Id`), and forgets them when restarted.
         self.stateless = stateless
         # False: answers may be SSE streams (needed to send progress notifications before a result).
@@ -232,8 +236,8 @@ class RunningMcpServer:
 
     @property
     def url(self) -> str:
-        """The MCP endpoint (Streamable HTTP)."""
-        return f"{self.base_url}/mcp"
+        """The MCP endpoint: /mcp (Streamable HTTP), or the SSE event stream /sse."""
+        return f"{self.base_url}/sse" if self.transport == "sse" else f"{self.base_url}/mcp"
 
     def _gate(self, app: Any) -> Any:
         """The ASGI layer in front of the SDK app that checks credentials (the API key here)."""
@@ -242,9 +246,12 @@ class RunningMcpServer:
     def start(self, port: int = 0) -> RunningMcpServer:
         """Serve on loopback (a free port, or `port`: a restart) in a daemon thread; return once it accepts."""
         self._baseline = set(self._registrations)
-        app = self._gate(
-            self.mcp.streamable_http_app(stateless_http=self.stateless, json_response=self.json_response)
-        )
+        if self.transport == "sse":
+            app = self._gate(self.mcp.sse_app())
+        else:
+            app = self._gate(
+                self.mcp.streamable_http_app(stateless_http=self.stateless, json_response=self.json_response)
+            )
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
@@ -287,6 +294,7 @@ def start_notes_server(
     key_query: str | None = None,
     reject_status: int = 401,
     stateless: bool = True,
+    transport: str = "streamable-http",
 ) -> RunningMcpServer:
     """A notes app: search_notes (read-only), create_note (write), get_note (read, no annotations).
 
@@ -301,6 +309,7 @@ def start_notes_server(
         key_query=key_query,
         reject_status=reject_status,
         stateless=stateless,
+        transport=transport,
     )
     notes: dict[str, dict[str, str]] = {
         "n1": {"id": "n1", "title": "Quarterly planning", "body": "Goals for Q3."},

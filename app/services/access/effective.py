@@ -10,6 +10,18 @@ active one).
 A personal identity belongs to its person: it serves only runs whose responsible person is the grant's owner. A
 standing delegation of a personal grant to an agent (written when the owner answers a card) records the owner's
 consent; it never lets the agent act as the owner on a run someone else is responsible for.
+
+The rule, "can this agent use this connection now", in one place (every caller asks `ConnectionAccess`):
+
+1. the connection is installed for the agent, directly or for the whole company (`installed_connections_query`);
+2. it is live: set up, neither disconnected nor archived, and enabled (`connection_is_live`);
+3. the run may act as one of its identities (`select_grant` picks an active one; `has_identity`);
+4. it is healthy: no health status that asks for attention (`connection_is_healthy`);
+5. for a tool: an access card's scope covers it (`within_scope_action`) and its action is not `block`.
+
+1-4 make `usable_now` (the gateway lists and calls such connections); `is_ready` adds "at least one tool passes 5"
+(readiness, continuation delivery, card completion). Instructions reach an agent for connections with an identity and
+a permitted tool whatever their health (`serves_instructions`).
 """
 
 from __future__ import annotations
@@ -71,13 +83,75 @@ class ConnectionAccess:
         return bool(self.usable_tools) if self.usable_tool_count is None else self.usable_tool_count > 0
 
     @property
+    def has_identity(self) -> bool:
+        """Rule step 3: an active identity this run may act as."""
+        return self.grant is not None and self.grant.status == "active"
+
+    @property
     def is_healthy(self) -> bool:
-        return self.connection.health_status not in ATTENTION_HEALTH
+        """Rule step 4."""
+        return connection_is_healthy(self.connection)
+
+    @property
+    def usable_now(self) -> bool:
+        """Rule steps 1-4 (steps 1 and 2 hold for every access `effective_access` returns by default)."""
+        return self.has_identity and self.is_healthy
 
     @property
     def is_ready(self) -> bool:
         """Installed, enabled, healthy, with a usable identity and at least one permitted tool."""
-        return self.grant is not None and self.is_healthy and self.has_usable_tools
+        return self.usable_now and self.has_usable_tools
+
+    @property
+    def serves_instructions(self) -> bool:
+        """An identity and a permitted tool: the connection's instructions reach the agent (health aside)."""
+        return self.has_identity and self.has_usable_tools
+
+    @property
+    def callable_tool_names(self) -> set[str]:
+        """Names of the tools the agent may call now (none unless `usable_now`); needs `with_tools=True`."""
+        return {t.tool.name for t in self.usable_tools} if self.usable_now else set()
+
+
+def connection_is_live(connection: ToolConnection) -> bool:
+    """Rule step 2: set up and not disconnected or archived, and enabled by its managers."""
+    return connection.status == "active" and bool(connection.enabled)
+
+
+def live_clause():
+    """`connection_is_live` as SQL, for queries over `ToolConnection`."""
+    return (ToolConnection.status == "active") & ToolConnection.enabled.is_(True)
+
+
+def connection_is_healthy(connection) -> bool:
+    """Rule step 4: no health status that asks for attention (anything with a `health_status`: rows or models)."""
+    return connection.health_status not in ATTENTION_HEALTH
+
+
+def usable_connections(accesses: list[ConnectionAccess]) -> list[ConnectionAccess]:
+    """The connections of `accesses` the agent may use now (rule steps 1-4), in order."""
+    return [access for access in accesses if access.usable_now]
+
+
+def connection_access(
+    company_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    responsible_user_id: uuid.UUID | None,
+    connection_id: uuid.UUID,
+    *,
+    with_tools: bool = False,
+    responsible_membership: Membership | None = None,
+) -> ConnectionAccess | None:
+    """The agent's access to one connection, or None when rule steps 1-2 fail (not installed for it, not live)."""
+    found = effective_access(
+        company_id,
+        agent_id,
+        responsible_user_id,
+        connection_ids=[connection_id],
+        with_tools=with_tools,
+        responsible_membership=responsible_membership,
+    )
+    return found[0] if found else None
 
 
 def can_manage_connections(membership: Membership | None) -> bool:
@@ -176,7 +250,7 @@ def effective_access(
         scopes.agent_scope_column(agent_id), scopes.company_wide_column()
     )
     if not include_inactive:
-        query = query.where(ToolConnection.status == "active", ToolConnection.enabled.is_(True))
+        query = query.where(live_clause())
     if connection_ids is not None:
         query = query.where(ToolConnection.id.in_(connection_ids))
     rows = db.session.execute(query.order_by(ToolConnection.id)).all()

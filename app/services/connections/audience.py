@@ -45,24 +45,30 @@ def audience_of(connection: ToolConnection) -> Audience:
     return Audience(all_agents, tuple(sorted(agent_ids)))
 
 
-def _check_audience(actor: Membership, audience: Audience) -> None:
-    if audience.agent_ids:
-        found = set(
-            db.session.scalars(
-                select(Agent.id).where(Agent.company_id == actor.company_id, Agent.id.in_(audience.agent_ids))
-            )
+def agents_outside(company_id: uuid.UUID, audience: Audience) -> list[uuid.UUID]:
+    """The audience's agents that are not agents of the company (never were, or left it): an audience names only
+    the company's own agents (one statement, none without named agents)."""
+    if not audience.agent_ids:
+        return []
+    found = set(
+        db.session.scalars(
+            select(Agent.id).where(Agent.company_id == company_id, Agent.id.in_(audience.agent_ids))
         )
-        unknown = [a for a in audience.agent_ids if a not in found]
-        if unknown:
-            raise ValidationFailed(
-                [
-                    {
-                        "loc": ["audience", "agentIds"],
-                        "msg": "Choose agents of this company",
-                        "type": "value_error",
-                    }
-                ]
-            )
+    )
+    return [a for a in audience.agent_ids if a not in found]
+
+
+def _check_audience(actor: Membership, audience: Audience) -> None:
+    if agents_outside(actor.company_id, audience):
+        raise ValidationFailed(
+            [
+                {
+                    "loc": ["audience", "agentIds"],
+                    "msg": "Choose agents of this company",
+                    "type": "value_error",
+                }
+            ]
+        )
 
 
 def set_audience(actor: Membership, connection: ToolConnection, audience: Audience) -> None:

@@ -1,8 +1,9 @@
 """Connection agent instructions: the saved setting, template defaults and reset, public context, and the snapshot.
 
-The snapshot layout and digest are an exact contract with agents (see reference 10.5): a header, an intro sentence,
-one block per eligible connection sorted by connection id, blocks joined by a horizontal rule, and the lowercase hex
-SHA-256 of the UTF-8 text as digest. `None` when no block is eligible.
+The snapshot layout and digest are an exact contract with agents, so they never vary: the header `## Connection
+instructions`, an intro sentence, one block per eligible connection sorted by connection id, blocks joined by a
+horizontal rule (`BLOCK_SEPARATOR`), and the lowercase hex SHA-256 of the UTF-8 text as digest. `None` when no block is
+eligible.
 """
 
 from __future__ import annotations

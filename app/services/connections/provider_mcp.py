@@ -1,9 +1,11 @@
-"""Client for providers' remote MCP servers (Streamable HTTP), used with stored credentials.
+"""Client for providers' remote MCP servers (Streamable HTTP, or HTTP+SSE where a method says `transport: sse`),
+used with stored credentials.
 
 Switchboard talks to a provider's MCP server for two reasons: at setup time to verify an API key and index the
 provider's tools (`list_tools`), and later to call a tool on behalf of an agent (`call_tool`). `list_tools` opens a
-fresh connection with the official MCP SDK client (`streamable_http_client` over an `httpx2.AsyncClient`, then
-`ClientSession.initialize()`), does its work and closes it. `call_tool` borrows a live session kept per (server URL,
+fresh connection with the official MCP SDK client (the method's transport over an `httpx2.AsyncClient`, see
+`provider_transports`, then `ClientSession.initialize()`), does its work and closes it. Both transports get the same
+guard, timeouts, limits and error mapping. `call_tool` borrows a live session kept per (server URL,
 credential headers digest, guard, timeout) in this process (`provider_sessions`): one handshake for many calls; a
 transport or auth failure evicts the session, and a reused session the provider forgot (404 on its session id, or
 no connection) is retried once on a fresh one, since the call cannot have run. `close_sessions()` closes them all.
@@ -23,6 +25,7 @@ Nothing here reads Flask's request or touches the database."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -36,12 +39,12 @@ import anyio
 import httpx2
 import mcp_types
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
+from app.catalog.schema import Transport
 from app.core.net_guard import guarded_async_transport
-from app.services.connections import provider_limits, provider_sessions
+from app.services.connections import provider_limits, provider_sessions, provider_transports
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.connections.provider_errors import (
     ProviderBusy,
@@ -75,13 +78,14 @@ def list_tools(
     headers: dict[str, str] | None = None,
     timeout: float = 10.0,
     guard: frozenset[str] | None = None,
+    transport: Transport = "mcp_remote",
 ) -> list[ProviderTool]:
     """Connect, initialize and list every tool (following pagination cursors). Raises ProviderError.
 
     `guard` (the outbound guard's allowed hosts) pins connections to addresses checked at connect time; pass it
-    for URLs a member typed.
+    for URLs a member typed. `transport` is the method's (`mcp_remote`: Streamable HTTP, or `sse`).
     """
-    return _on_loop(_run_list_tools(server_url, headers, timeout, guard))
+    return _on_loop(_run_list_tools(_Exchange(server_url, headers, timeout, guard, transport)))
 
 
 def call_tool(
@@ -94,10 +98,12 @@ def call_tool(
     guard: frozenset[str] | None = None,
     limits: provider_limits.Limits | None = None,
     control: CallControl | None = None,
+    transport: Transport = "mcp_remote",
 ) -> dict:
     """Call one tool once on the pooled session (opened and initialized if needed). Raises ProviderError.
 
-    `guard` as for `list_tools`; it is part of the pool key, so a guarded call never borrows an unguarded client.
+    `guard` and `transport` as for `list_tools`; both are part of the pool key, so a guarded call never borrows an
+    unguarded client.
 
     Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool, "_meta": ... or
     None}`; a tool that ran and reported failure comes back with `isError: true`, not as an exception. With
@@ -107,10 +113,8 @@ def call_tool(
     raises ProviderBusy and an open breaker ProviderPaused at once, without contacting the provider, and a
     ProviderTimeout counts towards opening the breaker.
     """
-    return _on_loop(
-        _run_call_tool(server_url, headers, tool_name, arguments, timeout, guard, limits, control),
-        control,
-    )
+    exchange = _Exchange(server_url, headers, timeout, guard, transport)
+    return _on_loop(_run_call_tool(exchange, tool_name, arguments, limits, control), control)
 
 
 def close_sessions() -> None:
@@ -169,6 +173,7 @@ class _Exchange:
         headers: Mapping[str, str] | None,
         timeout: float,
         guard: frozenset[str] | None = None,
+        transport: Transport = "mcp_remote",
     ):
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -180,6 +185,7 @@ class _Exchange:
         self.headers = dict(headers or {})
         self.timeout = timeout
         self.guard = guard
+        self.transport: Transport = transport
         self.error_status: int | None = None
         self.secrets = _secret_values(self.headers, parts.query)
 
@@ -192,11 +198,11 @@ class _Exchange:
         elif self.error_status is None:
             self.error_status = response.status_code
 
-    def http_client(self) -> httpx2.AsyncClient:
+    def http_client(self, stream_read_timeout: float | None = None) -> httpx2.AsyncClient:
         timeout = httpx2.Timeout(
             self.timeout,
             connect=min(self.timeout, CONNECT_TIMEOUT_CAP),
-            read=self.timeout,
+            read=max(self.timeout, stream_read_timeout or 0),
             write=self.timeout,
             pool=self.timeout,
         )
@@ -208,6 +214,10 @@ class _Exchange:
             event_hooks={"response": [self._on_response]},
             transport=guarded_async_transport(self.guard, verify) if self.guard is not None else None,
         )
+
+    def streams(self) -> contextlib.AbstractAsyncContextManager[provider_transports.Streams]:
+        """The (read, write) streams of one connection over the method's transport, with this exchange's client."""
+        return provider_transports.open_streams(self.transport, self.server_url, self.http_client)
 
     def session(self, read: Any, write: Any) -> ClientSession:
         return ClientSession(read, write, read_timeout_seconds=self.timeout, client_info=CLIENT_INFO)
@@ -226,17 +236,10 @@ class _Exchange:
         return error
 
 
-async def _run_list_tools(
-    server_url: str, headers: Mapping[str, str] | None, timeout: float, guard: frozenset[str] | None = None
-) -> list[ProviderTool]:
-    exchange = _Exchange(server_url, headers, timeout, guard)
+async def _run_list_tools(exchange: _Exchange) -> list[ProviderTool]:
     try:
-        with anyio.fail_after(timeout):
-            async with (
-                exchange.http_client() as http,
-                streamable_http_client(server_url, http_client=http) as (read, write),
-                exchange.session(read, write) as session,
-            ):
+        with anyio.fail_after(exchange.timeout):
+            async with exchange.streams() as (read, write), exchange.session(read, write) as session:
                 await session.initialize()
                 tools = await _all_tools(session)
     except ProviderError:
@@ -263,34 +266,27 @@ async def _all_tools(session: ClientSession) -> list[ProviderTool]:
 
 
 async def _run_call_tool(
-    server_url: str,
-    headers: Mapping[str, str] | None,
+    exchange: _Exchange,
     tool_name: str,
     arguments: dict,
-    timeout: float,
-    guard: frozenset[str] | None = None,
     limits: provider_limits.Limits | None = None,
     control: CallControl | None = None,
 ) -> dict:
-    return await run_limited(
-        server_url,
-        limits,
-        lambda: _call_once(server_url, headers, tool_name, arguments, timeout, guard, control),
-    )
+    return await run_limited(exchange, limits, lambda: _call_once(exchange, tool_name, arguments, control))
 
 
 async def run_limited(
-    server_url: str,
+    exchange: _Exchange,
     limits: provider_limits.Limits | None,
-    exchange: Callable[[], Coroutine[Any, Any, T]],
+    attempt: Callable[[], Coroutine[Any, Any, T]],
 ) -> T:
-    """Run one provider exchange in the provider's bulkhead and past its breaker (when `limits` is given)."""
+    """Run one exchange with the provider in its bulkhead and past its breaker (when `limits` is given)."""
     if limits is None:
-        return await exchange()
+        return await attempt()
     try:
-        with provider_limits.slot(provider_limits.provider_key(server_url), limits) as call:
+        with provider_limits.slot(provider_limits.provider_key(exchange.server_url), limits) as call:
             try:
-                return await exchange()
+                return await attempt()
             except ProviderTimeout:
                 call.timed_out()
                 raise
@@ -301,17 +297,12 @@ async def run_limited(
 
 
 async def _call_once(
-    server_url: str,
-    headers: Mapping[str, str] | None,
-    tool_name: str,
-    arguments: dict,
-    timeout: float,
-    guard: frozenset[str] | None,
-    control: CallControl | None = None,
+    exchange: _Exchange, tool_name: str, arguments: dict, control: CallControl | None = None
 ) -> dict:
-    exchange = _Exchange(server_url, headers, timeout, guard)
     progress = _progress_relay(control)
-    key = provider_sessions.key_for(server_url, exchange.headers, guard, timeout)
+    key = provider_sessions.key_for(
+        exchange.server_url, exchange.headers, exchange.guard, exchange.timeout, exchange.transport
+    )
     # send_request rather than session.call_tool: the latter lists tools first to validate the result against the
     # tool's output schema, and would turn a call that already ran at the provider into an error when the
     # provider's result does not match its own schema. We pass through what it said.
@@ -319,7 +310,7 @@ async def _call_once(
         params=mcp_types.CallToolRequestParams(name=tool_name, arguments=arguments)
     )
     try:
-        with anyio.CancelScope() as cancel_scope, anyio.fail_after(timeout):
+        with anyio.CancelScope() as cancel_scope, anyio.fail_after(exchange.timeout):
             if control is not None:
                 control.attach(cancel_scope)
             result = await send_pooled(exchange, key, request, mcp_types.CallToolResult, progress, control)
@@ -365,7 +356,7 @@ async def send_pooled(
         try:
             try:
                 lease = await provider_sessions.acquire(
-                    key, exchange.http_client, exchange.session, fresh=attempt == 2
+                    key, exchange.streams, exchange.session, fresh=attempt == 2
                 )
             except BaseException:
                 exchange.error_status = holder.status

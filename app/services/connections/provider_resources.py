@@ -9,13 +9,13 @@ code and its words, scrubbed of the credential; every other failure is a `Provid
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
 
+from app.catalog.schema import Transport
 from app.services.connections import provider_limits, provider_mcp, provider_sessions
 from app.services.connections.provider_errors import ProviderError, _scrub
 
@@ -37,31 +37,26 @@ def read_resource(
     timeout: float = 30.0,
     guard: frozenset[str] | None = None,
     limits: provider_limits.Limits | None = None,
+    transport: Transport = "mcp_remote",
 ) -> dict:
     """Read `uri` at the provider. Returns `{"contents": [...], "_meta"?: ...}` as the provider said it.
 
     Raises ProviderRefused for the provider's own JSON-RPC error, ProviderError (busy, paused, timeout,
     unreachable, rejected credentials) otherwise.
     """
+    exchange = provider_mcp._Exchange(server_url, headers, timeout, guard, transport)
     return provider_mcp._on_loop(
-        provider_mcp.run_limited(
-            server_url, limits, lambda: _read_once(server_url, headers, uri, timeout, guard)
-        )
+        provider_mcp.run_limited(exchange, limits, lambda: _read_once(exchange, uri))
     )
 
 
-async def _read_once(
-    server_url: str,
-    headers: Mapping[str, str] | None,
-    uri: str,
-    timeout: float,
-    guard: frozenset[str] | None,
-) -> dict:
-    exchange = provider_mcp._Exchange(server_url, headers, timeout, guard)
-    key = provider_sessions.key_for(server_url, exchange.headers, guard, timeout)
+async def _read_once(exchange: provider_mcp._Exchange, uri: str) -> dict:
+    key = provider_sessions.key_for(
+        exchange.server_url, exchange.headers, exchange.guard, exchange.timeout, exchange.transport
+    )
     request = mcp_types.ReadResourceRequest(params=mcp_types.ReadResourceRequestParams(uri=uri))
     try:
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(exchange.timeout):
             result = await provider_mcp.send_pooled(
                 exchange, key, request, mcp_types.ReadResourceResult, None, None
             )

@@ -1,12 +1,12 @@
 """Live provider MCP sessions kept per worker process, so a gateway call costs one request, not a handshake.
 
-A pooled session is keyed by (server URL, a digest of the credential headers, the outbound guard, the timeout): two
-credentials never share a session (nor an HTTP connection: each session has its own `httpx2.AsyncClient`, built by
-`provider_mcp._Exchange`, so the guard's pinned transport and the headers are those of that key). Each session is
-owned by one task on the process's provider loop (`provider_mcp._on_loop`), which opens the HTTP client, the
-Streamable HTTP transport and the `ClientSession`, initializes once, and keeps them open until the session is
-evicted or has been idle for `IDLE_SECONDS`; callers borrow it and send their requests through it concurrently (the
-SDK multiplexes requests by id).
+A pooled session is keyed by (server URL, a digest of the credential headers, the outbound guard, the timeout, the
+transport): two credentials never share a session (nor an HTTP connection: each session has its own
+`httpx2.AsyncClient`, built by `provider_mcp._Exchange`, so the guard's pinned transport and the headers are those of
+that key). Each session is owned by one task on the process's provider loop (`provider_mcp._on_loop`), which opens
+the HTTP client, the MCP transport (Streamable HTTP, or HTTP+SSE: `provider_transports`) and the `ClientSession`,
+initializes once, and keeps them open until the session is evicted or has been idle for `IDLE_SECONDS`; callers
+borrow it and send their requests through it concurrently (the SDK multiplexes requests by id).
 
 Everything here runs on that one loop thread, so the pool needs no lock. At most `MAX_SESSIONS` are pooled; the
 least recently used idle one is closed to make room, and when every pooled session is busy a call gets a session of
@@ -22,25 +22,31 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 IDLE_SECONDS = 60.0
 MAX_SESSIONS = 32
 
-Key = tuple[str, str, frozenset[str] | None, float]
+Key = tuple[str, str, frozenset[str] | None, float, str]
+# Opens the session's transport: an async context manager yielding its (read, write) streams.
+OpenStreams = Callable[[], AbstractAsyncContextManager[tuple[Any, Any]]]
 
 
 def key_for(
-    server_url: str, headers: Mapping[str, str] | None, guard: frozenset[str] | None, timeout: float
+    server_url: str,
+    headers: Mapping[str, str] | None,
+    guard: frozenset[str] | None,
+    timeout: float,
+    transport: str = "mcp_remote",
 ) -> Key:
     """The pool key: the URL (which may carry a query credential) and a digest of the headers, never the headers."""
     canonical = json.dumps(sorted((k.lower(), v) for k, v in (headers or {}).items()))
-    return server_url, hashlib.sha256(canonical.encode()).hexdigest(), guard, timeout
+    return server_url, hashlib.sha256(canonical.encode()).hexdigest(), guard, timeout, transport
 
 
 class StatusHolder:
@@ -65,10 +71,10 @@ class PooledSession:
     """One live provider session, owned by the task running `serve`."""
 
     def __init__(
-        self, key: Key, open_client: Callable[[], Any], make_session: Callable[[Any, Any], ClientSession]
+        self, key: Key, open_streams: OpenStreams, make_session: Callable[[Any, Any], ClientSession]
     ):
         self.key = key
-        self._open_client = open_client
+        self._open_streams = open_streams
         self._make_session = make_session
         self.session: ClientSession | None = None
         self.error: BaseException | None = None  # why opening or initializing failed
@@ -90,8 +96,7 @@ class PooledSession:
         current_status.set(self.init_status)
         try:
             async with (
-                self._open_client() as http,
-                streamable_http_client(self.key[0], http_client=http) as (read, write),
+                self._open_streams() as (read, write),
                 self._make_session(read, write) as session,
             ):
                 with anyio.fail_after(timeout):
@@ -171,7 +176,7 @@ def _make_room(pool: OrderedDict[Key, PooledSession]) -> bool:
 
 async def acquire(
     key: Key,
-    open_client: Callable[[], Any],
+    open_streams: OpenStreams,
     make_session: Callable[[Any, Any], ClientSession],
     *,
     fresh: bool = False,
@@ -190,7 +195,7 @@ async def acquire(
     pooled = True
     if entry is None:
         pooled = _make_room(pool)
-        entry = PooledSession(key, open_client, make_session)
+        entry = PooledSession(key, open_streams, make_session)
         if pooled:
             pool[key] = entry
         entry.task = asyncio.get_running_loop().create_task(entry.serve(key[3]))

@@ -18,7 +18,7 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
-from app.models.connections import CUSTOM_APP_SLUG, TOOL_ACTIONS
+from app.models.connections import CUSTOM_APP_SLUG, ToolAction
 from app.services import notifications  # notifications: issue 15
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.activity import record_activity
@@ -194,7 +194,7 @@ def update_connection(
         errors = [
             {"loc": ["toolPolicies", n], "msg": "Unknown tool or action", "type": "value_error"}
             for n, a in tool_policies.items()
-            if n not in known or a not in TOOL_ACTIONS
+            if n not in known or a not in ToolAction.values()
         ]
         if errors:
             raise ValidationFailed(errors)

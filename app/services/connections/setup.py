@@ -359,6 +359,7 @@ def verify_and_list_tools(connection, app_definition, method, secrets: dict[str,
             headers=headers,
             timeout=current_app.config["OUTBOUND_TIMEOUT_SECONDS"],
             guard=provider_guard(connection, method, secrets),
+            transport=method.transport,
         )
     except provider_errors.ProviderAuthRejected as err:
         raise ProviderRefused(err.message, kind="rejected") from None

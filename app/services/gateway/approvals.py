@@ -18,7 +18,7 @@ import uuid
 from sqlalchemy import select
 
 from app.catalog.loader import get_app
-from app.core.errors import Conflict, Forbidden, NotFound
+from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db
 from app.models import ConnectionTool, Issue, Membership, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
@@ -39,23 +39,27 @@ def load_card(company_id: uuid.UUID, interaction_id: uuid.UUID) -> ThreadInterac
     return card
 
 
+def answer_refusal(membership: Membership | None, card: ThreadInteraction) -> ServiceError | None:
+    """Why this person may not answer the card now, or None when they may: the card is a tool approval of their
+    company (else it is as good as missing), addressed to them while they have write access, and still pending."""
+    if membership is None or card.kind != approval_cards.KIND or membership.company_id != card.company_id:
+        return NotFound("Approval not found")
+    if not membership.has_write_access or card.addressee_user_id != membership.user_id:
+        return Forbidden(NOT_ADDRESSEE)
+    if card.status != approval_cards.PENDING:
+        return Conflict(ALREADY_ANSWERED)
+    return None
+
+
 def can_answer(membership: Membership | None, card: ThreadInteraction) -> bool:
-    return (
-        membership is not None
-        and membership.company_id == card.company_id
-        and membership.has_write_access
-        and card.addressee_user_id == membership.user_id
-        and card.status == approval_cards.PENDING
-    )
+    """Whether the card offers this person Approve and Deny (`answer_refusal` owns the rule)."""
+    return answer_refusal(membership, card) is None
 
 
 def _check(membership: Membership, card: ThreadInteraction) -> None:
-    if card.kind != approval_cards.KIND or membership.company_id != card.company_id:
-        raise NotFound("Approval not found")
-    if not membership.has_write_access or card.addressee_user_id != membership.user_id:
-        raise Forbidden(NOT_ADDRESSEE)
-    if card.status != approval_cards.PENDING:
-        raise Conflict(ALREADY_ANSWERED)
+    refusal = answer_refusal(membership, card)
+    if refusal is not None:
+        raise refusal
 
 
 def _target_unchanged(card: ThreadInteraction) -> bool:

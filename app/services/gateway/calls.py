@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from flask import current_app
 
 from app.catalog.loader import get_app, get_method
+from app.catalog.schema import Transport
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import ConnectionGrant, ToolConnection
@@ -85,6 +86,7 @@ class ProviderTarget:
     scrub: list[str]
     guard: frozenset[str] | None
     timeout: float
+    transport: Transport = "mcp_remote"
 
 
 def call_timeout(app_definition) -> float:
@@ -147,6 +149,7 @@ def provider_target(connection_id: uuid.UUID, grant_id: uuid.UUID) -> ProviderTa
         scrub=scrub,
         guard=endpoint.provider_guard(connection, method, secrets),
         timeout=call_timeout(app_definition),
+        transport=method.transport,
     )
 
 
@@ -211,6 +214,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
             guard=target.guard,
             limits=provider_limits_from_config(),
             control=control,
+            transport=target.transport,
         )
     except provider_errors.ProviderError as err:
         outcome, result = _provider_failure(prepared, err)

@@ -21,8 +21,7 @@ from sqlalchemy.orm.attributes import flag_modified
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import HeartbeatRun, ThreadInteraction, ToolConnection
-from app.models.connections import ATTENTION_HEALTH
-from app.services.access.effective import effective_access
+from app.services.access.effective import connection_is_healthy, effective_access
 from app.services.gateway.tools import NAME_SEPARATOR, connection_slug
 from app.services.intents import service as intents_service
 from app.services.runtime import request as runtime_request
@@ -53,10 +52,7 @@ def connection_needing_person(run: HeartbeatRun, tool_name: str) -> ToolConnecti
     for access in effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False):
         connection = access.connection
         slug = connection_slug(connection.name)
-        if (
-            prefix in (slug, f"{slug}-{connection.id.hex[:8]}")
-            and connection.health_status in ATTENTION_HEALTH
-        ):
+        if prefix in (slug, f"{slug}-{connection.id.hex[:8]}") and not connection_is_healthy(connection):
             return connection
     return None
 

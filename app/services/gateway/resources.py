@@ -1,8 +1,8 @@
 """A gateway `resources/read`: the agent opens what a provider's tool result pointed it at.
 
 Only URIs the gateway handed this agent are read (`resource_uris`: namespaced per connection, tagged for the
-agent), and only while the agent may call tools of that connection (`tools.usable_connection`, the same decision a
-tool call takes). Anything else is "Resource not found", whatever the reason, so a probe learns nothing. The read
+agent), and only while the agent may call tools of that connection (`access/effective.connection_access(...).is_ready`,
+the predicate a tool call asks). Anything else is "Resource not found", whatever the reason, so a probe learns nothing. The read
 reaches the provider as a tool call does (`calls.provider_target`, then `provider_resources.read_resource` on the
 pooled session, under the provider's bulkhead and timeout); its contents come back as the provider said them, with
 stored credentials scrubbed and each content URI namespaced again. Every read that reaches the provider writes a
@@ -19,11 +19,11 @@ import uuid
 from dataclasses import dataclass
 
 from app.core.errors import ServiceError
+from app.services.access.effective import connection_access
 from app.services.activity import record_activity
 from app.services.connections import provider_errors, provider_resources
 from app.services.gateway import calls, resource_uris
 from app.services.gateway.results import PROVIDER_ERROR
-from app.services.gateway.tools import usable_connection
 
 ACTIVITY_ACTION = "tool_gateway.resource_read"
 NOT_FOUND = "Resource not found"
@@ -64,8 +64,8 @@ def prepare_read(ctx, uri: str) -> PreparedRead:
     ref = resource_uris.parse(uri)
     if ref is None or not resource_uris.issued_to(ref, run.company_id, run.agent_id):
         raise ResourceNotFound()
-    access = usable_connection(run, ref.connection_id)
-    if access is None or access.grant is None:
+    access = connection_access(run.company_id, run.agent_id, run.responsible_user_id, ref.connection_id)
+    if access is None or not access.is_ready or access.grant is None:
         raise ResourceNotFound()
     try:
         target = calls.provider_target(access.connection.id, access.grant.id)
@@ -94,6 +94,7 @@ def execute_read(prepared: PreparedRead) -> dict:
             timeout=target.timeout,
             guard=target.guard,
             limits=calls.provider_limits_from_config(),
+            transport=target.transport,
         )
     except provider_resources.ProviderRefused as refused:
         _record(prepared, "refused_by_provider")

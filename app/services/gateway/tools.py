@@ -15,6 +15,7 @@ from app.services.access.effective import (
     ToolAccess,
     effective_access,
     tool_rows_with_actions,
+    usable_connections,
     within_scope_action,
 )
 from app.services.access.revision import RevisionCache
@@ -125,11 +126,6 @@ def tool_definition(
     return definition
 
 
-def _usable(accesses: list) -> list:
-    """Connections the agent may call now: an active identity on a healthy connection."""
-    return [a for a in accesses if a.grant is not None and a.grant.status == "active" and a.is_healthy]
-
-
 def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool) -> dict[str, GatewayTool]:
     apps = get_apps(a.connection.app_slug for a in accesses)
     tools: dict[str, GatewayTool] = {}
@@ -153,7 +149,7 @@ def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool
 
 def tool_map(run: HeartbeatRun) -> dict[str, GatewayTool]:
     """Every tool the run's agent may use now (blocked ones left out), by visible name (constant queries)."""
-    accesses = _usable(effective_access(run.company_id, run.agent_id, run.responsible_user_id))
+    accesses = usable_connections(effective_access(run.company_id, run.agent_id, run.responsible_user_id))
     if not accesses:
         return {}
     return _tools_of(accesses, _slugs([a.connection for a in accesses]), include_blocked=False)
@@ -166,7 +162,7 @@ def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
     Connection slugs depend on every usable connection's name (duplicates get a suffix), so those come first,
     from tool counts alone.
     """
-    usable = _usable(
+    usable = usable_connections(
         effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
     )
     slugs = _slugs([a.connection for a in usable])
@@ -174,25 +170,10 @@ def find_tool(run: HeartbeatRun, name: str) -> GatewayTool | None:
     ids = [connection_id for connection_id, slug in slugs.items() if slug == prefix]
     if not ids:
         return None
-    accesses = _usable(
+    accesses = usable_connections(
         effective_access(run.company_id, run.agent_id, run.responsible_user_id, connection_ids=ids)
     )
     return _tools_of(accesses, slugs, include_blocked=True).get(name)
-
-
-def usable_connection(run: HeartbeatRun, connection_id: uuid.UUID) -> ConnectionAccess | None:
-    """The run's access to one connection when its agent may call tools of it now (as `find_tool` decides), else
-    None: an active identity on a healthy connection with at least one tool that is not blocked."""
-    accesses = _usable(
-        effective_access(
-            run.company_id,
-            run.agent_id,
-            run.responsible_user_id,
-            connection_ids=[connection_id],
-            with_tools=False,
-        )
-    )
-    return next((a for a in accesses if a.connection.id == connection_id and a.has_usable_tools), None)
 
 
 # Listings are large (an agent may have thousands of tools), so a process keeps fewer of them than search indexes.
@@ -221,7 +202,7 @@ def build_listing(run: HeartbeatRun) -> list[dict]:
     counts, then the tools of those connections as plain rows with their action, pinned arguments worked out once
     per connection. A constant number of statements.
     """
-    usable = _usable(
+    usable = usable_connections(
         effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
     )
     usable = [access for access in usable if access.has_tools]

@@ -20,7 +20,7 @@ from app.models import ConnectionTool, ToolConnection, ToolPolicy
 from app.services.access import scopes
 
 ACCESS_REQUEST_KEY = "accessRequest"
-# The payload's words for a scope's permissions (reference: `permission: allowed | ask_first`).
+# The payload's words for a scope's permissions: an access card's tool says `allowed` or `ask_first`.
 PAYLOAD_PERMISSIONS = {"allow": "allowed", "ask_first": "ask_first"}
 MAX_NAMED_TOOLS = 20
 MAX_REVIEWED_TOOLS = 500

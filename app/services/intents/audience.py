@@ -5,19 +5,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select
-
 from app.core.errors import Conflict, Forbidden
-from app.extensions import db
 from app.models import (
-    Agent,
     Membership,
     ThreadInteraction,
     ToolConnection,
 )
 from app.services.access.effective import can_manage_connections
 from app.services.connections import card_binding
-from app.services.connections.audience import Audience, add_agent_install, add_company_install
+from app.services.connections.audience import Audience, add_agent_install, add_company_install, agents_outside
 from app.services.intents.card import AUDIENCE_KEY, BROADEN_FORBIDDEN, _uuid_or_none
 
 # --- the audience the addressed person chose -------------------------------------------------------------------
@@ -67,13 +63,7 @@ def _apply_card_audience(
 
 
 def check_audience_agents(company_id: uuid.UUID, audience: Audience) -> None:
-    """Agents named in a saved audience that left the company meanwhile refuse the completion."""
-    if not audience.agent_ids:
-        return
-    found = set(
-        db.session.scalars(
-            select(Agent.id).where(Agent.company_id == company_id, Agent.id.in_(audience.agent_ids))
-        )
-    )
-    if set(audience.agent_ids) - found:
+    """Agents named in a saved audience that left the company meanwhile refuse the completion
+    (`connections.audience.agents_outside` owns the rule; a card answers with a conflict, not a form error)."""
+    if agents_outside(company_id, audience):
         raise Conflict("An agent chosen for this connection is no longer part of the company")

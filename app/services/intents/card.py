@@ -8,6 +8,7 @@ from sqlalchemy import delete
 
 from app.extensions import db
 from app.models import (
+    Issue,
     OAuthState,
     ThreadInteraction,
 )
@@ -75,9 +76,20 @@ def adopt_legacy_card(row: ThreadInteraction) -> None:
         db.session.flush()
 
 
+def card_task_is_active(interaction: ThreadInteraction, issue: Issue | None) -> bool:
+    """The card's task is open and still owned by the agent that asked: the one rule for whether a card may still
+    be answered (`resolution.active_task` locks the task first) and whether its answer wakes the agent (the
+    continuation worker, and what the card says about it)."""
+    return (
+        issue is not None
+        and not issue.is_closed
+        and str(issue.assignee_agent_id) == intent_payload(interaction).get("requestingAgentId")
+    )
+
+
 def retire_oauth_states(interaction_ids: list[uuid.UUID]) -> None:
     """Sign-ins in flight for cards that no longer wait: their state rows go, so a late callback connects nothing
-    (reference, `tool_oauth_states`: expiring or superseding an intent deletes its OAuth state rows)."""
+    (resolving, expiring or superseding a card deletes its OAuth state rows)."""
     if interaction_ids:
         db.session.execute(
             delete(OAuthState)

@@ -18,9 +18,13 @@ from app.models import (
     ToolConnection,
 )
 from app.models.base import utcnow
-from app.models.connections import ATTENTION_HEALTH
 from app.services import notifications  # notifications: issue 15
-from app.services.access.effective import can_manage_connections, effective_access
+from app.services.access.effective import (
+    can_manage_connections,
+    connection_access,
+    connection_is_healthy,
+    connection_is_live,
+)
 from app.services.activity import record_activity
 from app.services.connections.audience import add_agent_install
 from app.services.intents.access_requests import ACCESS_REQUEST_KEY, requested_scope
@@ -39,14 +43,15 @@ from app.services.intents.card import (
     TASK_GONE,
     _uuid_or_none,
     adopt_legacy_card,
+    card_task_is_active,
     intent_payload,
     is_connection_card,
     retire_oauth_states,
 )
 from app.services.intents.service import (
-    grant_in_audience,
     matching_connections,
     resolve_service,
+    reusable_by,
     service_slug_of,
 )
 
@@ -88,15 +93,6 @@ def require_addressee(interaction: ThreadInteraction, user_id: uuid.UUID) -> Non
         raise Forbidden(NOT_ADDRESSEE)
 
 
-def card_task_is_active(interaction: ThreadInteraction, issue: Issue | None) -> bool:
-    """The card's task is open and still owned by the agent that asked (the one rule; `active_task` locks)."""
-    return (
-        issue is not None
-        and not issue.is_closed
-        and str(issue.assignee_agent_id) == (interaction.payload or {}).get("requestingAgentId")
-    )
-
-
 def active_task(interaction: ThreadInteraction) -> Issue:
     issue = db.session.scalar(
         select(Issue)
@@ -134,9 +130,7 @@ def setup_options(interaction: ThreadInteraction) -> dict:
     eligible = [
         c
         for c in matching_connections(interaction.company_id, slug)
-        if c.status == "active"
-        and c.enabled
-        and any(grant_in_audience(g, interaction.addressee_user_id, agent_id) for g in c.grants)
+        if reusable_by(c, interaction.addressee_user_id, agent_id)
     ]
     return {
         "version": 1,
@@ -226,11 +220,7 @@ def complete_intent(
         or (access_request is not None and access_request.get("connectionId") != str(connection.id))
     ):
         raise NotFound("Connection does not match this intent")
-    if (
-        connection.status != "active"
-        or not connection.enabled
-        or connection.health_status in ATTENTION_HEALTH
-    ):
+    if not connection_is_live(connection) or not connection_is_healthy(connection):
         raise Conflict("Finish and test this connection before using it for the task")
     grants = [g for g in connection.grants if g.status == "active"]
     personal = next((g for g in grants if g.kind == "user" and g.subject_user_id == user_id), None)
@@ -275,14 +265,12 @@ def complete_intent(
     if saved is not None:
         _apply_card_audience(connection, saved, agent_id, user_id)
     db.session.flush()
-    access = effective_access(
-        connection.company_id, agent_id, user_id, connection_ids=[connection.id], with_tools=False
-    )
-    if not access or not access[0].has_usable_tools:
+    access = connection_access(connection.company_id, agent_id, user_id, connection.id)
+    if access is None or not access.has_usable_tools:
         raise Conflict(
             "This connection has no permitted tools. Review its action permissions before continuing."
         )
-    if access[0].grant is None:
+    if not access.has_identity:
         raise Conflict(
             "This identity is not the connection this agent can execute. "
             "Resolve conflicting identities before continuing."

@@ -14,6 +14,7 @@ from app.models import (
     ToolConnection,
 )
 from app.models.connections import CUSTOM_APP_SLUG
+from app.services.access.effective import connection_is_live
 from app.services.intents.card import CONNECTION_PREFIX
 
 
@@ -73,6 +74,14 @@ def grant_in_audience(grant: ConnectionGrant, user_id: uuid.UUID | None, agent_i
         grant.kind == "organization"
         or (grant.kind == "user" and user_id is not None and grant.subject_user_id == user_id)
         or (grant.kind == "agent" and agent_id is not None and grant.subject_agent_id == agent_id)
+    )
+
+
+def reusable_by(connection: ToolConnection, user_id: uuid.UUID | None, agent_id: uuid.UUID | None) -> bool:
+    """A connection a card may offer for reuse to this person and agent: live (`connection_is_live`) with an
+    active grant in their audience (`grant_in_audience`); installing it is what completing the card adds."""
+    return connection_is_live(connection) and any(
+        grant_in_audience(g, user_id, agent_id) for g in connection.grants
     )
 
 

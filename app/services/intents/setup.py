@@ -17,6 +17,7 @@ import uuid
 from app.core.errors import Conflict, NotFound, ServiceError, ValidationFailed
 from app.extensions import db
 from app.models import Issue, Membership, OAuthState, ThreadInteraction, ToolConnection
+from app.models.connections import ConnectionStatus
 from app.services.access.effective import can_configure
 from app.services.connections import card_binding
 from app.services.connections.audience import Audience
@@ -188,12 +189,29 @@ def finish_setup(
     return _complete(card.id, membership, connection) if card is not None else None
 
 
+def reconnectable_connection(
+    interaction: ThreadInteraction, membership: Membership, app_definition
+) -> ToolConnection | None:
+    """The service's Disconnected connection this person may reconnect (the oldest), or None: the card's dialog
+    offers Reconnect of that connection, keeping its id and settings, rather than a new setup ("Honcho 2")."""
+    if app_definition is None or not app_definition.methods:
+        return None
+    return next(
+        (
+            c
+            for c in service.matching_connections(interaction.company_id, app_definition.slug)
+            if c.status == ConnectionStatus.DISCONNECTED and can_configure(membership, c)
+        ),
+        None,
+    )
+
+
 def card_is_open(interaction_id: uuid.UUID) -> bool:
     """Whether the card still waits for an answer on an active task (a read, no lock: callers recheck)."""
     interaction = db.session.get(ThreadInteraction, interaction_id)
     if interaction is None or interaction.kind != intents_card.KIND or interaction.status != "pending":
         return False
-    return resolution.card_task_is_active(interaction, db.session.get(Issue, interaction.issue_id))
+    return intents_card.card_task_is_active(interaction, db.session.get(Issue, interaction.issue_id))
 
 
 def finish_card_oauth(

@@ -35,15 +35,16 @@ from app.models import (
     ToolPolicy,
 )
 from app.models.base import utcnow
+from app.models.connections import ConnectionStatus
 from app.services import notifications  # notifications: issue 15
 from app.services.access import revision
-from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
+from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, connection_is_live
 from app.services.activity import record_activity
 from app.services.connections import card_binding
 from app.services.management.impact import Impact, connection_impact
 from app.services.oauth.revocation import Revocation, revoke_grant_tokens
 
-DISCONNECTED = "disconnected"
+DISCONNECTED = ConnectionStatus.DISCONNECTED
 NOT_SET_UP = "Finish setting up this connection first; a setup that was never finished can only be deleted"
 ALREADY_DISCONNECTED = "This connection is already disconnected"
 CONNECTION_DELETED = "The connection was deleted"
@@ -173,7 +174,7 @@ def delete_connection(actor: Membership, connection: ToolConnection) -> Impact:
         db.session.refresh(card, with_for_update=True)
     impact.kept_cards = [c for c in impact.kept_cards if c.status == "pending"]
     impact.expiring_cards = [c for c in impact.expiring_cards if c.status == "pending"]
-    was_live = connection.status == "active" and connection.enabled
+    was_live = connection_is_live(connection)
     for card in impact.kept_cards:
         _forget_saved_setup(card)
     _expire(impact.expiring_cards)

@@ -71,10 +71,7 @@ def _build_sources(run: HeartbeatRun) -> list[InstructionSource]:
         for access in effective_access(
             run.company_id, run.agent_id, run.responsible_user_id, with_tools=False
         )
-        if access.grant is not None
-        and access.grant.status == "active"
-        and access.has_usable_tools
-        and access.connection.agent_instructions is not None
+        if access.serves_instructions and access.connection.agent_instructions is not None
     ]
     apps = get_apps(access.connection.app_slug for access in eligible)
     return [

@@ -6,8 +6,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
-from app.models.connections import ATTENTION_HEALTH
-from app.services.access.effective import ConnectionAccess, effective_access
+from app.services.access.effective import ConnectionAccess, connection_is_healthy, effective_access
 from app.services.intents import service as intents_service
 from app.services.runtime.context import RunContext
 
@@ -25,7 +24,14 @@ class Readiness:
 def readiness(
     service: intents_service.ServiceIdentity, accesses: list[ConnectionAccess], matching: list
 ) -> Readiness:
-    """The agent-relative state of one service (reference 5.4 table, checked in order).
+    """The agent-relative state of one service; the first rule that holds decides:
+
+    1. `ready`: one of the agent's connections of the service is ready (`ConnectionAccess.is_ready`);
+    2. `unavailable` (admin denied): the agent's connections of the service have tools, and every one is blocked;
+    3. `unavailable`: the service is disabled or has no way to connect;
+    4. `needs_user_action`: the company has a connection of the service (not archived) that this agent cannot use
+       yet: it needs attention, or an identity or an install for this agent;
+    5. `available`: nothing is connected yet.
 
     `matching` holds the service's live connections (anything with a `health_status`: rows or models).
     """
@@ -42,7 +48,7 @@ def readiness(
     if not service.available or not service.methods:
         return Readiness("unavailable", "Connection is disabled or unavailable")
     if matching:
-        attention = any(c.health_status in ATTENTION_HEALTH for c in matching)
+        attention = not all(connection_is_healthy(c) for c in matching)
         return Readiness(
             "needs_user_action",
             "Connection needs attention" if attention else "Review identity and access for this agent",

@@ -13,7 +13,7 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
 )
-from app.services.access.effective import effective_access
+from app.services.access.effective import connection_access
 from app.services.intents import access_requests, creation
 from app.services.intents import card as intents_card
 from app.services.intents import service as intents_service
@@ -167,19 +167,13 @@ def _access_target(
     connection_id: uuid.UUID | None,
 ) -> ToolConnection | None:
     """The existing connection an access request is about; None when the service has none yet (a setup card)."""
-    live = [
-        c
-        for c in matching
-        if c.status == "active"
-        and c.enabled
-        and any(intents_service.grant_in_audience(g, ctx.responsible_user_id, ctx.agent.id) for g in c.grants)
-    ]
+    live = [c for c in matching if intents_service.reusable_by(c, ctx.responsible_user_id, ctx.agent.id)]
     if connection_id is not None:
         target = next((c for c in live if c.id == connection_id), None)
         if target is None:
             raise Unprocessable(f"Connection {connection_id} does not serve {service.slug} for this run")
         return target
-    usable = [a.connection for a in accesses if a.grant is not None]
+    usable = [a.connection for a in accesses if a.has_identity]
     if len(usable) == 1:
         return usable[0]
     if len(live) == 1:
@@ -196,14 +190,15 @@ def _request_access(
     tool_names: list[str] | None,
 ) -> dict:
     tools = access_requests.review_tools(target, tool_names)
-    current = effective_access(
+    current = connection_access(
         ctx.run.company_id,
         ctx.agent.id,
         ctx.responsible_user_id,
-        connection_ids=[target.id],
+        target.id,
+        with_tools=True,
         responsible_membership=ctx.membership,
     )
-    usable = {t.tool.name for a in current if a.grant is not None and a.is_healthy for t in a.usable_tools}
+    usable = current.callable_tool_names if current is not None else set()
     if all(t.name in usable for t in tools):
         return {
             "version": 1,

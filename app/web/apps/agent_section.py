@@ -16,7 +16,7 @@ from flask import url_for
 from app.catalog.loader import get_app
 from app.extensions import db
 from app.models import Agent, ToolConnection
-from app.services.access.effective import installed_connections_query
+from app.services.access.effective import installed_connections_query, live_clause
 from app.services.connections.instructions import instruction_context, parse_setting
 
 
@@ -33,9 +33,7 @@ class ConnectionInstructionsItem:
 
 def agent_connection_instructions(agent: Agent) -> list[ConnectionInstructionsItem]:
     """The agent's connection instructions, sorted by connection name (one query, plus the cached catalog)."""
-    query = installed_connections_query(agent.company_id, agent.id).where(
-        ToolConnection.status == "active", ToolConnection.enabled.is_(True)
-    )
+    query = installed_connections_query(agent.company_id, agent.id).where(live_clause())
     items = []
     apps: dict = {}
     for connection in db.session.scalars(query.order_by(ToolConnection.name, ToolConnection.id)):

@@ -12,7 +12,7 @@ from wtforms import (
 )
 from wtforms.validators import AnyOf, DataRequired, Length, NumberRange, Optional
 
-from app.models.connections import TOOL_ACTIONS
+from app.models.connections import ToolAction
 
 EDITOR_ACTIONS = ("toggle", "edit", "cancel", "save", "reset")
 ACTION_LABELS = {"allow": "Allow", "ask_first": "Ask first", "block": "Block"}
@@ -32,7 +32,7 @@ class InstructionsEditorForm(FlaskForm):
 
 class ToolPolicyForm(FlaskForm):
     tool = HiddenField(validators=[DataRequired(), Length(max=200)])
-    action = StringField(validators=[DataRequired(), AnyOf(TOOL_ACTIONS)])
+    action = StringField(validators=[DataRequired(), AnyOf(ToolAction.values())])
 
 
 class AudienceForm(FlaskForm):

@@ -6,7 +6,7 @@ from wtforms.fields.choices import SelectChoice
 from app.core.errors import Unprocessable
 from app.extensions import htmx
 from app.models import Issue
-from app.models.work import ISSUE_STATUSES
+from app.models.work import IssueStatus
 from app.services.agents import list_agents
 from app.services.runs.lifecycle import recent_runs
 from app.services.tenancy import company_members
@@ -61,7 +61,7 @@ def _task_context(issue: Issue, membership, **extra):
 def tasks():
     membership = current_membership()
     status = request.args.get("status") or None
-    if status not in (None, *ISSUE_STATUSES):
+    if status not in (None, *IssueStatus.values()):
         status = None
     assignee = request.args.get("assignee") or None
     agents = list_agents(membership.company_id)
@@ -70,7 +70,7 @@ def tasks():
     context = {
         "issues": issues,
         "agents": agents,
-        "statuses": ISSUE_STATUSES,
+        "statuses": IssueStatus.values(),
         "status": status,
         "assignee": str(assignee_id) if assignee_id else None,
         "new_form": NewIssueForm(formdata=None),
@@ -91,7 +91,7 @@ def create_task():
             "board/tasks.html",
             issues=list_issues(membership.company_id),
             agents=agents,
-            statuses=ISSUE_STATUSES,
+            statuses=IssueStatus.values(),
             status=None,
             assignee=None,
             new_form=form,

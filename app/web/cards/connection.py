@@ -5,27 +5,22 @@ authorize (only the addressed person acts: 403 otherwise, and setup options are 
 call the intent and connection services, which own every rule, and commit once. Continuation delivery runs after
 the commit, exactly as the board JSON API does.
 
-Fragments come from `templates/interactions/_connection_intent.html` (the card) and `templates/intents/` (the
-dialog body); without htmx the same URLs answer with full pages or 303 redirects back to the task, so the card works
+Fragments come from `templates/interactions/_connection_intent.html` (the card, whose words `connection_view`
+presents from the state `services/intents/card_state` decides) and `templates/intents/` (the dialog body); without htmx the same URLs answer with full pages or 303 redirects back to the task, so the card works
 without JavaScript. The card never renders credentials or authorization URLs: OAuth starts with a form POST whose
 answer is the redirect to the provider.
 """
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
-from datetime import datetime
-
 from flask import Blueprint, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
-from app.catalog.loader import get_app, get_method, logo_url
+from app.catalog.loader import get_app, get_method
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db, htmx
-from app.models import Issue, ThreadInteraction
-from app.models.base import as_utc
-from app.services.access.effective import can_configure, can_manage_connections
+from app.models import ThreadInteraction
+from app.services.access.effective import can_manage_connections
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, update_connection
 from app.services.intents import access_requests
@@ -34,7 +29,6 @@ from app.services.intents import card as intents_card
 from app.services.intents import resolution as intents_resolution
 from app.services.intents import service as intents_service
 from app.services.intents import setup as intent_setup
-from app.services.management.lifecycle import DISCONNECTED
 from app.web.apps.setup import record_refusal, resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
@@ -44,6 +38,7 @@ from app.web.apps.setup_flow import (
     refusal_view,
     start_or_resume_draft,
 )
+from app.web.cards.connection_view import CardView, card_view
 from app.web.context import membership_for, parse_uuid, require_write
 from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
@@ -53,8 +48,6 @@ bp = Blueprint("intent_cards", __name__)
 INTRO = "Connect your identity or reuse an eligible connection. Access is added only for this agent."
 RETRY_NOTE = "Authorization did not finish, so nothing was connected. You can try again."
 SAVE_AND_EXIT = "save"
-PRIMARY_LABELS = {"requested": "Connect", "authorizing": "Continue setup", "needs_retry": "Try again"}
-CONTINUE_LABEL = "Continue setup"
 
 
 @bp.before_request
@@ -67,133 +60,6 @@ def _require_login():
 def _vary(response):
     response.headers.add("Vary", "HX-Request")
     return response
-
-
-# --- what the card shows ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CardView:
-    """Everything the card partial renders, derived from the interaction and the viewer (no secrets, no URLs)."""
-
-    id: str
-    state: str  # requested | authorizing | needs_retry | accepted | declined | superseded | expired
-    pending: bool
-    is_addressee: bool
-    service_name: str
-    agent_name: str
-    addressee_name: str
-    logo: str | None
-    dark_logo: str | None
-    primary_label: str | None
-    outcome_text: str | None
-    # The addressee saved a setup for this card (Save & exit): the card offers to continue it.
-    setup_saved: bool = False
-    # An access request: {connectionId, connectionName, tools: [{toolName, permission}]} (no setup, a grant).
-    access_request: dict | None = None
-    title: str | None = None
-    # Who answered and when ("Connected by Dana Owner", the time), and what became of the agent's continuation.
-    resolved_by: str | None = None
-    resolved_at: datetime | None = None
-    continuation_text: str | None = None
-
-    @property
-    def can_decline(self) -> bool:
-        """Not now is offered while the card asks (requested) and after a failed attempt (needs_retry)."""
-        return self.state in ("requested", "needs_retry")
-
-
-def card_view(item: ThreadInteraction, viewer=None) -> CardView:
-    """The card's state and labels (reference 12.1). A pending card of a closed task shows as expired."""
-    payload = intents_card.intent_payload(item)
-    viewer = viewer if viewer is not None else current_user
-    service_name = payload.get("serviceName") or payload.get("serviceSlug") or "the service"
-    outcome = (item.result or {}).get("outcome")
-    if item.status == "pending":
-        issue = db.session.get(Issue, item.issue_id)
-        state = "expired" if issue is not None and issue.is_closed else payload.get("phase", "requested")
-        if state not in PRIMARY_LABELS and state != "expired":
-            state = "requested"
-    elif item.status == "accepted":
-        state = "accepted"
-    elif item.status == "rejected":
-        state = "declined"
-    elif outcome == "superseded":
-        state = "superseded"
-    else:
-        state = "expired"
-    outcomes = {
-        "accepted": f"{service_name} connected",
-        "declined": "Connection declined",
-        "superseded": "Request superseded",
-        "expired": "Connection request expired",
-    }
-    definition = get_app(payload.get("serviceSlug", "")) if payload.get("serviceSlug") else None
-    logo = payload.get("serviceLogoUrl") or (logo_url(definition) if definition else None)
-    dark = payload.get("serviceDarkLogoUrl") or (logo_url(definition, dark=True) if definition else None)
-    addressee = item.addressee_user
-    saved = intents_audience.card_audience(item) is not None
-    access = (
-        payload.get(access_requests.ACCESS_REQUEST_KEY)
-        if isinstance(payload.get(access_requests.ACCESS_REQUEST_KEY), dict)
-        else None
-    )
-    agent_name = payload.get("requestingAgentName") or (
-        item.requesting_agent.name if item.requesting_agent else "An agent"
-    )
-    return CardView(
-        id=str(item.id),
-        state=state,
-        pending=state in PRIMARY_LABELS,
-        is_addressee=bool(getattr(viewer, "is_authenticated", False) and viewer.id == item.addressee_user_id),
-        service_name=service_name,
-        agent_name=agent_name,
-        addressee_name=addressee.name if addressee is not None else "the responsible person",
-        logo=logo,
-        dark_logo=dark if dark != logo else None,
-        primary_label=CONTINUE_LABEL if saved and state == "requested" else PRIMARY_LABELS.get(state),
-        outcome_text=(
-            f"Access granted to {agent_name}" if state == "accepted" and access else outcomes.get(state)
-        ),
-        setup_saved=saved,
-        access_request=access,
-        title=item.title,
-        resolved_by=_resolved_by(item, state, agent_name),
-        resolved_at=as_utc(item.resolved_at) if state in ("accepted", "declined") else None,
-        continuation_text=_continuation_text(item, state, agent_name),
-    )
-
-
-def _resolved_by(item: ThreadInteraction, state: str, agent_name: str) -> str | None:
-    verb = {"accepted": "Granted" if _is_access_request(item) else "Connected", "declined": "Declined"}.get(
-        state
-    )
-    if verb is None:
-        return None
-    person = (
-        item.resolved_by_user.name if item.resolved_by_user is not None else "someone who left the company"
-    )
-    return f"{verb} by {person}"
-
-
-def _is_access_request(item: ThreadInteraction) -> bool:
-    return isinstance(intents_card.intent_payload(item).get(access_requests.ACCESS_REQUEST_KEY), dict)
-
-
-def _continuation_text(item: ThreadInteraction, state: str, agent_name: str) -> str | None:
-    """Whether the answer wakes the agent: only while it still owns the open task (else it is not woken)."""
-    if state not in ("accepted", "declined"):
-        return None
-    issue = db.session.get(Issue, item.issue_id)
-    if issue is None or issue.is_closed:
-        return "The task is closed, so the agent is not woken."
-    if issue.assignee_agent_id != item.requesting_agent_id:
-        return f"{agent_name} is not assigned any more, so it is not woken."
-    return (
-        f"{agent_name} will continue in a new session."
-        if state == "accepted"
-        else (f"{agent_name} will continue without it.")
-    )
 
 
 @bp.app_template_global("connection_card")
@@ -237,14 +103,6 @@ def _card_response(interaction: ThreadInteraction, status: int = 200, error: str
     return html, status, {"HX-Retarget": f"#intent-card-{interaction.id}", "HX-Reswap": "outerHTML"}
 
 
-def _requester_id(interaction: ThreadInteraction) -> uuid.UUID | None:
-    value = intents_card.intent_payload(interaction).get("requestingAgentId")
-    try:
-        return uuid.UUID(str(value)) if value else None
-    except ValueError:
-        return None
-
-
 def _catalog_app(interaction: ThreadInteraction):
     """The app whose setup flow the dialog hosts; configured custom services have no setup (only reuse)."""
     slug = intents_card.intent_payload(interaction).get("serviceSlug", "")
@@ -256,7 +114,7 @@ def _catalog_app(interaction: ThreadInteraction):
 def _dialog_flow(interaction, membership, app_definition, **kwargs):
     """The setup flow in the card's dialog. Continue setup restores the saved draft (its method and identity) and
     the audience saved on the card; a person without sharing authority starts from the requesting agent alone."""
-    requester = _requester_id(interaction)
+    requester = intents_resolution.requester_of(interaction)
     saved = intents_audience.card_audience(interaction)
     if "draft" not in kwargs and "submission" not in kwargs:
         kwargs["draft"] = intent_setup.saved_draft(interaction, membership)
@@ -285,21 +143,6 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
     return flow
 
 
-def _disconnected(interaction, membership, app_definition):
-    """The service's Disconnected connection this person may reconnect (the oldest), or None: the dialog offers
-    Reconnect of that connection, keeping its id and settings, rather than a new setup ("Honcho 2")."""
-    if app_definition is None or not app_definition.methods:
-        return None
-    return next(
-        (
-            c
-            for c in intents_service.matching_connections(interaction.company_id, app_definition.slug)
-            if c.status == DISCONNECTED and can_configure(membership, c)
-        ),
-        None,
-    )
-
-
 def _reconnect_flow(interaction, membership, app_definition, connection, **kwargs):
     return build_setup_flow(
         membership,
@@ -317,7 +160,11 @@ def _reconnect_flow(interaction, membership, app_definition, connection, **kwarg
 def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_draft=None, **flow_kwargs):
     options = intents_resolution.setup_options(interaction)
     app_definition = _catalog_app(interaction)
-    disconnected = _disconnected(interaction, membership, app_definition) if flow is None else None
+    disconnected = (
+        intent_setup.reconnectable_connection(interaction, membership, app_definition)
+        if flow is None
+        else None
+    )
     if disconnected is not None and oauth_draft is None and "submission" not in flow_kwargs:
         flow = _reconnect_flow(interaction, membership, app_definition, disconnected)
     if flow is None and app_definition is not None and app_definition.methods and oauth_draft is None:
@@ -459,7 +306,7 @@ def setup_submit(interaction_id):
         )
         return _flow_response(interaction, membership, flow, status)
 
-    requester = _requester_id(interaction)
+    requester = intents_resolution.requester_of(interaction)
     if not saving and not submission.audience.all_agents and requester not in submission.audience.agent_ids:
         name = card_view(interaction).agent_name
         return failed(422, errors={"agentIds": f"Keep {name} selected: it asked for this connection."})
@@ -509,7 +356,7 @@ def reconnect(interaction_id, connection_id):
     if interaction.status != "pending":
         return _card_response(interaction)
     app_definition = _catalog_app(interaction)
-    connection = _disconnected(interaction, membership, app_definition)
+    connection = intent_setup.reconnectable_connection(interaction, membership, app_definition)
     if connection is None or str(connection.id) != connection_id:
         raise NotFound("This connection cannot be reconnected from this card")
     method = get_method(app_definition, connection.method_key)

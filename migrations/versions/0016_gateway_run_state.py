@@ -5,16 +5,16 @@ server process than the gateway call it names is recorded here, and the call's p
 nullable `heartbeat_runs.gateway_elicitation`: the elicitation modes the run's gateway client declared at its last
 `initialize`.
 
-Revision ID: 0015_gateway_run_state
-Revises: 0014_tool_listing_fields
+Revision ID: 0016_gateway_run_state
+Revises: 0015_status_checks
 """
 
 from alembic import op
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-revision = "0015_gateway_run_state"
-down_revision = "0014_tool_listing_fields"
+revision = "0016_gateway_run_state"
+down_revision = "0015_status_checks"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,125 @@
+"""The connection card's presenter: words, labels and logos for the state `services/intents/card_state` decides.
+
+The state machine runs in the service; this module only says it, for the card partial
+(`templates/interactions/_connection_intent.html`, through the `connection_card` template global of
+`app/web/cards/connection.py`) and the dialog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from flask_login import current_user
+
+from app.catalog.loader import get_app, logo_url
+from app.models import ThreadInteraction
+from app.models.base import as_utc
+from app.services.intents.card import intent_payload
+from app.services.intents.card_state import CardState, Continuation, card_state
+
+PRIMARY_LABELS = {"requested": "Connect", "authorizing": "Continue setup", "needs_retry": "Try again"}
+CONTINUE_LABEL = "Continue setup"
+
+
+@dataclass(frozen=True)
+class CardView:
+    """Everything the card partial renders, derived from the interaction and the viewer (no secrets, no URLs)."""
+
+    id: str
+    state: str  # requested | authorizing | needs_retry | accepted | declined | superseded | expired
+    pending: bool
+    is_addressee: bool
+    service_name: str
+    agent_name: str
+    addressee_name: str
+    logo: str | None
+    dark_logo: str | None
+    primary_label: str | None
+    outcome_text: str | None
+    # The addressee saved a setup for this card (Save & exit): the card offers to continue it.
+    setup_saved: bool = False
+    # An access request: {connectionId, connectionName, tools: [{toolName, permission}]} (no setup, a grant).
+    access_request: dict | None = None
+    title: str | None = None
+    # Who answered and when ("Connected by Dana Owner", the time), and what became of the agent's continuation.
+    resolved_by: str | None = None
+    resolved_at: datetime | None = None
+    continuation_text: str | None = None
+    can_decline: bool = False
+
+
+def card_view(item: ThreadInteraction, viewer=None) -> CardView:
+    """The card's state (from the service) in words, for this viewer."""
+    payload = intent_payload(item)
+    current = card_state(item)
+    state = current.state
+    viewer = viewer if viewer is not None else current_user
+    service_name = payload.get("serviceName") or payload.get("serviceSlug") or "the service"
+    outcomes = {
+        "accepted": f"{service_name} connected",
+        "declined": "Connection declined",
+        "superseded": "Request superseded",
+        "expired": "Connection request expired",
+    }
+    definition = get_app(payload.get("serviceSlug", "")) if payload.get("serviceSlug") else None
+    logo = payload.get("serviceLogoUrl") or (logo_url(definition) if definition else None)
+    dark = payload.get("serviceDarkLogoUrl") or (logo_url(definition, dark=True) if definition else None)
+    addressee = item.addressee_user
+    agent_name = payload.get("requestingAgentName") or (
+        item.requesting_agent.name if item.requesting_agent else "An agent"
+    )
+    return CardView(
+        id=str(item.id),
+        state=state,
+        pending=current.pending,
+        is_addressee=bool(getattr(viewer, "is_authenticated", False) and viewer.id == item.addressee_user_id),
+        service_name=service_name,
+        agent_name=agent_name,
+        addressee_name=addressee.name if addressee is not None else "the responsible person",
+        logo=logo,
+        dark_logo=dark if dark != logo else None,
+        primary_label=(
+            CONTINUE_LABEL if current.setup_saved and state == "requested" else PRIMARY_LABELS.get(state)
+        ),
+        outcome_text=(
+            f"Access granted to {agent_name}"
+            if state == "accepted" and current.access_request
+            else outcomes.get(state)
+        ),
+        setup_saved=current.setup_saved,
+        access_request=current.access_request,
+        title=item.title,
+        resolved_by=_resolved_by(item, current),
+        resolved_at=as_utc(item.resolved_at) if current.answered else None,
+        continuation_text=_continuation_text(current, agent_name),
+        can_decline=current.can_decline,
+    )
+
+
+def _resolved_by(item: ThreadInteraction, current: CardState) -> str | None:
+    if not current.answered:
+        return None
+    if current.state == "declined":
+        verb = "Declined"
+    else:
+        verb = "Granted" if current.access_request is not None else "Connected"
+    person = (
+        item.resolved_by_user.name if item.resolved_by_user is not None else "someone who left the company"
+    )
+    return f"{verb} by {person}"
+
+
+def _continuation_text(current: CardState, agent_name: str) -> str | None:
+    """Whether the answer wakes the agent (the service decides; this says it)."""
+    if current.continuation is None:
+        return None
+    if current.continuation == Continuation.TASK_CLOSED:
+        return "The task is closed, so the agent is not woken."
+    if current.continuation == Continuation.REASSIGNED:
+        return f"{agent_name} is not assigned any more, so it is not woken."
+    return (
+        f"{agent_name} will continue in a new session."
+        if current.state == "accepted"
+        else f"{agent_name} will continue without it."
+    )
