@@ -10,12 +10,13 @@ import json
 import logging
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from cryptography.fernet import Fernet
 
 
-def _instance_secret(instance_path: Path, name: str, make) -> str:
+def _instance_secret(instance_path: Path, name: str, make: Callable[[], str]) -> str:
     """Read a generated secret from the instance folder, creating it (mode 0600) on first use."""
     path = instance_path / name
     if path.exists():

@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from flask import Flask, current_app
 from flask_htmx import HTMX
 from flask_login import LoginManager
 from flask_migrate import Migrate
@@ -32,3 +33,9 @@ migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()
 htmx = HTMX()
+
+
+def current_app_object() -> Flask:
+    """The app behind the `current_app` proxy, for work that outlives the app context (threads, per-app caches)."""
+    # Flask types the proxy as the Flask class itself, so the proxy's own method is invisible to type checkers.
+    return current_app._get_current_object()  # type: ignore[attr-defined]

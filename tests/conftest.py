@@ -8,6 +8,7 @@ committed data.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 import tempfile
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
+from flask import has_app_context
+from flask.testing import FlaskClient
 from sqlalchemy import create_engine, event, text
 from werkzeug.serving import make_server
 
@@ -76,6 +79,25 @@ TEST_CONFIG = {
 }
 
 
+class RequestInItsOwnContextClient(FlaskClient):
+    """The test client, with every request in an app context of its own, as a server gives it.
+
+    A test keeps an app context pushed (the `db` fixture) to read and write the database directly. Flask lets a request
+    join an app context that is already pushed, so test-client requests would share the test's `g` (the user Flask-Login
+    cached, Flask-WTF's CSRF token) and its database session. Each request runs in a fresh `contextvars` context
+    instead: it sees no app context, so Flask pushes its own, with its own `g` and session, committed or rolled back by
+    `unit_of_work` and removed at teardown. Afterwards the test's session forgets what it had loaded, so it reads what
+    the request committed (as it did when the request committed the shared session)."""
+
+    def open(self, *args, **kwargs):
+        response = contextvars.Context().run(super().open, *args, **kwargs)
+        from app.extensions import db as _db
+
+        if has_app_context():
+            _db.session.expire_all()
+        return response
+
+
 @pytest.fixture(scope="session")
 def app():
     from flask_migrate import upgrade
@@ -86,15 +108,7 @@ def app():
     if url.startswith("postgresql"):
         _reset_postgres(url)
     application = create_app({**TEST_CONFIG, "SQLALCHEMY_DATABASE_URI": url})
-
-    def _fresh_globals_per_request():
-        # Tests keep an app context pushed, so test-client requests would share `g` (the signed-in user cached by
-        # Flask-Login, Flask-WTF's CSRF token). Production gives every request a fresh `g`; so do we.
-        from flask import g
-
-        g.__dict__.clear()
-
-    application.before_request_funcs.setdefault(None, []).insert(0, _fresh_globals_per_request)
+    application.test_client_class = RequestInItsOwnContextClient
 
     with application.app_context():
         upgrade()
@@ -237,3 +251,21 @@ def sign_in(client, user) -> str:
 def make(db):
     """Factories bound to the test database: make.company(), make.member(company, role), ..."""
     return factories.Factory(db)
+
+
+@pytest.fixture
+def acme(make):
+    """(company, owner, member, viewer, agent): Acme with one person in each role and an agent Builder."""
+    company = make.company("Acme")
+    owner = make.member(company, "owner")
+    member = make.member(company, "member")
+    viewer = make.member(company, "viewer")
+    agent = make.agent(company, "Builder")
+    return company, owner, member, viewer, agent
+
+
+@pytest.fixture
+def world(make):
+    """Acme: an owner (the task's responsible person), an agent Builder on an in-progress task, a live run and its
+    token (`make.task_run()`); modules that need another world override this fixture."""
+    return make.task_run()

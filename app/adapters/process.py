@@ -36,6 +36,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from typing import IO, Any
 
 from app.adapters import SESSION_LINE_KEY, AdapterResult, Invocation, TailBuffer
 
@@ -159,7 +160,7 @@ def parse_session_line(line: bytes) -> str | None:
 class _Pump(threading.Thread):
     """Copies a pipe into a bounded buffer, optionally watching complete lines for the session report."""
 
-    def __init__(self, stream, watch_sessions: bool):
+    def __init__(self, stream: Any, watch_sessions: bool) -> None:  # a Popen pipe, read with read1 (buffered)
         super().__init__(daemon=True)
         self.stream = stream
         self.buffer = TailBuffer()
@@ -190,7 +191,7 @@ class _Pump(threading.Thread):
             self.session_id = found
 
 
-def _feed_stdin(stream, data: bytes) -> None:
+def _feed_stdin(stream: IO[bytes], data: bytes) -> None:
     try:
         stream.write(data)
     except (BrokenPipeError, OSError, ValueError):

@@ -4,6 +4,7 @@ MCP Registry server.json documents as new definitions."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from app.catalog.loader import (
 )
 from app.cli import needs_database
 from app.extensions import db
+
+if TYPE_CHECKING:
+    from app.catalog.registry_import import AuthWithoutKey
 
 _directory_option = click.option(
     "--directory",
@@ -35,7 +39,7 @@ def _fail(error: CatalogError) -> None:
 
 
 @click.group("catalog")
-def catalog_group():
+def catalog_group() -> None:
     """The app catalog: definitions and the cached catalog."""
 
 
@@ -47,7 +51,7 @@ def catalog_group():
 )
 @_directory_option
 @needs_database
-def ingest_command(definitions_only: bool, directory: Path):
+def ingest_command(definitions_only: bool, directory: Path) -> None:
     """Validate every app definition and regenerate the cached catalog from them."""
     try:
         report = ingest_definitions(directory)
@@ -69,7 +73,7 @@ def report_ingest(report: dict[str, list[str]]) -> None:
 
 @catalog_group.command("validate")
 @_directory_option
-def validate_command(directory: Path):
+def validate_command(directory: Path) -> None:
     """Validate every app definition without touching the database."""
     try:
         definitions = load_definition_files(directory)
@@ -94,7 +98,7 @@ def validate_command(directory: Path):
 )
 @click.option("--force", is_flag=True, help="Replace an earlier import of the same slug in the same folder.")
 @needs_database
-def import_command(source: str, slug: str | None, auth_without_key: str, force: bool):
+def import_command(source: str, slug: str | None, auth_without_key: AuthWithoutKey, force: bool) -> None:
     """Turn an MCP Registry server.json (a file or an http(s) URL) into an app definition and ingest it.
 
     The definition is written to SWITCHBOARD_CATALOG_EXTRA_DIR when set, else to app/catalog/definitions/.

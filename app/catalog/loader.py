@@ -16,11 +16,13 @@ import json
 import logging
 import os
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from flask import current_app, has_app_context
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 from sqlalchemy import select
 
 from app.catalog.schema import AppDefinition, DefinitionError, Method
@@ -61,7 +63,7 @@ def _format_path(loc: tuple[str | int, ...]) -> str:
     return out or "(file)"
 
 
-def _message(error: dict[str, Any]) -> tuple[tuple[str | int, ...], str]:
+def _message(error: ErrorDetails) -> tuple[tuple[str | int, ...], str]:
     """Turn one pydantic error into (path, plain message); cross-key rule failures carry their own sub-path."""
     loc = tuple(error["loc"])
     kind = error["type"]
@@ -253,7 +255,7 @@ def ingest_definitions(
     return {kind: sorted(slugs) for kind, slugs in report.items()}
 
 
-def _record_ingest(fingerprint: str, now) -> None:
+def _record_ingest(fingerprint: str, now: datetime) -> None:
     state = db.session.get(CatalogState, 1)
     if state is None:
         db.session.add(CatalogState(id=1, definitions_hash=fingerprint, ingest_count=1, ingested_at=now))
@@ -297,7 +299,7 @@ def _parse_row(row: CatalogApp) -> AppDefinition | None:
     return parsed
 
 
-def _parsed(keys) -> dict[str, AppDefinition]:
+def _parsed(keys: Iterable[tuple[str, str]]) -> dict[str, AppDefinition]:
     """Parsed definitions for (slug, content_hash) keys: the cache answers known versions, and only rows whose
     version is new to this process are read in full (one query), so hot paths do not decode every definition."""
     keys = list(keys)
@@ -313,7 +315,7 @@ def _parsed(keys) -> dict[str, AppDefinition]:
     return result
 
 
-def get_app_versions(versions) -> dict[str, AppDefinition]:
+def get_app_versions(versions: Iterable[tuple[str, str]]) -> dict[str, AppDefinition]:
     """Definitions for (slug, content_hash) pairs a caller already read with its own query (a version new to this
     process costs one query; known versions none)."""
     return _parsed(versions)
@@ -324,7 +326,7 @@ def get_app(slug: str) -> AppDefinition | None:
     return get_apps([slug]).get(slug)
 
 
-def get_apps(slugs) -> dict[str, AppDefinition]:
+def get_apps(slugs: Iterable[str]) -> dict[str, AppDefinition]:
     """Cached definitions of several apps, keyed by slug (unknown slugs are absent)."""
     wanted = set(slugs)
     if not wanted:
@@ -342,8 +344,8 @@ def list_apps() -> list[AppDefinition]:
     return sorted(apps, key=lambda app: (app.name.casefold(), app.slug))
 
 
-def get_method(app: AppDefinition, method_key: str | None) -> Method | None:
-    """The app's method with this key, else its first method (None only for an app without methods)."""
+def get_method(app: AppDefinition, method_key: str | None) -> Method:
+    """The app's method with this key, else its first method (every app has at least one)."""
     return app.method(method_key)
 
 

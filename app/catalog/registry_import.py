@@ -106,7 +106,7 @@ def _fetch(url: str) -> bytes:
 
 
 @cache
-def _validator():
+def _validator() -> Any:  # a jsonschema validator (jsonschema ships no type information)
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     cls = validator_for(schema)
     cls.check_schema(schema)
@@ -215,9 +215,9 @@ def _method(remote: dict, key: str, label_suffix: str, auth_without_key: AuthWit
     headers = remote.get("headers") or []
     secrets = [h for h in headers if h.get("isSecret")]
     if len(secrets) > 1:
-        names = ", ".join(h["name"] for h in secrets)
+        secret_names = ", ".join(h["name"] for h in secrets)
         raise ImportRefused(
-            f"the remote {remote['url']} needs {len(secrets)} secret headers ({names}); "
+            f"the remote {remote['url']} needs {len(secrets)} secret headers ({secret_names}); "
             "a Switchboard connection method carries one credential"
         )
     method: dict[str, Any] = {"key": key, "transport": _transport(remote)}

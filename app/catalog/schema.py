@@ -323,9 +323,10 @@ class AppDefinition(_Strict):
             seen.add(method.key)
         return self
 
-    def method(self, key: str | None) -> Method | None:
-        """The method with this key, else the first method (how saved connections pick theirs)."""
+    def method(self, key: str | None) -> Method:
+        """The method with this key, else the first method (how saved connections pick theirs; `methods` is
+        validated non-empty)."""
         for method in self.methods:
             if method.key == key:
                 return method
-        return self.methods[0] if self.methods else None
+        return self.methods[0]

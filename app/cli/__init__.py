@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
+from typing import Any
 
 import click
-from flask import current_app
+from flask import Flask, current_app
 from flask.cli import FlaskGroup, with_appcontext
 
 from app.extensions import db
@@ -14,7 +16,7 @@ from app.extensions import db
 UPGRADE_FIRST = "run `switchboard db upgrade` first"
 
 
-def _create_app():
+def _create_app() -> Flask:
     from app import create_app
 
     # Commands manage the catalog themselves (`db upgrade` and `catalog ingest` ingest it, `catalog validate` must
@@ -23,7 +25,7 @@ def _create_app():
 
 
 @click.group(cls=FlaskGroup, create_app=_create_app)
-def main():
+def main() -> None:
     """Switchboard: connect AI agents to the services they need."""
 
 
@@ -44,12 +46,12 @@ def schema_problem() -> str | None:
     return None
 
 
-def needs_database(command):
+def needs_database(command: Callable[..., Any]) -> Callable[..., Any]:
     """`with_appcontext`, and refuse (exit 2, a sentence on stderr) on a database that was never migrated or is
     at another revision, instead of a traceback from the first query ("no such table")."""
 
     @functools.wraps(command)
-    def checked(*args, **kwargs):
+    def checked(*args: Any, **kwargs: Any) -> Any:
         problem = schema_problem()
         if problem is not None:
             click.echo(f"{problem}: {UPGRADE_FIRST}.", err=True)
@@ -70,7 +72,7 @@ def _emit(data: dict, as_json: bool) -> None:
 @click.command("demo")
 @click.option("--json", "as_json", is_flag=True, help="Print the demo records as JSON.")
 @needs_database
-def demo_command(as_json: bool):
+def demo_command(as_json: bool) -> None:
     """Create (or show) the demo company, people, agents and tasks."""
     from app.services.demo import load_demo
 
@@ -90,7 +92,7 @@ def demo_command(as_json: bool):
 
 
 @click.group("api-keys")
-def api_keys_group():
+def api_keys_group() -> None:
     """Personal board API keys."""
 
 
@@ -99,7 +101,7 @@ def api_keys_group():
 @click.option("--name", default="CLI key")
 @click.option("--json", "as_json", is_flag=True)
 @needs_database
-def api_keys_create(email: str, name: str, as_json: bool):
+def api_keys_create(email: str, name: str, as_json: bool) -> None:
     """Create an API key for a person and print it once."""
     from app.services.accounts import create_api_key, find_user_by_email
 
@@ -115,9 +117,13 @@ def _upgrade_then_ingest(upgrade: click.Command) -> click.Command:
     """Flask-Migrate's `db upgrade`, followed by a catalog ingest once the database is at this version's head, so a
     fresh deployment serves the shipped catalog right after its first `switchboard db upgrade`."""
 
-    @functools.wraps(upgrade.callback)
-    def upgraded(*args, **kwargs):
-        upgrade.callback(*args, **kwargs)
+    callback = upgrade.callback
+    if callback is None:  # Flask-Migrate's command always has one
+        raise TypeError(f"the {upgrade.name} command has no callback to extend")
+
+    @functools.wraps(callback)
+    def upgraded(*args: Any, **kwargs: Any) -> None:
+        callback(*args, **kwargs)
         if kwargs.get("sql") or schema_problem() is not None:
             return  # offline SQL output, or an upgrade to an older revision: the tables may not fit this version
         from app.catalog.cli import report_ingest
@@ -142,7 +148,7 @@ def _upgrade_then_ingest(upgrade: click.Command) -> click.Command:
     )
 
 
-def _database_group(app) -> None:
+def _database_group(app: Flask) -> None:
     """Our `db` group: Flask-Migrate's commands, with `upgrade` also ingesting the catalog (a copy, so Flask-Migrate's
     own group object, shared by every app in the process, is left as it is)."""
     migrate_group = app.cli.commands.get("db")
@@ -159,7 +165,7 @@ def _database_group(app) -> None:
     app.cli.add_command(group, "db")
 
 
-def register_commands(app) -> None:
+def register_commands(app: Flask) -> None:
     _database_group(app)
     app.cli.add_command(demo_command)
     app.cli.add_command(api_keys_group)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from typing import Any
 
 import click
 import requests
@@ -26,7 +27,7 @@ def _uuid_or_fail(value: str, label: str) -> uuid.UUID:
 
 
 @click.group("runs")
-def runs_group():
+def runs_group() -> None:
     """Open and close task-bound heartbeat runs (each with a runtime-tools token)."""
 
 
@@ -36,7 +37,7 @@ def runs_group():
 @click.option("--responsible", "responsible_email", default=None, help="Email of the responsible person.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run, token and environment as JSON.")
 @needs_database
-def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_json: bool):
+def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_json: bool) -> None:
     """Start a running heartbeat run of AGENT on ISSUE and print its runtime-tools token and environment."""
     from app.models import Agent, Issue, User
     from app.services.runs.runtime_tools import runtime_env
@@ -62,7 +63,7 @@ def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_
     run = open_run(agent, issue, responsible_id)
     minted = mint_run_token(run)
     db.session.commit()
-    data = {
+    data: dict[str, Any] = {
         "runId": str(run.id),
         "token": minted.token,
         "expiresAt": minted.expires_at_iso,
@@ -80,7 +81,7 @@ def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_
 @runs_group.command("close")
 @click.argument("run_id")
 @needs_database
-def runs_close(run_id: str):
+def runs_close(run_id: str) -> None:
     """Mark a run succeeded; its runtime-tools token stops working."""
     from app.core.errors import ServiceError
     from app.services.runs.tokens import close_run
@@ -94,7 +95,7 @@ def runs_close(run_id: str):
 
 
 @click.group("connections")
-def connections_group():
+def connections_group() -> None:
     """Agent helpers for the connection runtime tools (need the PAPERCLIP_RUNTIME_TOOLS_* environment)."""
 
 
@@ -120,13 +121,13 @@ def _call(url_var: str, body: dict) -> None:
 
 @connections_group.command("search")
 @click.argument("query", nargs=-1)
-def connections_search(query: tuple[str, ...]):
+def connections_search(query: tuple[str, ...]) -> None:
     """Search connectable services and this run's access state for each."""
     _call("PAPERCLIP_RUNTIME_TOOLS_CONNECTIONS_SEARCH_URL", {"query": " ".join(query)})
 
 
 @connections_group.command("request")
 @click.argument("service")
-def connections_request(service: str):
+def connections_request(service: str) -> None:
     """Ask the responsible person to connect SERVICE (a slug returned by search)."""
     _call("PAPERCLIP_RUNTIME_TOOLS_CONNECTION_REQUEST_URL", {"service": service})

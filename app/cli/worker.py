@@ -5,20 +5,20 @@ from __future__ import annotations
 import threading
 
 import click
-from flask import current_app
 
 from app.cli import needs_database
+from app.extensions import current_app_object
 
 
 @click.command("worker")
 @click.option("--once", is_flag=True, help="Do one pass over the pending work and exit.")
 @click.option("--poll-seconds", default=2.0, show_default=True, help="Idle wait between polls.")
 @needs_database
-def worker_command(once: bool, poll_seconds: float):
+def worker_command(once: bool, poll_seconds: float) -> None:
     """Run the background worker (runs and continuation delivery)."""
     from app.workers.loop import run_once, run_worker_forever, stop_worker
 
-    app = current_app._get_current_object()
+    app = current_app_object()
     if once:
         click.echo(f"worker: {run_once(app)} unit(s) of work done")
         return

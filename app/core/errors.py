@@ -28,7 +28,13 @@ class Unprocessable(ServiceError):
 
 
 class TooManyRequests(ServiceError):
+    """`retry_after`: seconds until the caller may try again (the Retry-After header)."""
+
     status = 429
+
+    def __init__(self, message: str, retry_after: int = 60):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ValidationFailed(ServiceError):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -57,7 +59,8 @@ def public_addresses(host: str, port: int) -> list[str]:
         raise UnsafeUrl(f"The host {host} could not be resolved.") from None
     addresses = []
     for info in infos:
-        address = info[4][0].split("%", 1)[0]
+        # sockaddr[0] is the address text for AF_INET/AF_INET6 (typeshed also allows an int for AF_CAN).
+        address = str(info[4][0]).split("%", 1)[0]
         if not _is_public(ipaddress.ip_address(address)):
             raise UnsafeUrl(f"The host {host} resolves to a private or local address, which is not allowed.")
         addresses.append(address)
@@ -93,10 +96,17 @@ def _checked_addresses(host: str, port: int, allowed_hosts: frozenset[str], conn
 
 
 class _PinnedBackend(httpcore.SyncBackend):
-    def __init__(self, allowed_hosts: frozenset[str]):
+    def __init__(self, allowed_hosts: frozenset[str]) -> None:
         self.allowed_hosts = allowed_hosts
 
-    def connect_tcp(self, host: str, port: int, timeout=None, local_address=None, socket_options=None):
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
         error: Exception | None = None
         for address in _checked_addresses(host, port, self.allowed_hosts, httpcore.ConnectError):
             try:
@@ -107,10 +117,17 @@ class _PinnedBackend(httpcore.SyncBackend):
 
 
 class _PinnedAsyncBackend(httpcore2.AnyIOBackend):
-    def __init__(self, allowed_hosts: frozenset[str]):
+    def __init__(self, allowed_hosts: frozenset[str]) -> None:
         self.allowed_hosts = allowed_hosts
 
-    async def connect_tcp(self, host: str, port: int, timeout=None, local_address=None, socket_options=None):
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
         addresses = await anyio.to_thread.run_sync(
             _checked_addresses, host, port, self.allowed_hosts, httpcore2.ConnectError
         )

@@ -19,7 +19,7 @@ import threading
 
 from sqlalchemy import event as sa_event
 from sqlalchemy import text
-from sqlalchemy.orm import Session, scoped_session
+from sqlalchemy.orm import Session, SessionTransaction, scoped_session
 
 CHANNEL = "switchboard_work"
 RUNS = "runs"
@@ -89,7 +89,7 @@ def _after_commit(session: Session) -> None:
         nudge(*topics)
 
 
-def _after_rollback(session: Session, previous_transaction) -> None:
+def _after_rollback(session: Session, previous_transaction: SessionTransaction) -> None:
     # A savepoint's rollback leaves the outer transaction's signal standing.
     if not previous_transaction.nested:
         session.info.pop(_PENDING_KEY, None)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import overload
 
-from sqlalchemy import JSON, CheckConstraint, DateTime, Uuid
+from sqlalchemy import JSON, CheckConstraint, CursorResult, DateTime, Result, Table, Uuid
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -34,11 +35,33 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@overload
+def as_utc(value: datetime) -> datetime: ...
+@overload
+def as_utc(value: None) -> None: ...
+@overload
+def as_utc(value: datetime | None) -> datetime | None: ...
 def as_utc(value: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes; treat them as UTC so comparisons work on both backends."""
     if value is None:
         return None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def table_of(model: type) -> Table:
+    """The model's Table, for Core statements (declarative types `__table__` as the wider FromClause)."""
+    table = getattr(model, "__table__", None)
+    if not isinstance(table, Table):
+        raise TypeError(f"{model.__name__} is not mapped to a table")
+    return table
+
+
+def rowcount(result: Result) -> int:
+    """The rows an UPDATE or DELETE matched. `Session.execute` is typed as returning the plain Result; a DML
+    statement's result is a CursorResult, which carries the count."""
+    if not isinstance(result, CursorResult):
+        raise TypeError("rowcount needs the result of an UPDATE or DELETE")
+    return result.rowcount
 
 
 class IdMixin:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
+import uuid
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -58,9 +59,9 @@ def authenticate(email: str, password: str, remote_addr: str | None) -> User | N
         minutes = max(1, math.ceil(wait / 60))
         error = TooManyRequests(
             "Too many failed sign-in attempts. Try again in "
-            f"{minutes} minute{'s' if minutes != 1 else ''}, or sign in from another device."
+            f"{minutes} minute{'s' if minutes != 1 else ''}, or sign in from another device.",
+            retry_after=wait,
         )
-        error.retry_after = wait
         raise error
     user = find_user_by_email(email)
     if user is None:
@@ -120,7 +121,7 @@ def user_for_api_key(token: str) -> User | None:
     return key.user
 
 
-def revoke_api_key(user: User, key_id) -> ApiKey:
+def revoke_api_key(user: User, key_id: uuid.UUID) -> ApiKey:
     key = db.session.get(ApiKey, key_id)
     if key is None or key.user_id != user.id:
         raise NotFound("API key not found")

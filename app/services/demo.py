@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TypedDict
 
 from sqlalchemy import select
 
@@ -14,8 +15,31 @@ from app.services.agents import create_agent
 from app.services.tenancy import add_membership, create_company, get_membership
 from app.services.work import create_issue, wake_assignee
 
+
+class DemoUser(TypedDict):
+    email: str
+    name: str
+    password: str
+    role: str
+
+
+class DemoAgent(TypedDict):
+    name: str
+    title: str
+    instructions: str
+    adapter_type: str
+    adapter_config: dict
+
+
+class DemoTask(TypedDict):
+    title: str
+    status: str
+    agent: str | None  # the name of a DEMO_AGENTS entry; None leaves the task unassigned
+    description: str
+
+
 DEMO_COMPANY = "Acme Robotics"
-DEMO_USERS = [
+DEMO_USERS: list[DemoUser] = [
     {"email": "owner@example.com", "name": "Demo Owner", "password": "demo-owner-password", "role": "owner"},
     {
         "email": "member@example.com",
@@ -25,7 +49,7 @@ DEMO_USERS = [
     },
 ]
 EXAMPLE_AGENT = Path(__file__).resolve().parents[2] / "examples" / "agents" / "process_agent.py"
-DEMO_AGENTS = [
+DEMO_AGENTS: list[DemoAgent] = [
     {
         "name": "Builder",
         "title": "Builds and ships changes",
@@ -43,7 +67,7 @@ DEMO_AGENTS = [
 ]
 # The local memory provider `make run` starts (examples/demo_provider.py): what to type in the Honcho setup form.
 DEMO_PROVIDER = {"app": "honcho", "apiKey": "demo-honcho-key", "workspace": "demo", "port": 5341}
-DEMO_TASKS = [
+DEMO_TASKS: list[DemoTask] = [
     {
         "title": "Write the launch notes in Notion",
         "status": "in_progress",
@@ -80,26 +104,28 @@ def load_demo() -> dict:
     if company is None:
         company = create_company(DEMO_COMPANY, "ACME")
     users = {}
-    for spec in DEMO_USERS:
-        user = find_user_by_email(spec["email"]) or create_user(spec["email"], spec["name"], spec["password"])
+    for user_spec in DEMO_USERS:
+        user = find_user_by_email(user_spec["email"]) or create_user(
+            user_spec["email"], user_spec["name"], user_spec["password"]
+        )
         if get_membership(company.id, user.id) is None:
-            add_membership(company, user, spec["role"])
-        users[spec["role"]] = user
+            add_membership(company, user, user_spec["role"])
+        users[user_spec["role"]] = user
     agents = {}
-    for spec in DEMO_AGENTS:
+    for agent_spec in DEMO_AGENTS:
         agent = db.session.scalar(
-            select(Agent).where(Agent.company_id == company.id, Agent.name == spec["name"])
+            select(Agent).where(Agent.company_id == company.id, Agent.name == agent_spec["name"])
         )
         if agent is None:
             agent = create_agent(
                 company.id,
-                name=spec["name"],
-                title=spec["title"],
-                instructions=spec["instructions"],
-                adapter_type=spec["adapter_type"],
-                adapter_config=spec["adapter_config"],
+                name=agent_spec["name"],
+                title=agent_spec["title"],
+                instructions=agent_spec["instructions"],
+                adapter_type=agent_spec["adapter_type"],
+                adapter_config=agent_spec["adapter_config"],
             )
-        agents[spec["name"]] = agent
+        agents[agent_spec["name"]] = agent
     project = db.session.scalar(
         select(Project).where(Project.company_id == company.id, Project.name == "Launch")
     )
@@ -108,18 +134,18 @@ def load_demo() -> dict:
         db.session.add(project)
         db.session.flush()
     issues = []
-    for spec in DEMO_TASKS:
+    for task_spec in DEMO_TASKS:
         issue = db.session.scalar(
-            select(Issue).where(Issue.company_id == company.id, Issue.title == spec["title"])
+            select(Issue).where(Issue.company_id == company.id, Issue.title == task_spec["title"])
         )
         if issue is None:
-            agent = agents.get(spec["agent"]) if spec["agent"] else None
+            agent = agents.get(task_spec["agent"]) if task_spec["agent"] else None
             issue = create_issue(
                 company.id,
-                title=spec["title"],
-                description=spec["description"],
+                title=task_spec["title"],
+                description=task_spec["description"],
                 project_id=project.id,
-                status=spec["status"],
+                status=task_spec["status"],
                 assignee_agent_id=agent.id if agent else None,
                 responsible_user_id=users["owner"].id,
             )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from typing import Any, Literal
 
-from sqlalchemy import case, func, select
+from sqlalchemy import ColumnElement, ScalarSelect, case, func, select
 
 from app.adapters import EXECUTABLE_ADAPTERS
 from app.core.errors import Unprocessable
@@ -47,7 +48,7 @@ def create_issue(
 
 def list_issues(
     company_id: uuid.UUID, *, status: str | None = None, assignee_agent_id: uuid.UUID | None = None
-):
+) -> list[Issue]:
     query = select(Issue).where(Issue.company_id == company_id)
     if status:
         query = query.where(Issue.status == status)
@@ -71,10 +72,10 @@ def thread_version(issue: Issue) -> str:
     A card's phase (its addressee opened the dialog) does not change it, so a poll never replaces a card in use.
     """
 
-    def of_comments(column):
+    def of_comments(column: ColumnElement[Any]) -> ScalarSelect[Any]:
         return select(column).where(Comment.issue_id == issue.id).scalar_subquery()
 
-    def of_cards(column):
+    def of_cards(column: ColumnElement[Any]) -> ScalarSelect[Any]:
         return select(column).where(ThreadInteraction.issue_id == issue.id).scalar_subquery()
 
     row = db.session.execute(
@@ -93,7 +94,12 @@ def thread_version(issue: Issue) -> str:
 
 
 def add_comment(
-    issue: Issue, body: str, *, author_user_id=None, author_agent_id=None, run_id=None
+    issue: Issue,
+    body: str,
+    *,
+    author_user_id: uuid.UUID | None = None,
+    author_agent_id: uuid.UUID | None = None,
+    run_id: uuid.UUID | None = None,
 ) -> Comment:
     body = (body or "").strip()
     if not body:
@@ -112,6 +118,8 @@ def add_comment(
     if author_user_id is not None:
         wake_assignee(issue, source="comment", reason="A person commented on the task.")
     actor_type, actor_id = ("user", author_user_id) if author_user_id else ("agent", author_agent_id)
+    if actor_id is None:  # the activity row names its actor (NOT NULL)
+        raise ValueError("add_comment needs author_user_id or author_agent_id")
     record_activity(
         company_id=issue.company_id,
         actor_type=actor_type,
@@ -131,8 +139,8 @@ def update_issue(
     issue: Issue,
     *,
     status: str | None = None,
-    assignee_agent_id: uuid.UUID | None | str = "unchanged",
-    responsible_user_id: uuid.UUID | None | str = "unchanged",
+    assignee_agent_id: uuid.UUID | None | Literal["unchanged"] = "unchanged",
+    responsible_user_id: uuid.UUID | None | Literal["unchanged"] = "unchanged",
 ) -> Issue:
     """Change status, assignee or responsible person; every referenced object must belong to the task's company."""
     changes: dict = {}
@@ -207,5 +215,5 @@ def wake_assignee(issue: Issue, *, source: str, reason: str, context: dict | Non
     request_wakeup(agent, issue=issue, source=source, reason=reason, context=context)
 
 
-def _s(value) -> str | None:
+def _s(value: object) -> str | None:
     return str(value) if value is not None else None

@@ -1,6 +1,7 @@
 """Sign-in and sign-out."""
 
 from flask import Blueprint, redirect, render_template, request, session, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required, login_user, logout_user
 
 from app.core.errors import TooManyRequests
@@ -12,7 +13,7 @@ bp = Blueprint("auth", __name__)
 
 
 @bp.route("/login", methods=["GET", "POST"])
-def login():
+def login() -> ResponseReturnValue:
     next_url = safe_next(request.values.get("next"), url_for("board.home"))
     if current_user.is_authenticated:
         return redirect(next_url)
@@ -25,7 +26,7 @@ def login():
     except TooManyRequests as err:
         commit_point(Reason.SIGN_IN_ATTEMPT)
         page = render_template("auth/login.html", form=form, next_url=next_url, error=err.message)
-        return page, 429, {"Retry-After": str(getattr(err, "retry_after", 60))}
+        return page, 429, {"Retry-After": str(err.retry_after)}
     if user is None:
         commit_point(Reason.SIGN_IN_ATTEMPT)
         return render_template(
@@ -37,7 +38,7 @@ def login():
 
 @bp.post("/logout")
 @login_required
-def logout():
+def logout() -> ResponseReturnValue:
     form = EmptyForm()
     if form.validate_on_submit():
         logout_user()

@@ -7,6 +7,7 @@ object's company, so another company's objects are indistinguishable from missin
 from __future__ import annotations
 
 import uuid
+from typing import Protocol, TypeVar
 
 from flask import abort, g, session
 from flask_login import current_user
@@ -19,7 +20,7 @@ from app.services.tenancy import active_memberships, get_membership
 WRITE_FORBIDDEN = "You have read-only access to this company"
 
 
-def parse_uuid(value) -> uuid.UUID:
+def parse_uuid(value: object) -> uuid.UUID:
     try:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except (ValueError, TypeError):
@@ -47,7 +48,15 @@ def current_membership() -> Membership:
     return membership
 
 
-def load_scoped(model, object_id):
+class CompanyOwned(Protocol):
+    @property
+    def company_id(self) -> uuid.UUID: ...
+
+
+Owned = TypeVar("Owned", bound=CompanyOwned)
+
+
+def load_scoped(model: type[Owned], object_id: object) -> tuple[Owned, Membership]:
     """Load a company-owned object for the signed-in person, or 404. Returns (object, membership)."""
     obj = db.session.get(model, parse_uuid(object_id))
     if obj is None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from flask import Flask, current_app, jsonify, render_template, request
+from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from app.core.errors import ServiceError
 from app.web.api.validation import BodyValidationError, validation_error_response
@@ -26,7 +27,7 @@ def wants_json() -> bool:
     return request.path.startswith(JSON_PREFIXES)
 
 
-def error_response(message: str, status: int):
+def error_response(message: str, status: int) -> ResponseReturnValue:
     if wants_json():
         return jsonify({"error": message}), status
     if request.headers.get("HX-Request"):
@@ -34,7 +35,7 @@ def error_response(message: str, status: int):
     return render_template("error.html", message=message, status=status), status
 
 
-def too_large_response():
+def too_large_response() -> ResponseReturnValue:
     """413 for a body over MAX_CONTENT_LENGTH: a JSON-RPC error on the MCP doors, the usual error shape elsewhere."""
     from app.web.agents.jsonrpc import rpc
 
@@ -47,28 +48,29 @@ def too_large_response():
 
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ServiceError)
-    def _service_error(err: ServiceError):
+    def _service_error(err: ServiceError) -> ResponseReturnValue:
         from app.extensions import db
 
         db.session.rollback()
         return error_response(err.message, err.status)
 
     @app.errorhandler(BodyValidationError)
-    def _validation_error(err: BodyValidationError):
+    def _validation_error(err: BodyValidationError) -> ResponseReturnValue:
         return validation_error_response(err)
 
     @app.errorhandler(CSRFError)
-    def _csrf_error(err: CSRFError):
+    def _csrf_error(err: CSRFError) -> ResponseReturnValue:
         return error_response(
             "The form expired or is missing its security token. Reload the page and try again.", 400
         )
 
     @app.errorhandler(HTTPException)
-    def _http_error(err: HTTPException):
-        message = STANDARD_MESSAGES.get(err.code, err.name)
-        if err.code == 413:
+    def _http_error(err: HTTPException) -> ResponseReturnValue:
+        status = err.code or 500
+        message = STANDARD_MESSAGES.get(status, err.name)
+        if status == 413:
             return too_large_response()
-        response = app.make_response(error_response(message, err.code or 500))
-        if err.code == 405 and getattr(err, "valid_methods", None):
+        response = app.make_response(error_response(message, status))
+        if isinstance(err, MethodNotAllowed) and err.valid_methods:
             response.headers["Allow"] = ", ".join(err.valid_methods)
         return response

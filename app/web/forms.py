@@ -9,7 +9,7 @@ from app.models.tenancy import Role
 from app.models.work import IssueStatus
 
 
-def strip_text(value):
+def strip_text(value: object) -> object:
     """Pasted values often carry surrounding spaces; they are never meaningful in an email address."""
     return value.strip() if isinstance(value, str) else value
 

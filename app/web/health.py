@@ -1,6 +1,7 @@
 """Liveness with a database round trip."""
 
 from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -10,7 +11,7 @@ bp = Blueprint("health", __name__)
 
 
 @bp.get("/healthz")
-def healthz():
+def healthz() -> ResponseReturnValue:
     try:
         db.session.execute(text("SELECT 1"))
     except SQLAlchemyError:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from flask import request
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -32,7 +33,7 @@ _CACHE_KEY = "switchboard.json_body"
 class BodyNotJson(Exception):
     """The body is not JSON this server will read; `message` says why."""
 
-    def __init__(self, message: str = NOT_JSON_MESSAGE):
+    def __init__(self, message: str = NOT_JSON_MESSAGE) -> None:
         super().__init__(message)
         self.message = message
 
@@ -52,7 +53,7 @@ class TextProblem:
 EMPTY = object()  # read_json_body() of a request without a body
 
 
-def read_json_body():
+def read_json_body() -> Any:
     """The parsed body (whatever JSON value it is), `EMPTY` when there is none, or raise `BodyNotJson`.
 
     The content type is not looked at (callers that require `application/json` check it); reading the body may
@@ -80,7 +81,7 @@ def _body_bytes() -> bytes:
     return data
 
 
-def _parse(raw: bytes):
+def _parse(raw: bytes) -> Any:
     if not raw:
         return EMPTY
     try:
@@ -92,7 +93,7 @@ def _parse(raw: bytes):
     return value
 
 
-def _deeper_than(value, limit: int) -> bool:
+def _deeper_than(value: Any, limit: int) -> bool:
     stack = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -111,7 +112,7 @@ def _problem_in(text: str) -> str | None:
     return "string_nul" if match.group() == "\x00" else "string_surrogate"
 
 
-def unstorable_text(value, root: tuple = ()) -> TextProblem | None:
+def unstorable_text(value: Any, root: tuple = ()) -> TextProblem | None:
     """The first string in parsed JSON or form data (keys included) that PostgreSQL cannot store, else None."""
     stack = [(value, root)]
     while stack:

@@ -9,13 +9,15 @@ from __future__ import annotations
 import uuid
 
 from flask import Blueprint, abort, current_app, jsonify, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 from pydantic import BaseModel, ConfigDict
 
 from app.catalog.loader import get_app
+from app.catalog.schema import AppDefinition
 from app.core.errors import Forbidden, NotFound, ServiceError
 from app.extensions import db
-from app.models import ThreadInteraction, ToolConnection
+from app.models import Membership, OAuthState, ThreadInteraction, ToolConnection
 from app.services.intents import setup as intent_setup
 from app.services.oauth import callback as oauth_callback
 from app.services.oauth import errors as oauth_errors
@@ -40,7 +42,7 @@ class StartBody(BaseModel):
     interactionId: uuid.UUID | None = None
 
 
-def _connection_and_app(connection_id):
+def _connection_and_app(connection_id: str) -> tuple[ToolConnection, Membership, AppDefinition]:
     connection, membership = load_scoped(ToolConnection, connection_id)
     if connection.status == "archived":
         abort(404)
@@ -52,7 +54,7 @@ def _connection_and_app(connection_id):
 
 @bp.post("/apps/<connection_id>/oauth/start")
 @login_required
-def start(connection_id):
+def start(connection_id: str) -> ResponseReturnValue:
     """The setup flow's "Sign in with <provider>" button (also Reconnect): 303 to the provider."""
     connection, membership, app_definition = _connection_and_app(connection_id)
     interaction_id = _optional_uuid(request.form.get("interaction_id")) or intent_setup.bound_card_id(
@@ -70,7 +72,7 @@ def start(connection_id):
 
 @bp.post("/api/tools/oauth/<connection_id>/start")
 @login_required
-def start_json(connection_id):
+def start_json(connection_id: str) -> ResponseReturnValue:
     """JSON start for the task card: `{interactionId?}` -> `{authorizationUrl}` (opened in a popup)."""
     connection, membership, app_definition = _connection_and_app(connection_id)
     body = parse_body(StartBody)
@@ -87,7 +89,7 @@ def start_json(connection_id):
 
 @bp.get("/oauth/callback")
 @login_required
-def callback():
+def callback() -> ResponseReturnValue:
     raw_state = request.args.get("state", "")
     state = oauth_flow.peek_state(raw_state)
     if state is None:
@@ -143,8 +145,16 @@ def callback():
     return _finish_card(membership, state, connection, signed_in)
 
 
-def _finish_card(membership, state, connection, signed_in):
+def _finish_card(
+    membership: Membership,
+    state: OAuthState,
+    connection: ToolConnection,
+    signed_in: oauth_callback.SignedIn,
+) -> ResponseReturnValue:
     """A card's sign-in: tokens, activation, audience and resolution commit together, or nothing does."""
+    interaction_id = state.interaction_id
+    if interaction_id is None:  # only a card's sign-in comes here
+        raise NotFound("Unknown interaction")
     try:
         intent_setup.finish_card_oauth(membership, state, connection, signed_in)
     except intent_setup.CardClosed:
@@ -153,24 +163,24 @@ def _finish_card(membership, state, connection, signed_in):
     except (intent_setup.CardCompletionFailed, Forbidden) as err:
         db.session.rollback()
         oauth_callback.record_failure(current_user.id, state, "completion_refused")
-        intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
-        return _opener_page(state, intent_setup.card_outcome(state.interaction_id), error=err.message)
-    after_commit(lambda: deliver_continuation(state.interaction_id))
-    return _opener_page(state, intent_setup.card_outcome(state.interaction_id))
+        intent_setup.mark_needs_retry(interaction_id, current_user.id)
+        return _opener_page(state, intent_setup.card_outcome(interaction_id), error=err.message)
+    after_commit(lambda: deliver_continuation(interaction_id))
+    return _opener_page(state, intent_setup.card_outcome(interaction_id))
 
 
-def _callback_user_is_addressee(state) -> bool:
+def _callback_user_is_addressee(state: OAuthState) -> bool:
     if not state.interaction_id:
         return True
     interaction = db.session.get(ThreadInteraction, state.interaction_id)
     return interaction is None or interaction.addressee_user_id == current_user.id
 
 
-def _card_closed_page(state):
+def _card_closed_page(state: OAuthState) -> ResponseReturnValue:
     return _card_closed_page_for(db.session.get(ThreadInteraction, state.interaction_id))
 
 
-def _card_closed_page_for(interaction: ThreadInteraction | None):
+def _card_closed_page_for(interaction: ThreadInteraction | None) -> ResponseReturnValue:
     return (
         render_template(
             "oauth/card_closed.html",
@@ -181,7 +191,7 @@ def _card_closed_page_for(interaction: ThreadInteraction | None):
     )
 
 
-def _optional_uuid(value) -> uuid.UUID | None:
+def _optional_uuid(value: str | None) -> uuid.UUID | None:
     if not value:
         return None
     try:
@@ -190,7 +200,7 @@ def _optional_uuid(value) -> uuid.UUID | None:
         raise NotFound("Unknown interaction") from None
 
 
-def _unknown_state(raw_state: str):
+def _unknown_state(raw_state: str) -> ResponseReturnValue:
     """A state that is gone: when it named a card of this person that stopped waiting, say that plainly."""
     card_id = oauth_flow.card_of_state(raw_state)
     interaction = db.session.get(ThreadInteraction, card_id) if card_id is not None else None
@@ -204,18 +214,20 @@ def _unknown_state(raw_state: str):
     return _invalid_state()
 
 
-def _invalid_state():
+def _invalid_state() -> ResponseReturnValue:
     return render_template("oauth/failed.html", message=oauth_errors.INVALID_STATE, connection=None), 400
 
 
-def _failure_page(message: str, connection, app_definition, status: int):
+def _failure_page(
+    message: str, connection: ToolConnection | None, app_definition: AppDefinition | None, status: int
+) -> ResponseReturnValue:
     return (
         render_template("oauth/failed.html", message=message, connection=connection, app=app_definition),
         status,
     )
 
 
-def _opener_page(state, outcome: str, error: str | None = None):
+def _opener_page(state: OAuthState, outcome: str, error: str | None = None) -> ResponseReturnValue:
     interaction = db.session.get(ThreadInteraction, state.interaction_id)
     fallback = (
         url_for("board.task", issue_id=interaction.issue_id) if interaction else url_for("apps.catalog")

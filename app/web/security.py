@@ -10,7 +10,19 @@ from __future__ import annotations
 import uuid
 from urllib.parse import urlsplit
 
-from flask import Flask, g, jsonify, make_response, redirect, render_template, request, url_for
+from flask import (
+    Flask,
+    Request,
+    Response,
+    g,
+    jsonify,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -53,7 +65,7 @@ def load_user(user_id: str) -> User | None:
 
 
 @login_manager.request_loader
-def load_user_from_api_key(req) -> User | None:
+def load_user_from_api_key(req: Request) -> User | None:
     if not req.path.startswith("/api/"):
         return None
     token = bearer_token()
@@ -78,7 +90,7 @@ def _page_to_return_to() -> str:
 
 
 @login_manager.unauthorized_handler
-def unauthorized():
+def unauthorized() -> ResponseReturnValue:
     if request.path.startswith("/api/"):
         return jsonify({"error": "Authentication required"}), 401
     login_url = url_for("auth.login", next=_page_to_return_to())
@@ -124,7 +136,7 @@ def request_run_claims() -> dict:
     return g.run_claims
 
 
-def _refuse_text(problem: TextProblem):
+def _refuse_text(problem: TextProblem) -> ResponseReturnValue:
     """NUL and lone surrogates cannot be stored in PostgreSQL text: refuse them up front, for every door, with a 400."""
     from app.web.errors import error_response
 
@@ -166,14 +178,14 @@ def install_request_security(app: Flask) -> None:
     """
 
     @app.before_request
-    def _refuse_oversized_body():
+    def _refuse_oversized_body() -> ResponseReturnValue | None:
         limit = app.config.get("MAX_CONTENT_LENGTH")
         if limit is not None and (request.content_length or 0) > limit:
             raise RequestEntityTooLarge()  # answered from the Content-Length alone; the body is never read
         return None
 
     @app.before_request
-    def _check_agent_origin():
+    def _check_agent_origin() -> ResponseReturnValue | None:
         # MCP transport security: servers MUST validate Origin (DNS rebinding), before anything else.
         if request.path.startswith(TOKEN_AUTH_PREFIXES) and is_foreign_origin():
             error = {
@@ -184,7 +196,7 @@ def install_request_security(app: Flask) -> None:
         return None
 
     @app.before_request
-    def _check_csrf():
+    def _check_csrf() -> ResponseReturnValue | None:
         if request.method not in UNSAFE_METHODS:
             return None
         if request.path.startswith(TOKEN_AUTH_PREFIXES) or request.endpoint in CSRF_EXEMPT_ENDPOINTS:
@@ -205,7 +217,7 @@ def install_request_security(app: Flask) -> None:
         return None
 
     @app.before_request
-    def _check_run_token():
+    def _check_run_token() -> ResponseReturnValue | None:
         # Agent doors name their caller by the run token: check it before anything reads the body.
         served = request.url_rule is not None
         if served and request.method in UNSAFE_METHODS and request.path.startswith(TOKEN_AUTH_PREFIXES):
@@ -213,14 +225,14 @@ def install_request_security(app: Flask) -> None:
         return None
 
     @app.before_request
-    def _check_unstorable_text():
+    def _check_unstorable_text() -> ResponseReturnValue | None:
         problem = unstorable_text(request.args.to_dict(flat=False), ("query",))
         if problem is None and request.method in UNSAFE_METHODS and request.url_rule is not None:
             problem = _body_text_problem()
         return _refuse_text(problem) if problem is not None else None
 
     @app.after_request
-    def _security_headers(response):
+    def _security_headers(response: Response) -> Response:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
         response.headers.setdefault("Referrer-Policy", "same-origin")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
-from typing import TypeGuard
 
 from sqlalchemy import select, update
 
@@ -118,7 +117,7 @@ def _has_write_access(company_id: uuid.UUID, user_id: uuid.UUID | None) -> bool:
 
 def _still_wanted(
     delivery: ConnectionIntentDelivery, interaction: ThreadInteraction | None, issue: Issue | None
-) -> TypeGuard[ThreadInteraction]:
+) -> bool:
     """The row still has a continuation to deliver: a resolved connection card of the row's company whose task is
     in that company and still active for the card (`card_task_is_active`: open, owned by the agent that asked)."""
     return (
@@ -149,13 +148,18 @@ def deliver_leased(interaction_id: uuid.UUID) -> str:
         return ALREADY_WOKEN
     interaction = db.session.get(ThreadInteraction, interaction_id)
     issue = db.session.get(Issue, interaction.issue_id) if interaction is not None else None
-    if not _still_wanted(delivery, interaction, issue) or not _has_write_access(
-        delivery.company_id, interaction.addressee_user_id
+    if (
+        interaction is None
+        or issue is None
+        or not _still_wanted(delivery, interaction, issue)
+        or not _has_write_access(delivery.company_id, interaction.addressee_user_id)
     ):
         _mark_delivered(interaction_id)
         db.session.commit()
         return RETIRED
     agent = db.session.get(Agent, issue.assignee_agent_id)
+    if agent is None:  # the assignee is a foreign key, so this means a broken row: retried like any failure
+        raise LookupError(f"The agent {issue.assignee_agent_id} assigned to task {issue.id} was not found")
     outcome = OUTCOMES[interaction.status]
     if outcome == "connected" and not _connection_ready(interaction, agent.id):
         db.session.rollback()
@@ -272,7 +276,9 @@ def _deliver_batch(interaction_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
             continue
         delivery, interaction, issue = row
         if (
-            not _still_wanted(delivery, interaction, issue)
+            interaction is None
+            or issue is None
+            or not _still_wanted(delivery, interaction, issue)
             or (delivery.company_id, interaction.addressee_user_id) not in writers
             or issue.assignee_agent_id not in agents
         ):

@@ -15,6 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 
@@ -105,7 +106,7 @@ def _load(delivery_id: uuid.UUID) -> _Work | str:
     if row is None or row.delivered_at is not None or row.gave_up_at is not None:
         return SKIPPED
 
-    def work(**channel_fields) -> _Work:
+    def work(**channel_fields: Any) -> _Work:
         return _Work(
             id=row.id,
             company_id=row.company_id,

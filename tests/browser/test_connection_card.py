@@ -10,12 +10,11 @@ import pytest
 from playwright.sync_api import expect
 
 from app.models import ThreadInteraction
-from tests import test_runtime_rest
 from tests.browser.conftest import sign_in_through_the_form
+from tests.doors import request_service
 from tests.factories import DEFAULT_PASSWORD
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.test_run_tokens import start_run
-from tests.test_runtime_rest import request_service
+from tests.services.runtime import test_runtime_rest
 
 providers = test_runtime_rest.providers  # honcho -> the real MCP peer
 
@@ -29,7 +28,7 @@ def test_addressee_connects_from_the_card_and_others_wait(
     make.member(company, "owner")
     agent = make.agent(company, "Builder")
     issue = make.issue(company, status="in_progress", assignee=agent, responsible=member)
-    _, token = start_run(db, agent, issue)
+    _, token = make.run(agent, issue)
     answer = request_service(app.test_client(), token, "honcho").json
     assert answer["state"] == "needs_user_action"
     interaction_id = answer["interactionId"]
@@ -78,7 +77,7 @@ def test_a_second_member_sees_only_waiting(app, db, make, live_server, browser, 
     other = make.member(company, "owner")
     agent = make.agent(company, "Builder")
     issue = make.issue(company, status="in_progress", assignee=agent, responsible=member)
-    _, token = start_run(db, agent, issue)
+    _, token = make.run(agent, issue)
     interaction_id = request_service(app.test_client(), token, "honcho").json["interactionId"]
 
     context = browser.new_context(viewport={"width": 1200, "height": 1000})

@@ -10,14 +10,13 @@ from standardwebhooks.webhooks import Webhook
 
 from app.services.notifications import webhooks
 from app.workers import outbox
-from tests import test_runtime_rest
 from tests.browser.conftest import sign_in_through_the_form
+from tests.doors import request_service
 from tests.factories import DEFAULT_PASSWORD
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.peers.notification_peers import start_webhook_receiver
-from tests.test_notifications import smtp  # noqa: F401  (the loopback SMTP peer)
-from tests.test_run_tokens import start_run
-from tests.test_runtime_rest import request_service
+from tests.services.notifications.test_notifications import smtp  # noqa: F401  (the loopback SMTP peer)
+from tests.services.runtime import test_runtime_rest
 
 providers = test_runtime_rest.providers  # honcho -> the real MCP peer; loopback allowed for member URLs
 POLL_WAIT_MS = 20_000  # the pollers run every 5 s
@@ -54,7 +53,7 @@ def test_the_owner_sees_answers_and_is_told_without_a_reload(
         expect(page.get_by_text("Nothing is waiting for you.")).to_be_visible()
         expect(page.locator("#inbox-nav .inbox-count")).to_have_count(0)
 
-        _, token = start_run(db, agent, issue)
+        _, token = make.run(agent, issue)
         answer = request_service(app.test_client(), token, "honcho").json
         assert answer["state"] == "needs_user_action"
         interaction_id = answer["interactionId"]

@@ -362,7 +362,7 @@ def shape_instructions(page, base: str, journey: Journey, db, connection_id) -> 
     wait_for_instructions(db, connection_id, {**template, "enabled": True})
 
     # A pasted draft over the limit is kept whole (no maxlength cuts it): the live count says by how much, and Save
-    # waits until it fits. (The server refuses such a save too: tests/test_apps_pages.py.)
+    # waits until it fits. (The server refuses such a save too: tests/web/apps/test_apps_pages.py.)
     settled(page)
     editor.get_by_role("button", name="Edit instructions").click()
     textarea = editor.locator("textarea#agent-instructions-text")

@@ -8,11 +8,11 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests import test_runtime_rest
 from tests.browser.conftest import sign_in_through_the_form
+from tests.doors import request_service
 from tests.factories import DEFAULT_PASSWORD
-from tests.test_run_tokens import start_run
-from tests.test_runtime_rest import connect, honcho_body, request_service
+from tests.services.runtime import test_runtime_rest
+from tests.services.runtime.test_runtime_rest import connect, honcho_body
 
 providers = test_runtime_rest.providers  # honcho -> the real MCP peer
 
@@ -42,7 +42,7 @@ def phone_world(app, db, make, providers) -> tuple[object, list[str]]:
         assignee=agent,
         responsible=owner,
     )
-    run, token = start_run(db, agent, issue)
+    run, token = make.run(agent, issue)
     interaction_id = request_service(app.test_client(), token, "notion").json["interactionId"]
     connection = connect(app, owner, company, honcho_body())
     return owner, [

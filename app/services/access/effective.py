@@ -29,8 +29,9 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from sqlalchemy import case, func, or_, select
+from sqlalchemy import ColumnElement, Select, case, func, or_, select
 
 from app.extensions import db
 from app.models import (
@@ -118,12 +119,19 @@ def connection_is_live(connection: ToolConnection) -> bool:
     return connection.status == "active" and bool(connection.enabled)
 
 
-def live_clause():
+def live_clause() -> ColumnElement[bool]:
     """`connection_is_live` as SQL, for queries over `ToolConnection`."""
     return (ToolConnection.status == "active") & ToolConnection.enabled.is_(True)
 
 
-def connection_is_healthy(connection) -> bool:
+class HasHealth(Protocol):
+    """A connection model or a plain row of its columns: what the health step reads."""
+
+    @property
+    def health_status(self) -> str | None: ...
+
+
+def connection_is_healthy(connection: HasHealth) -> bool:
     """Rule step 4: no health status that asks for attention (anything with a `health_status`: rows or models)."""
     return connection.health_status not in ATTENTION_HEALTH
 
@@ -198,7 +206,7 @@ def select_grant(
     return None
 
 
-def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID):
+def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID) -> Select[ToolConnection]:
     """Connections installed for the agent, either directly or company-wide."""
     installed = select(ConnectionInstall.connection_id).where(
         ConnectionInstall.company_id == company_id,

@@ -17,13 +17,13 @@ import itertools
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import event, inspect, select, update
+from sqlalchemy import ColumnElement, Integer, event, inspect, literal_column, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import ORMExecuteState, Session, SessionTransaction, UOWTransaction
 
 from app.extensions import db
 from app.models import (
@@ -38,6 +38,7 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
+from app.models.base import table_of
 
 # Models whose rows decide a search answer; each carries `company_id`.
 TRACKED = (
@@ -58,13 +59,13 @@ def touch(company_id: uuid.UUID | None = None, session: Session | None = None) -
     _mark(session or db.session(), company_id or EVERY_COMPANY)
 
 
-def _mark(session: Session, company_id) -> None:
+def _mark(session: Session, company_id: uuid.UUID | str) -> None:
     session.info.setdefault(_CHANGED, set()).add(company_id)
 
 
 # Columns no answer reads: changing only these leaves the revision alone (an OAuth refresh rewrites a grant's
 # token bookkeeping every hour or so; it must not invalidate every cached answer of the company).
-UNREAD_COLUMNS = {
+UNREAD_COLUMNS: dict[type, frozenset[str]] = {
     ConnectionGrant: frozenset({"provider_tenant", "scopes", "updated_at"}),
     ToolConnection: frozenset({"updated_at"}),
     Membership: frozenset({"updated_at"}),
@@ -72,14 +73,14 @@ UNREAD_COLUMNS = {
 }
 
 
-def _changes_an_answer(instance) -> bool:
+def _changes_an_answer(instance: object) -> bool:
     """For an updated row: did a column that answers read change? (History is read without loading.)"""
     unread = UNREAD_COLUMNS.get(type(instance), frozenset())
     return any(attr.history.has_changes() for attr in inspect(instance).attrs if attr.key not in unread)
 
 
 @event.listens_for(Session, "after_flush")
-def _collect_flushed(session: Session, flush_context) -> None:
+def _collect_flushed(session: Session, flush_context: UOWTransaction) -> None:
     # Still the pre-flush state here (and each of these properties builds a new set: read them once).
     new, dirty, deleted = session.new, session.dirty, session.deleted
     updated = [instance for instance in dirty if instance not in deleted]
@@ -94,19 +95,19 @@ def _collect_flushed(session: Session, flush_context) -> None:
 
 
 @event.listens_for(Session, "do_orm_execute")
-def _collect_bulk(state) -> None:
+def _collect_bulk(state: ORMExecuteState) -> None:
     if not (state.is_insert or state.is_update or state.is_delete):
         return
     mapper = state.bind_mapper
     if mapper is None or not issubclass(mapper.class_, (*TRACKED, CatalogApp)):
         return
-    rows = state.parameters if isinstance(state.parameters, list) else [state.parameters or {}]
+    rows = state.parameters if isinstance(state.parameters, Sequence) else [state.parameters or {}]
     companies = {row.get("company_id") for row in rows}
     if mapper.class_ is CatalogApp or None in companies or not state.is_insert:
         # An UPDATE or DELETE names its rows by criteria we do not evaluate here: assume every company.
         companies = {EVERY_COMPANY}
     for company_id in companies:
-        _mark(state.session, company_id)
+        _mark(state.session, company_id or EVERY_COMPANY)  # None was replaced above
 
 
 @event.listens_for(Session, "before_commit")
@@ -115,11 +116,13 @@ def _raise_revisions(session: Session) -> None:
     changed = session.info.pop(_CHANGED, None)
     if not changed:
         return
-    table = AccessRevision.__table__
+    table = table_of(AccessRevision)
     dialect = session.get_bind().dialect.name
     insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
     if EVERY_COMPANY in changed:
-        missing = select(Company.id, 0).where(~Company.id.in_(select(table.c.company_id)))
+        missing = select(Company.id, literal_column("0", Integer)).where(
+            ~Company.id.in_(select(table.c.company_id))
+        )
         session.execute(
             insert(table).from_select(["company_id", "revision"], missing).on_conflict_do_nothing()
         )
@@ -133,7 +136,7 @@ def _raise_revisions(session: Session) -> None:
 
 
 @event.listens_for(Session, "after_transaction_end")
-def _forget_on_rollback(session: Session, transaction) -> None:
+def _forget_on_rollback(session: Session, transaction: SessionTransaction) -> None:
     """A rolled-back outermost transaction changed nothing (a committed one has already popped its marks)."""
     if transaction.parent is None:
         session.info.pop(_CHANGED, None)
@@ -158,7 +161,7 @@ def changed_in_this_transaction(company_id: uuid.UUID, session: Session | None =
     return company_id in changed or EVERY_COMPANY in changed
 
 
-def revision_column():
+def revision_column() -> ColumnElement[Any]:
     """The company's revision as a column for a query joined to `AccessRevision` (0 before its first change)."""
     return db.func.coalesce(AccessRevision.revision, 0)
 
@@ -173,7 +176,7 @@ class RevisionCache(Generic[T]):
     threads may build the same value once each; either result is valid for the revision it was built under.
     """
 
-    def __init__(self, size: int):
+    def __init__(self, size: int) -> None:
         self.size = size
         self._entries: OrderedDict[Hashable, tuple[int, T]] = OrderedDict()
         self._lock = threading.Lock()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
-from sqlalchemy import exists, select
+from sqlalchemy import Exists, ScalarSelect, exists, select
 
 from app.models import ConnectionInstall, ConnectionTool, ToolConnection
 
@@ -22,7 +23,7 @@ def stricter(first: str, second: str) -> str:
     return first if STRICTNESS.get(first, 1) >= STRICTNESS.get(second, 1) else second
 
 
-def agent_scope_column(agent_id: uuid.UUID):
+def agent_scope_column(agent_id: uuid.UUID) -> ScalarSelect[Any]:
     """The agent's own install's scope for the connection in the query (null when unscoped or absent)."""
     return (
         select(ConnectionInstall.tool_scope)
@@ -36,7 +37,7 @@ def agent_scope_column(agent_id: uuid.UUID):
     )
 
 
-def company_wide_column():
+def company_wide_column() -> Exists:
     """Whether the connection in the query is installed for every agent of its company."""
     return exists().where(
         ConnectionInstall.connection_id == ToolConnection.id, ConnectionInstall.target_type == "company"

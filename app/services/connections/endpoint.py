@@ -8,7 +8,7 @@ from flask import current_app
 from sqlalchemy import select
 
 from app.catalog.loader import get_method
-from app.catalog.schema import URL_VARIABLE
+from app.catalog.schema import URL_VARIABLE, AppDefinition, Method
 from app.core.errors import ProviderRefused
 from app.core.net_guard import check_outbound_url, outbound_allowed_hosts
 from app.extensions import db
@@ -25,7 +25,9 @@ OAUTH_ACCESS_TOKEN_KEY = "oauth_access_token"  # noqa: S105 (a key name, not a s
 OAUTH_REFRESH_TOKEN_KEY = "oauth_refresh_token"  # noqa: S105 (a key name, not a secret)
 
 
-def _member_server_url(connection: ToolConnection, method, secrets: dict[str, str] | None) -> str | None:
+def _member_server_url(
+    connection: ToolConnection, method: Method, secrets: dict[str, str] | None
+) -> str | None:
     """The server address a member typed into the field the definition marks as the server URL (a tenant field is
     in the connection's `methodConfig`, a credential field in the grant's `secrets`), when it is the one used: an
     operator override wins."""
@@ -39,7 +41,7 @@ def _member_server_url(connection: ToolConnection, method, secrets: dict[str, st
 
 
 def provider_guard(
-    connection: ToolConnection, method, secrets: dict[str, str] | None = None
+    connection: ToolConnection, method: Method, secrets: dict[str, str] | None = None
 ) -> frozenset[str] | None:
     """For a member-typed server URL, the outbound guard's allowed hosts: its MCP client then connects only to
     addresses checked at connect time. None for operator-configured URLs, which are trusted."""
@@ -50,7 +52,7 @@ def provider_guard(
     )
 
 
-def _templated(connection: ToolConnection, method) -> bool:
+def _templated(connection: ToolConnection, method: Method) -> bool:
     """The server URL is the method's template filled with the member's values (an operator override wins)."""
     overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
     default = method.defaults.serverUrl if method is not None and method.defaults is not None else None
@@ -58,7 +60,10 @@ def _templated(connection: ToolConnection, method) -> bool:
 
 
 def server_url_for(
-    connection: ToolConnection, app_definition, method, secrets: dict[str, str] | None = None
+    connection: ToolConnection,
+    app_definition: AppDefinition,
+    method: Method,
+    secrets: dict[str, str] | None = None,
 ) -> str:
     """The provider MCP endpoint: an operator override, the member's value of the field the definition marks as the
     server URL (`secrets` are the grant's credentials, for a credential field), or the method's default."""
@@ -82,7 +87,7 @@ def server_url_for(
 URL_VALUE = re.compile(r"^[A-Za-z0-9._~-]+(:[0-9]{1,5})?$")
 
 
-def _filled_url(template: str, method, config: dict) -> str:
+def _filled_url(template: str, method: Method, config: dict) -> str:
     """The server URL template with each `{variable}` replaced by its field's value (one label or segment)."""
     fields = {f.urlVariable: f for f in method.tenantFields if f.urlVariable}
 
@@ -100,7 +105,7 @@ def _filled_url(template: str, method, config: dict) -> str:
     return URL_VARIABLE.sub(value, template)
 
 
-def config_headers(method, config: dict) -> dict[str, str]:
+def config_headers(method: Method, config: dict) -> dict[str, str]:
     """The public tenant values the definition sends as request headers (never a credential header)."""
     headers = {}
     for field in method.tenantFields:
@@ -121,7 +126,7 @@ def stored_secrets(grant: ConnectionGrant) -> dict[str, str]:
     return {row.key: decrypt(row.ciphertext) for row in rows}
 
 
-def provider_headers(method, secrets: dict[str, str]) -> tuple[dict, dict]:
+def provider_headers(method: Method, secrets: dict[str, str]) -> tuple[dict, dict]:
     """Headers and query parameters that carry the credential as the definition places it."""
     if method.auth == "oauth":
         token = secrets.get(OAUTH_ACCESS_TOKEN_KEY)
@@ -137,7 +142,7 @@ def provider_headers(method, secrets: dict[str, str]) -> tuple[dict, dict]:
 
 
 def connection_endpoint(
-    connection: ToolConnection, app_definition, grant: ConnectionGrant
+    connection: ToolConnection, app_definition: AppDefinition, grant: ConnectionGrant
 ) -> tuple[str, dict]:
     """URL (with any query credential) and headers to reach the provider as this grant. Used by the gateway too."""
     method = get_method(app_definition, connection.method_key)

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from app.catalog.loader import get_method, template_default
+from app.catalog.schema import AppDefinition, ConfigField, Method
 
 INSTRUCTIONS_MAX_LENGTH = 2000
 SNAPSHOT_HEADER = "## Connection instructions"
@@ -60,7 +61,7 @@ def parse_setting(value: dict | None) -> InstructionsSetting | None:
         return None
 
 
-def editor_saved_value(saved: dict | None, app_definition) -> dict | None:
+def editor_saved_value(saved: dict | None, app_definition: AppDefinition | None) -> dict | None:
     """What the editor starts from: the saved setting, or (when cleared) the template default switched off."""
     if saved is not None:
         return saved
@@ -70,27 +71,27 @@ def editor_saved_value(saved: dict | None, app_definition) -> dict | None:
     return {**default, "enabled": False}
 
 
-def differs_from_template(setting: dict | None, app_definition) -> bool:
+def differs_from_template(setting: dict | None, app_definition: AppDefinition | None) -> bool:
     default = template_default(app_definition) if app_definition else None
     if default is None or setting is None:
         return default is not None
     return setting.get("text") != default["text"] or setting.get("template") != default["template"]
 
 
-def reset_to_template(setting: dict | None, app_definition) -> dict | None:
+def reset_to_template(setting: dict, app_definition: AppDefinition | None) -> dict:
     """Adopt the current template text and provenance, keeping the current toggle."""
     default = template_default(app_definition) if app_definition else None
     if default is None:
         return setting
-    enabled = setting.get("enabled", True) if setting is not None else True
+    enabled = setting.get("enabled", True)
     return {**default, "enabled": enabled}
 
 
-def _public_fields(method) -> list:
+def _public_fields(method: Method) -> list[ConfigField]:
     return [*method.tenantFields, *method.extensionFields]
 
 
-def instruction_context(app_definition, config: dict) -> dict | None:
+def instruction_context(app_definition: AppDefinition | None, config: dict) -> dict | None:
     """The declared public configuration of a connection, or None when a required value is missing.
 
     Secret and password fields never enter the context, nor do URL fields (transport settings, such as a custom

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import re
 import uuid
+from collections.abc import Iterable
+from typing import Any, Final
 
 from sqlalchemy import select
 
 from app.catalog.loader import get_method
+from app.catalog.schema import AppDefinition, ConfigField, Method
 from app.core.errors import Forbidden, ServiceError, ValidationFailed
 from app.extensions import db
 from app.models import (
@@ -22,10 +26,17 @@ from app.models.connections import CUSTOM_APP_SLUG, ToolAction
 from app.services import notifications  # notifications: issue 15
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.activity import record_activity
-from app.services.connections.audience import set_audience
+from app.services.connections.audience import Audience, set_audience
 from app.services.connections.instructions import InstructionsSetting
 
-UNSET = object()
+
+class Unset(enum.Enum):
+    """An optional setting the caller did not send (distinct from None, which clears it)."""
+
+    TOKEN = 0
+
+
+UNSET: Final = Unset.TOKEN
 
 
 def settings_digest(setting: dict | None) -> str | None:
@@ -35,7 +46,7 @@ def settings_digest(setting: dict | None) -> str | None:
     return hashlib.sha256(json.dumps(setting, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def validate_instructions(value) -> dict | None:
+def validate_instructions(value: Any) -> dict | None:
     if value is None:
         return None
     try:
@@ -52,7 +63,9 @@ def _field_error(key: str, message: str, group: str) -> dict:
     return {"loc": [group, key], "msg": message, "type": "value_error"}
 
 
-def validate_fields(fields, values: dict, *, group: str, partial: bool = False) -> dict:
+def validate_fields(
+    fields: Iterable[ConfigField], values: dict, *, group: str, partial: bool = False
+) -> dict:
     """Check values against declared fields (required, pattern, length); unknown keys are refused."""
     values = values or {}
     known = {f.key: f for f in fields}
@@ -98,7 +111,7 @@ def validate_fields(fields, values: dict, *, group: str, partial: bool = False) 
     return cleaned
 
 
-def public_fields(method) -> list:
+def public_fields(method: Method) -> list[ConfigField]:
     return [*method.tenantFields, *method.extensionFields]
 
 
@@ -127,14 +140,14 @@ def _set_policy(connection: ToolConnection, tool_name: str, action: str) -> None
 def update_connection(
     actor: Membership,
     connection: ToolConnection,
-    app_definition,
+    app_definition: AppDefinition | None,
     *,
-    name=UNSET,
-    enabled=UNSET,
-    agent_instructions=UNSET,
-    method_config=UNSET,
-    audience=UNSET,
-    tool_policies=UNSET,
+    name: str | None | Unset = UNSET,
+    enabled: bool | Unset = UNSET,
+    agent_instructions: dict | None | Unset = UNSET,
+    method_config: dict | None | Unset = UNSET,
+    audience: Audience | Unset = UNSET,
+    tool_policies: dict[str, str] | Unset = UNSET,
 ) -> ToolConnection:
     """Change saved settings. Instructions, configuration, audience and policies are independent of each other."""
     _require_configure(actor, connection)

@@ -9,6 +9,7 @@ from flask import current_app
 from sqlalchemy import select
 
 from app.catalog.loader import get_method, template_default
+from app.catalog.schema import AppDefinition, Method
 from app.core.errors import Forbidden, ProviderRefused, Unprocessable, ValidationFailed
 from app.extensions import db
 from app.models import (
@@ -31,8 +32,10 @@ from app.services.connections.endpoint import (
     server_url_for,
     stored_secrets,
 )
+from app.services.connections.provider_tools import ProviderTool
 from app.services.connections.settings import (
     UNSET,
+    Unset,
     _field_error,
     _require_configure,
     public_fields,
@@ -61,14 +64,14 @@ def _unique_name(company_id: uuid.UUID, base: str) -> str:
 
 def start_connection(
     actor: Membership,
-    app_definition,
+    app_definition: AppDefinition,
     *,
     method_key: str | None,
     identity: str,
     name: str | None = None,
     method_config: dict | None = None,
     audience: Audience | None = None,
-    agent_instructions=UNSET,
+    agent_instructions: dict | None | Unset = UNSET,
 ) -> ToolConnection:
     """Create a draft connection with its public configuration, identity and chosen audience (grants nothing yet)."""
     if not actor.has_write_access:
@@ -142,12 +145,12 @@ def _own_draft(actor: Membership, app_slug: str) -> ToolConnection | None:
 def _resume_draft(
     actor: Membership,
     draft: ToolConnection,
-    method,
+    method: Method,
     identity: str,
     name: str,
     method_config: dict,
     audience: Audience,
-    instructions,
+    instructions: dict | None,
 ) -> ToolConnection:
     """A new setup of an app the person already started resumes that draft with the new choices (a draft grants
     nothing, so changing its method or identity is safe); grants of another identity, never verified, go."""
@@ -227,12 +230,12 @@ def grant_for_identity(connection: ToolConnection, identity: str, actor: Members
 def finish_connection(
     actor: Membership,
     connection: ToolConnection,
-    app_definition,
+    app_definition: AppDefinition,
     *,
     credentials: dict | None = None,
-    method_config=UNSET,
-    audience=UNSET,
-    agent_instructions=UNSET,
+    method_config: dict | None | Unset = UNSET,
+    audience: Audience | Unset = UNSET,
+    agent_instructions: dict | None | Unset = UNSET,
 ) -> ToolConnection:
     """Verify the credentials against the provider, store them encrypted, index tools, and activate.
 
@@ -276,9 +279,9 @@ def activate_connection(
     connection: ToolConnection,
     grant: ConnectionGrant,
     secrets: dict[str, str],
-    tools,
+    tools: list[ProviderTool],
     *,
-    audience=UNSET,
+    audience: Audience | Unset = UNSET,
 ) -> bool:
     """The shared tail of every successful setup (API key or OAuth): store the verified credentials encrypted,
     index tools, apply the audience, and mark the connection live. Returns True on first activation."""
@@ -313,7 +316,12 @@ def activate_connection(
 
 
 def record_setup_finished(
-    actor, connection, grant, tools, before_instructions, first_activation: bool
+    actor: Membership,
+    connection: ToolConnection,
+    grant: ConnectionGrant,
+    tools: list[ProviderTool],
+    before_instructions: dict | None,
+    first_activation: bool,
 ) -> None:
     if first_activation:
         record_activity(
@@ -347,7 +355,9 @@ def record_setup_finished(
     notifications.connection_connected(connection)  # notifications: issue 15
 
 
-def verify_and_list_tools(connection, app_definition, method, secrets: dict[str, str]):
+def verify_and_list_tools(
+    connection: ToolConnection, app_definition: AppDefinition, method: Method, secrets: dict[str, str]
+) -> list[ProviderTool]:
     headers, query = provider_headers(method, secrets)
     headers = {**config_headers(method, connection.method_config or {}), **headers}
     url = server_url_for(connection, app_definition, method, secrets)

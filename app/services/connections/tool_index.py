@@ -12,12 +12,13 @@ from app.models import (
     ToolConnection,
 )
 from app.models.base import utcnow
+from app.services.connections.provider_tools import ProviderTool
 from app.services.connections.settings import _set_policy
 
 SEARCH_WORD = re.compile(r"[^\W_]+")
 
 
-def index_tools(connection: ToolConnection, tools, *, first_index: bool) -> None:
+def index_tools(connection: ToolConnection, tools: list[ProviderTool], *, first_index: bool) -> None:
     """Upsert the stored tool index. On first index read tools are allowed and write tools ask first; tools a
     provider adds later get no policy row, which means ask first."""
     existing = {
@@ -54,7 +55,7 @@ def index_tools(connection: ToolConnection, tools, *, first_index: bool) -> None
     connection.tool_search_text = tool_search_text(tools)
 
 
-def tool_search_text(tools) -> str:
+def tool_search_text(tools: list[ProviderTool]) -> str:
     """The distinct lowercase words of the tools' names and descriptions (what search matches query words in)."""
     words: set[str] = set()
     for tool in tools:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.extensions import db
 from app.models import ThreadInteraction
-from app.models.base import utcnow
+from app.models.base import rowcount, utcnow
 from app.services import notifications  # notifications: issue 15
 from app.services.gateway.arguments import canonical_digest, redact_arguments
 from app.services.gateway.results import (
@@ -20,6 +21,9 @@ from app.services.gateway.results import (
     _refusal,
 )
 from app.services.gateway.tools import GatewayTool
+
+if TYPE_CHECKING:
+    from app.services.runtime.context import RunContext
 from app.services.intents.creation import record_card_created
 
 KIND = "tool_approval"
@@ -75,10 +79,10 @@ def consume_card(card: ThreadInteraction) -> bool:
         .execution_options(synchronize_session=False)
     )
     db.session.expire(card)
-    return outcome.rowcount == 1
+    return rowcount(outcome) == 1
 
 
-def _create_card(ctx, tool: GatewayTool, key: str, projected: dict) -> ThreadInteraction:
+def _create_card(ctx: RunContext, tool: GatewayTool, key: str, projected: dict) -> ThreadInteraction:
     raw_tool = tool.tool_access.tool
     title = f"Approve {raw_tool.name} on {tool.connection.name}?"[:300]
     card = ThreadInteraction(
@@ -129,7 +133,7 @@ def _create_card(ctx, tool: GatewayTool, key: str, projected: dict) -> ThreadInt
     return card
 
 
-def _approval_step(ctx, tool: GatewayTool, projected: dict, prepared: PreparedCall) -> None:
+def _approval_step(ctx: RunContext, tool: GatewayTool, projected: dict, prepared: PreparedCall) -> None:
     """Ask-first policy: consume a matching approval, or point at (or create) the one pending card."""
     key = _call_key(ctx.agent.id, tool, projected)
     digest = canonical_digest(projected)

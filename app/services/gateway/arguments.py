@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from app.catalog.loader import get_method
+from app.catalog.schema import AppDefinition
 from app.models import ToolConnection
 from app.services.activity import SECRET_KEY_HINTS
 
@@ -17,13 +18,13 @@ REDACTED = "[redacted]"
 
 
 def managed_arguments(
-    connection: ToolConnection, app_definition, input_schema: dict | None
+    connection: ToolConnection, app_definition: AppDefinition | None, input_schema: dict | None
 ) -> dict[str, Any]:
     """Arguments pinned by the connection's public configuration for a tool with this schema."""
     return managed_for_schema(pinned_arguments(connection, app_definition), input_schema)
 
 
-def pinned_arguments(connection: ToolConnection, app_definition) -> dict[str, Any]:
+def pinned_arguments(connection: ToolConnection, app_definition: AppDefinition | None) -> dict[str, Any]:
     """Every tool argument the connection's public configuration pins, whatever the tool (once per connection)."""
     if app_definition is None:
         return {}
@@ -99,7 +100,7 @@ def redact_arguments(arguments: dict, input_schema: dict | None) -> dict:
     """A copy safe to show people: secret-marked values (and nested secret-named keys) replaced."""
     secret = secret_argument_names(input_schema)
 
-    def walk(value, key=None):
+    def walk(value: Any, key: str | None = None) -> Any:
         if key is not None and (key in secret or _looks_secret(key)):
             return REDACTED
         if isinstance(value, dict):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
 from app.catalog.loader import get_app, get_method
-from app.catalog.schema import Transport
+from app.catalog.schema import AppDefinition, Transport
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import ConnectionGrant, ToolConnection
@@ -33,11 +34,14 @@ from app.services.gateway.tools import find_tool
 from app.services.oauth import tokens as oauth_tokens
 from app.services.oauth.errors import ReauthorizationRequired
 
+if TYPE_CHECKING:
+    from app.services.runtime.context import RunContext
+
 ACTIVITY_ACTION = "tool_gateway.call"
 DEFAULT_CALL_TIMEOUT = 30.0
 
 
-def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
+def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
     """Resolve the tool again, apply the action policy and approvals. No provider is contacted here.
 
     `ctx` is a validated `runtime_tools.RunContext`. The caller commits before `execute_call`, so a consumed
@@ -60,7 +64,7 @@ def prepare_call(ctx, name: str, arguments: dict) -> PreparedCall:
     prepared.tool_name = tool.tool_access.tool.name
     prepared.connection_id = tool.connection.id
     prepared.connection_name = tool.connection.name
-    prepared.grant_id = tool.access.grant.id
+    prepared.grant_id = tool.grant.id
     projected = project_arguments(arguments, tool.managed)
     prepared.arguments = projected
     if tool.action == "block":
@@ -89,7 +93,7 @@ class ProviderTarget:
     transport: Transport = "mcp_remote"
 
 
-def call_timeout(app_definition) -> float:
+def call_timeout(app_definition: AppDefinition | None) -> float:
     """The call timeout: the app definition's `callTimeoutSeconds`, else `PROVIDER_CALL_TIMEOUT_SECONDS`."""
     own = getattr(app_definition, "callTimeoutSeconds", None)
     return float(own or current_app.config.get("PROVIDER_CALL_TIMEOUT_SECONDS", DEFAULT_CALL_TIMEOUT))
@@ -132,7 +136,7 @@ def provider_target(connection_id: uuid.UUID, grant_id: uuid.UUID) -> ProviderTa
         raise ServiceError("The connection is no longer available to this agent.")
     app_definition = get_app(connection.app_slug)
     method = get_method(app_definition, connection.method_key) if app_definition else None
-    if method is None:
+    if app_definition is None or method is None:
         raise ServiceError("The connection's app is no longer in the catalog.")
     access_token = oauth_tokens.get_valid_access_token(connection, grant) if method.auth == "oauth" else None
     secrets = endpoint.stored_secrets(grant)
@@ -153,7 +157,7 @@ def provider_target(connection_id: uuid.UUID, grant_id: uuid.UUID) -> ProviderTa
     )
 
 
-def scrub(value, secrets: list[str]):
+def scrub(value: Any, secrets: list[str]) -> Any:
     if not secrets:
         return value
     if isinstance(value, str):
@@ -220,7 +224,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         outcome, result = _provider_failure(prepared, err)
         _record(prepared, outcome=outcome)
         return result
-    result: dict = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
+    result = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
     if raw.get("structuredContent") is not None:
         result["structuredContent"] = raw["structuredContent"]
     if raw.get("_meta"):

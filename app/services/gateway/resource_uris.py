@@ -86,7 +86,7 @@ def namespace_links(
     return {**result, "content": rewritten}
 
 
-def _is_link(block) -> bool:
+def _is_link(block: object) -> bool:
     return (
         isinstance(block, dict) and block.get("type") == "resource_link" and isinstance(block.get("uri"), str)
     )

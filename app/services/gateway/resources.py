@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from app.core.errors import ServiceError
 from app.services.access.effective import connection_access
@@ -24,6 +25,7 @@ from app.services.activity import record_activity
 from app.services.connections import provider_errors, provider_resources
 from app.services.gateway import calls, resource_uris
 from app.services.gateway.results import PROVIDER_ERROR
+from app.services.runtime.context import RunContext
 
 ACTIVITY_ACTION = "tool_gateway.resource_read"
 NOT_FOUND = "Resource not found"
@@ -57,7 +59,7 @@ class PreparedRead:
     target: calls.ProviderTarget
 
 
-def prepare_read(ctx, uri: str) -> PreparedRead:
+def prepare_read(ctx: RunContext, uri: str) -> PreparedRead:
     """Check the URI and the agent's access to its connection now, and find the provider. Raises ResourceNotFound,
     or ResourceReadFailed when the connection cannot be reached any more."""
     run = ctx.run
@@ -112,7 +114,7 @@ def execute_read(prepared: PreparedRead) -> dict:
     return result
 
 
-def _namespaced(prepared: PreparedRead, item):
+def _namespaced(prepared: PreparedRead, item: Any) -> Any:
     if not isinstance(item, dict) or not isinstance(item.get("uri"), str):
         return item
     uri = resource_uris.namespaced(

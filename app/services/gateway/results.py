@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 APPROVAL_REQUIRED = "approval_required"
 APPROVAL_DENIED = "approval_denied"
@@ -45,7 +46,7 @@ class PreparedCall:
         return self.result is None and not self.unknown
 
 
-def _refusal(reason_code: str, message: str, **extra) -> dict:
+def _refusal(reason_code: str, message: str, **extra: Any) -> dict:
     structured = {"reasonCode": reason_code, "message": message, **extra}
     return {
         "content": [{"type": "text", "text": f"{reason_code}: {message}"}],

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.catalog.loader import get_apps
-from app.models import HeartbeatRun, ToolConnection
+from app.core.errors import Forbidden
+from app.models import ConnectionGrant, HeartbeatRun, ToolConnection
 from app.services.access.effective import (
     ConnectionAccess,
     ToolAccess,
@@ -72,6 +73,13 @@ class GatewayTool:
     @property
     def connection(self) -> ToolConnection:
         return self.access.connection
+
+    @property
+    def grant(self) -> ConnectionGrant:
+        """The identity a call acts as: gateway tools come from usable accesses only (`_usable`), which have one."""
+        if self.access.grant is None:
+            raise Forbidden("This connection has no identity the agent may act as.")
+        return self.access.grant
 
     @property
     def action(self) -> str:

@@ -98,7 +98,7 @@ def retire_oauth_states(interaction_ids: list[uuid.UUID]) -> None:
         )
 
 
-def _uuid_or_none(value) -> uuid.UUID | None:
+def _uuid_or_none(value: object) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value)) if value else None
     except ValueError:

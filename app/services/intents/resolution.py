@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from sqlalchemy import select, update
 
@@ -17,7 +18,7 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
 )
-from app.models.base import utcnow
+from app.models.base import rowcount, utcnow
 from app.services import notifications  # notifications: issue 15
 from app.services.access.effective import (
     can_manage_connections,
@@ -172,7 +173,7 @@ def _resolve(interaction: ThreadInteraction, user_id: uuid.UUID, status: str, re
         .values(status=status, result=result, resolved_by_user_id=user_id, resolved_at=now, updated_at=now)
         .execution_options(synchronize_session=False)
     )
-    if outcome.rowcount != 1:
+    if rowcount(outcome) != 1:
         raise Conflict(ALREADY_RESOLVED)
     retire_oauth_states([interaction.id])
     db.session.add(
@@ -321,10 +322,10 @@ def decline_intent(interaction_id: uuid.UUID, user_id: uuid.UUID, reason: str | 
 
 
 def interaction_json(interaction: ThreadInteraction) -> dict:
-    def s(value):
+    def s(value: object) -> str | None:
         return str(value) if value is not None else None
 
-    def iso(value):
+    def iso(value: datetime | None) -> str | None:
         from app.models.base import as_utc
 
         return as_utc(value).isoformat() if value is not None else None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 
-from sqlalchemy import exists, or_, select
+from sqlalchemy import Exists, exists, or_, select
 
 from app.catalog.loader import get_app, logo_url
+from app.catalog.schema import AppDefinition
 from app.extensions import db
 from app.models import (
     ConnectionGrant,
@@ -32,14 +34,29 @@ class ServiceIdentity:
     connection_id: uuid.UUID | None = None
 
 
-def service_slug_of(connection: ToolConnection) -> str:
+class ConnectionFacts(Protocol):
+    """What naming a connection as a service reads: a ToolConnection, or a row of its columns (runtime search)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+    @property
+    def app_slug(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def auth_kind(self) -> str: ...
+
+
+def service_slug_of(connection: ConnectionFacts) -> str:
     """Custom MCP connections are their own service; catalog connections belong to their app's slug."""
     if connection.app_slug == CUSTOM_APP_SLUG:
         return f"{CONNECTION_PREFIX}{connection.id}"
     return connection.app_slug
 
 
-def catalog_service(app_definition) -> ServiceIdentity:
+def catalog_service(app_definition: AppDefinition) -> ServiceIdentity:
     return ServiceIdentity(
         slug=app_definition.slug,
         name=app_definition.name,
@@ -51,7 +68,7 @@ def catalog_service(app_definition) -> ServiceIdentity:
     )
 
 
-def configured_service(connection: ToolConnection, custom=None) -> ServiceIdentity:
+def configured_service(connection: ConnectionFacts, custom: AppDefinition | None = None) -> ServiceIdentity:
     """A custom MCP connection as a service; `custom` is the catalog's custom app, when the caller has it."""
     custom = custom or get_app(CUSTOM_APP_SLUG)
     return ServiceIdentity(
@@ -85,7 +102,7 @@ def reusable_by(connection: ToolConnection, user_id: uuid.UUID | None, agent_id:
     )
 
 
-def grant_in_audience_clause(user_id: uuid.UUID | None, agent_id: uuid.UUID | None):
+def grant_in_audience_clause(user_id: uuid.UUID | None, agent_id: uuid.UUID | None) -> Exists:
     """`grant_in_audience` as SQL: the connection in the query has an active grant for this audience."""
     audience = [ConnectionGrant.kind == "organization"]
     if user_id is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 
+from app.catalog.schema import AppDefinition
 from app.core.errors import Conflict, NotFound, ServiceError, ValidationFailed
 from app.extensions import db
 from app.models import Issue, Membership, OAuthState, ThreadInteraction, ToolConnection
@@ -21,7 +22,7 @@ from app.models.connections import ConnectionStatus
 from app.services.access.effective import can_configure
 from app.services.connections import card_binding
 from app.services.connections.audience import Audience
-from app.services.connections.settings import UNSET, update_connection
+from app.services.connections.settings import UNSET, Unset, update_connection
 from app.services.connections.setup import finish_connection
 from app.services.intents import audience as intents_audience
 from app.services.intents import card as intents_card
@@ -35,7 +36,7 @@ NO_AUDIENCE = Audience(all_agents=False)
 class CardClosed(Conflict):
     """The card stopped waiting (closed task, new assignee or responsible person, superseded, resolved)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(CARD_CLOSED)
 
 
@@ -134,7 +135,12 @@ def save_card_audience(
 
 
 def save_setup_choices(
-    membership: Membership, draft: ToolConnection, app_definition, *, method_config=UNSET, audience=UNSET
+    membership: Membership,
+    draft: ToolConnection,
+    app_definition: AppDefinition,
+    *,
+    method_config: dict | None | Unset = UNSET,
+    audience: Audience | Unset = UNSET,
 ) -> ThreadInteraction | None:
     """Before a provider sign-in: save the draft's public values, and its audience where it belongs (on the
     draft's card when it has one, else on the draft). Grants nothing. Returns the card, if any."""
@@ -160,12 +166,12 @@ def bound_card_id(connection: ToolConnection, user_id: uuid.UUID) -> uuid.UUID |
 def finish_setup(
     membership: Membership,
     connection: ToolConnection,
-    app_definition,
+    app_definition: AppDefinition,
     *,
     credentials: dict | None = None,
-    method_config=UNSET,
-    audience=UNSET,
-    agent_instructions=UNSET,
+    method_config: dict | None | Unset = UNSET,
+    audience: Audience | Unset = UNSET,
+    agent_instructions: dict | None | Unset = UNSET,
 ) -> ThreadInteraction | None:
     """Verify, store and activate (API-key methods), from any host. A draft bound to a card completes the card in
     the same transaction with the card's saved audience; returns the resolved card, or None for a plain setup.
@@ -190,7 +196,7 @@ def finish_setup(
 
 
 def reconnectable_connection(
-    interaction: ThreadInteraction, membership: Membership, app_definition
+    interaction: ThreadInteraction, membership: Membership, app_definition: AppDefinition | None
 ) -> ToolConnection | None:
     """The service's Disconnected connection this person may reconnect (the oldest), or None: the card's dialog
     offers Reconnect of that connection, keeping its id and settings, rather than a new setup ("Honcho 2")."""
@@ -224,6 +230,8 @@ def finish_card_oauth(
 
     A card that stopped waiting meanwhile raises CardClosed before any token is stored.
     """
+    if state.interaction_id is None:  # a sign-in started outside a card
+        raise NotFound("Connection intent not found")
     interaction = resolution.lock_intent(state.interaction_id)
     if interaction.status != "pending":
         raise CardClosed()

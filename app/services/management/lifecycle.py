@@ -16,9 +16,7 @@ see it at the commit (`access/revision.py`); the bulk deletes below are Core sta
 
 from __future__ import annotations
 
-from typing import cast
-
-from sqlalchemy import Table, delete, select
+from sqlalchemy import Delete, delete, select
 
 from app.core.errors import Conflict, Forbidden
 from app.extensions import db
@@ -34,7 +32,7 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
-from app.models.base import utcnow
+from app.models.base import table_of, utcnow
 from app.models.connections import ConnectionStatus
 from app.services import notifications  # notifications: issue 15
 from app.services.access import revision
@@ -88,10 +86,10 @@ def _revoke_at_provider(connection: ToolConnection, grants: list[ConnectionGrant
     return [revoke_grant_tokens(connection, grant) for grant in grants if grant.status != "revoked"]
 
 
-def _core_delete(model):
+def _core_delete(model: type) -> Delete:
     """A Core DELETE on the model's table: no ORM bookkeeping, and no "every company" revision mark (the ORM bulk
     hook cannot evaluate criteria); the callers `touch` the connection's company instead."""
-    return delete(cast(Table, model.__table__))
+    return delete(table_of(model))
 
 
 def _lock_grants(grants: list[ConnectionGrant]) -> None:

@@ -23,6 +23,9 @@ tool arguments or URLs.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
 
 from flask import current_app
 from sqlalchemy import select
@@ -31,6 +34,7 @@ from sqlalchemy.orm import Session
 from app.core.wake_signal import NOTIFICATIONS, signal_work
 from app.extensions import db
 from app.models import (
+    ConnectionGrant,
     Issue,
     NotificationDelivery,
     NotificationPreference,
@@ -52,7 +56,7 @@ def _session(session: Session | None) -> Session:
     return session if session is not None else db.session()  # the request's session, not its scoped proxy
 
 
-def _iso(value) -> str | None:
+def _iso(value: datetime | None) -> str | None:
     moment = as_utc(value)
     return moment.isoformat() if moment is not None else None
 
@@ -128,7 +132,7 @@ def card_data(interaction: ThreadInteraction, session: Session | None = None) ->
     return data
 
 
-def connection_data(connection: ToolConnection, **extra) -> dict:
+def connection_data(connection: ToolConnection, **extra: Any) -> dict:
     return {
         "connectionId": str(connection.id),
         "companyId": str(connection.company_id),
@@ -180,7 +184,14 @@ def _mail_configured() -> bool:
     return bool(current_app.config.get("SMTP_URL"))
 
 
-def _queue_email(session: Session, company_id, event: str, user_id, data: dict, dedupe_key=None) -> None:
+def _queue_email(
+    session: Session,
+    company_id: uuid.UUID,
+    event: str,
+    user_id: uuid.UUID | None,
+    data: dict,
+    dedupe_key: str | None = None,
+) -> None:
     if user_id is None or not _mail_configured() or not email_enabled(user_id, session):
         return
     _queue(
@@ -194,7 +205,9 @@ def _queue_email(session: Session, company_id, event: str, user_id, data: dict, 
     )
 
 
-def _queue_webhooks(session: Session, company_id, event: str, data: dict, subject: str | None = None) -> None:
+def _queue_webhooks(
+    session: Session, company_id: uuid.UUID, event: str, data: dict, subject: str | None = None
+) -> None:
     endpoints = session.scalars(
         select(WebhookEndpoint).where(WebhookEndpoint.company_id == company_id, WebhookEndpoint.enabled)
     )
@@ -214,7 +227,11 @@ def _queue_webhooks(session: Session, company_id, event: str, data: dict, subjec
 # --- the events ----------------------------------------------------------------------------------------------
 
 
-def card_created(interaction: ThreadInteraction, session: Session | None = None, superseded=()) -> None:
+def card_created(
+    interaction: ThreadInteraction,
+    session: Session | None = None,
+    superseded: Iterable[ThreadInteraction] = (),
+) -> None:
     """A connection or approval card now waits for its addressee: one mail to them, and the webhooks. Cards it
     replaces (`superseded`) are told as resolved."""
     if interaction.kind not in CARD_KINDS:
@@ -245,12 +262,14 @@ def card_resolved(interaction: ThreadInteraction, session: Session | None = None
     )
 
 
-def cards_resolved(interactions, session: Session | None = None) -> None:
+def cards_resolved(interactions: Iterable[ThreadInteraction], session: Session | None = None) -> None:
     for interaction in interactions:
         card_resolved(interaction, session)
 
 
-def connection_needs_reauthorization(connection: ToolConnection, grant=None, session: Session | None = None):
+def connection_needs_reauthorization(
+    connection: ToolConnection, grant: ConnectionGrant | None = None, session: Session | None = None
+) -> None:
     """The connection's sign-in stopped working: mail its owner, and the webhooks."""
     session = _session(session)
     owner_id = (

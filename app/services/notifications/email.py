@@ -12,6 +12,7 @@ import ssl
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from flask import current_app
@@ -44,7 +45,7 @@ def smtp_settings() -> SmtpSettings:
     )
 
 
-def public_url(endpoint: str, **values) -> str:
+def public_url(endpoint: str, **values: Any) -> str:
     """An absolute link into the app for mail read outside any request (built on PUBLIC_BASE_URL)."""
     base = urlsplit(current_app.config["PUBLIC_BASE_URL"])
     adapter = current_app.url_map.bind(base.netloc, script_name=base.path or "/", url_scheme=base.scheme)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import and_, case, func, not_, select
+from sqlalchemy import ColumnElement, and_, case, func, not_, select
 
 from app.extensions import db
 from app.models import Issue, ThreadInteraction
@@ -24,7 +25,7 @@ TABS = (OPEN, DONE)
 LIMIT = 200
 
 
-def _mine(company_id: uuid.UUID, user_id: uuid.UUID):
+def _mine(company_id: uuid.UUID, user_id: uuid.UUID) -> ColumnElement[bool]:
     return and_(
         ThreadInteraction.company_id == company_id,
         ThreadInteraction.addressee_user_id == user_id,
@@ -32,7 +33,7 @@ def _mine(company_id: uuid.UUID, user_id: uuid.UUID):
     )
 
 
-def _open():
+def _open() -> ColumnElement[bool]:
     return and_(ThreadInteraction.status == "pending", Issue.status.not_in(CLOSED_ISSUE_STATUSES))
 
 
@@ -110,6 +111,6 @@ def item_json(interaction: ThreadInteraction, issue: Issue) -> dict:
     return item
 
 
-def _iso(value) -> str | None:
+def _iso(value: datetime | None) -> str | None:
     moment = as_utc(value)
     return moment.isoformat() if moment is not None else None

@@ -13,6 +13,7 @@ import json
 import secrets
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -47,7 +48,7 @@ def new_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
 
 
-def _validate(url: str, events) -> tuple[str, list[str]]:
+def _validate(url: str, events: Iterable[str] | None) -> tuple[str, list[str]]:
     errors = []
     url = (url or "").strip()
     if not url or len(url) > 2000:
@@ -65,7 +66,9 @@ def _validate(url: str, events) -> tuple[str, list[str]]:
     return url, chosen
 
 
-def create_endpoint(membership: Membership, url: str, events) -> tuple[WebhookEndpoint, str]:
+def create_endpoint(
+    membership: Membership, url: str, events: Iterable[str] | None
+) -> tuple[WebhookEndpoint, str]:
     """Add an endpoint; returns it and its signing secret (the only time the secret is shown)."""
     require_manager(membership)
     url, chosen = _validate(url, events)
@@ -152,7 +155,9 @@ class Outcome:
     duration_ms: int
 
 
-def signed_request(delivery_id: str, secret: str, payload: dict, now: datetime | None = None):
+def signed_request(
+    delivery_id: str, secret: str, payload: dict, now: datetime | None = None
+) -> tuple[bytes, dict[str, str]]:
     """The exact body bytes and headers of one attempt."""
     body = json.dumps(payload, separators=(",", ":"), sort_keys=True)
     now = now or datetime.now(UTC)
@@ -170,7 +175,7 @@ def post(url: str, secret_ciphertext: str, delivery_id: str, payload: dict) -> O
     """One attempt: guard, sign, POST with timeouts, no redirects followed. Never raises for the far end's faults."""
     started = time.monotonic()
 
-    def done(ok, status=None, error=None):
+    def done(ok: bool, status: int | None = None, error: str | None = None) -> Outcome:
         return Outcome(ok, status, error, int((time.monotonic() - started) * 1000))
 
     try:

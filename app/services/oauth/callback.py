@@ -12,6 +12,7 @@ from authlib.common.errors import AuthlibBaseError
 from sqlalchemy import select
 
 from app.catalog.loader import get_method
+from app.catalog.schema import AppDefinition
 from app.core.errors import (
     ProviderRefused,
 )
@@ -135,7 +136,7 @@ def exchange_authorization(
     actor: Membership,
     state: OAuthState,
     connection: ToolConnection,
-    app_definition,
+    app_definition: AppDefinition,
     *,
     code: str | None,
     error: str | None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -14,7 +15,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.catalog.schema import AppDefinition, Method
 from app.core.errors import (
+    Conflict,
     ProviderRefused,
     Unprocessable,
 )
@@ -73,7 +76,9 @@ def _auth_method(server: AuthServer, has_secret: bool) -> str:
     return "client_secret_basic"
 
 
-def _operator_client(connection: ToolConnection, app_definition, method) -> ClientConfig | None:
+def _operator_client(
+    connection: ToolConnection, app_definition: AppDefinition, method: Method
+) -> ClientConfig | None:
     entry = operator_clients().get(connection.app_slug)
     if not isinstance(entry, dict) or not entry.get("client_id"):
         return None
@@ -110,7 +115,7 @@ def _client_from_registration(row: OAuthClientRegistration) -> ClientConfig:
     )
 
 
-def register_client(server: AuthServer, app_definition) -> tuple[dict, str | None]:
+def register_client(server: AuthServer, app_definition: AppDefinition) -> tuple[dict, str | None]:
     """RFC 7591 registration; returns (public registration metadata, client secret or None)."""
     if not server.registration_endpoint:
         raise ProviderRefused("The provider does not offer dynamic client registration.")
@@ -150,7 +155,9 @@ def register_client(server: AuthServer, app_definition) -> tuple[dict, str | Non
     return public, issued.get("client_secret")
 
 
-def _registered_client(connection: ToolConnection, app_definition, method) -> ClientConfig:
+def _registered_client(
+    connection: ToolConnection, app_definition: AppDefinition, method: Method
+) -> ClientConfig:
     """The company's registered client for this app, registering one first if there is none (or it is stale)."""
     row = db.session.scalar(
         select(OAuthClientRegistration).where(
@@ -187,10 +194,12 @@ def _registered_client(connection: ToolConnection, app_definition, method) -> Cl
                 OAuthClientRegistration.app_slug == connection.app_slug,
             )
         )
+        if row is None:  # that registration was removed again before we could read it
+            raise Conflict("The sign-in setup for this app changed meanwhile. Try again.") from None
     return _client_from_registration(row)
 
 
-def resolve_client(connection: ToolConnection, app_definition, method) -> ClientConfig:
+def resolve_client(connection: ToolConnection, app_definition: AppDefinition, method: Method) -> ClientConfig:
     """Operator credentials first; else the dynamic registration the method declares; else a clear refusal."""
     client = _operator_client(connection, app_definition, method)
     if client is not None:
@@ -231,7 +240,7 @@ def _client_for_grant(session: Session, grant: ConnectionGrant, connection: Tool
     )
 
 
-def _oauth_session(client: ClientConfig, **kwargs) -> OAuth2Session:
+def _oauth_session(client: ClientConfig, **kwargs: Any) -> OAuth2Session:
     return OAuth2Session(
         client_id=client.client_id,
         client_secret=client.client_secret,

@@ -39,7 +39,7 @@ class OAuthFlowError(ServiceError):
 class InvalidOAuthState(ServiceError):
     status = 400
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(INVALID_STATE)
 
 
@@ -48,7 +48,7 @@ class ReauthorizationRequired(ServiceError):
 
     status = 409
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(REAUTHORIZE_MESSAGE)
 
 
@@ -57,5 +57,5 @@ class TokenRefreshUnavailable(ServiceError):
 
     status = 503
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("The provider's sign-in service is unavailable right now. Try again shortly.")

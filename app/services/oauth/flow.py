@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy import delete, update
 
 from app.catalog.loader import get_method
+from app.catalog.schema import AppDefinition, Method
 from app.core.errors import (
     Conflict,
     Forbidden,
@@ -24,7 +25,7 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
 )
-from app.models.base import as_utc, utcnow
+from app.models.base import as_utc, rowcount, utcnow
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
 from app.services.connections import endpoint, setup
@@ -60,7 +61,7 @@ def resource_indicator(server_url: str) -> str:
     return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), "", ""))
 
 
-def _requested_scopes(client: ClientConfig, method) -> list[str]:
+def _requested_scopes(client: ClientConfig, method: Method) -> list[str]:
     scopes = list(client.scopes or (method.defaults.scopes if method.defaults else []) or [])
     supported = client.server.scopes_supported or []
     if client.server.userinfo_endpoint and "openid" in supported:
@@ -83,7 +84,7 @@ def _require_configure(actor: Membership, connection: ToolConnection, identity: 
 def start_authorization(
     actor: Membership,
     connection: ToolConnection,
-    app_definition,
+    app_definition: AppDefinition,
     *,
     interaction_id: uuid.UUID | None = None,
     opener_origin: str | None = None,
@@ -212,7 +213,7 @@ def consume_state(raw_state: str, user_id: uuid.UUID) -> OAuthState:
         .values(consumed_at=now)
         .execution_options(synchronize_session=False)
     )
-    if result.rowcount != 1:
+    if rowcount(result) != 1:
         raise InvalidOAuthState()
     db.session.expire(row)
     return row

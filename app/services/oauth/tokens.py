@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import requests
@@ -48,7 +49,7 @@ _process_locks_guard = threading.Lock()
 
 
 @contextmanager
-def _grant_process_lock(grant_id: uuid.UUID):
+def _grant_process_lock(grant_id: uuid.UUID) -> Iterator[None]:
     """SQLite has no row locks: serialize refreshes of one grant within this process instead."""
     if db.engine.dialect.name == "postgresql":
         yield
@@ -89,7 +90,7 @@ def _refresh_single_flight(grant_id: uuid.UUID) -> str:
         grant = session.scalars(
             select(ConnectionGrant).where(ConnectionGrant.id == grant_id).with_for_update()
         ).one()
-        connection = session.get(ToolConnection, grant.connection_id)
+        connection = session.get_one(ToolConnection, grant.connection_id)
         stored = {
             row.key: row
             for row in session.scalars(select(GrantSecret).where(GrantSecret.grant_id == grant_id))
@@ -99,9 +100,9 @@ def _refresh_single_flight(grant_id: uuid.UUID) -> str:
             raise ReauthorizationRequired()
         access_row = stored.get(endpoint.OAUTH_ACCESS_TOKEN_KEY)
         if access_row is not None and not _is_due(grant.provider_tenant):
-            token = decrypt(access_row.ciphertext)  # refreshed meanwhile by whoever held the lock
+            access_token = decrypt(access_row.ciphertext)  # refreshed meanwhile by whoever held the lock
             session.rollback()
-            return token
+            return access_token
         refresh_row = stored.get(endpoint.OAUTH_REFRESH_TOKEN_KEY)
         if refresh_row is None:
             _mark_needs_reauthorization(session, grant, connection, "no_refresh_token")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
@@ -61,7 +61,7 @@ ABANDONED_MESSAGE = "The worker stopped while this run was in progress."
 DEFAULT_TURN_SECONDS = 600
 
 
-def recover_abandoned_runs(now=None) -> int:
+def recover_abandoned_runs(now: datetime | None = None) -> int:
     """Fail runs whose worker died mid-turn, so the agent's next wake on the task can start. Returns how many."""
     now = now or utcnow()
     query = (
@@ -74,11 +74,15 @@ def recover_abandoned_runs(now=None) -> int:
     recovered = 0
     for run in db.session.scalars(query):
         agent = db.session.get(Agent, run.agent_id)
+        config = agent.adapter_config if agent is not None else None
         try:
-            turn_seconds = float((agent.adapter_config or {}).get("timeoutSeconds") or DEFAULT_TURN_SECONDS)
+            turn_seconds = float((config or {}).get("timeoutSeconds") or DEFAULT_TURN_SECONDS)
         except (TypeError, ValueError, AttributeError):
             turn_seconds = DEFAULT_TURN_SECONDS
-        if as_utc(run.started_at) + timedelta(seconds=turn_seconds + ABANDONED_GRACE_SECONDS) < now:
+        started_at = as_utc(run.started_at)
+        if started_at is None:  # the query excludes these; the column is nullable for queued runs
+            continue
+        if started_at + timedelta(seconds=turn_seconds + ABANDONED_GRACE_SECONDS) < now:
             fail_run(run, ABANDONED_MESSAGE)
             recovered += 1
     return recovered

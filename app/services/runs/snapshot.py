@@ -67,24 +67,27 @@ def clear_instruction_sources() -> None:
 
 def _build_sources(run: HeartbeatRun) -> list[InstructionSource]:
     eligible = [
-        access
+        (access, access.grant)
         for access in effective_access(
             run.company_id, run.agent_id, run.responsible_user_id, with_tools=False
         )
-        if access.serves_instructions and access.connection.agent_instructions is not None
+        # `serves_instructions` implies a grant; the None test narrows the type for the checker.
+        if access.grant is not None
+        and access.serves_instructions
+        and access.connection.agent_instructions is not None
     ]
-    apps = get_apps(access.connection.app_slug for access in eligible)
+    apps = get_apps(access.connection.app_slug for access, _ in eligible)
     return [
         InstructionSource(
             connection_id=str(access.connection.id),
             connection_name=access.connection.name,
-            grant_id=str(access.grant.id),
+            grant_id=str(grant.id),
             connector=access.connection.app_slug,
             method=access.connection.method_key,
             setting=access.connection.agent_instructions,
             context=instruction_context(apps.get(access.connection.app_slug), access.connection.config or {}),
         )
-        for access in eligible
+        for access, grant in eligible
     ]
 
 

@@ -35,7 +35,7 @@ class TokenInvalid(ServiceError):
 
     status = 401
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(TOKEN_INVALID)
 
 

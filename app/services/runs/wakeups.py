@@ -13,7 +13,7 @@ from app.core.errors import Conflict, Unprocessable
 from app.core.wake_signal import RUNS, signal_work
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
-from app.models.base import utcnow
+from app.models.base import rowcount, utcnow
 from app.models.runs import ACTIVE_RUN_STATUSES
 from app.services.activity import record_activity
 from app.services.runs.wake_context import scrub_server_fields
@@ -297,7 +297,7 @@ def claim_next_run() -> HeartbeatRun | None:
         .values(status="running", started_at=utcnow(), updated_at=utcnow())
         .execution_options(synchronize_session=False)
     )
-    if claimed.rowcount != 1:
+    if rowcount(claimed) != 1:
         return None
     db.session.refresh(candidate)
     _record_run_activity(candidate, "run.started")

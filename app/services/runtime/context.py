@@ -33,7 +33,7 @@ class RunContext:
     access_revision: int = 0  # the company's, read with the run (see `app.services.access.revision`)
 
 
-def _uuid(value) -> uuid.UUID | None:
+def _uuid(value: object) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value))
     except (TypeError, ValueError):
@@ -102,8 +102,8 @@ def load_run_context(claims: dict) -> RunContext:
             .outerjoin(AccessRevision, AccessRevision.company_id == HeartbeatRun.company_id)
             .where(HeartbeatRun.id == run_id)
         ).first()
-    run, issue, agent, membership, revision = row if row is not None else (None, None, None, None, 0)
-    _check_live_run(run, claims)
+    found_run, issue, agent, membership, revision = row if row is not None else (None, None, None, None, 0)
+    run = _check_live_run(found_run, claims)
     if run.responsible_user_id is None:
         raise Forbidden("This task needs a responsible user to connect a service")
     if issue is None:

@@ -9,6 +9,8 @@ its addressee only; the elicitation id is the card's id.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import current_app, url_for
 
 from app.core import mcp_versions
@@ -36,7 +38,7 @@ def card_url(card: ThreadInteraction) -> str:
 
 
 def person_needed(
-    id_, ctx: RunContext, connection: ToolConnection, exchange: jsonrpc.Exchange, params: dict
+    id_: Any, ctx: RunContext, connection: ToolConnection, exchange: jsonrpc.Exchange, params: dict
 ) -> jsonrpc.Reply | None:
     """The URL elicitation for a call `connection` refused until the responsible person acts, or None (the client
     cannot take one, or no card applies: the call's own answer stands)."""

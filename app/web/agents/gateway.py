@@ -27,7 +27,10 @@ elicitation.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, Response, jsonify
+from flask.typing import ResponseReturnValue
 
 from app.core.errors import ServiceError
 from app.extensions import db
@@ -53,7 +56,7 @@ def _claims() -> dict:
 
 
 @bp.get(URL)
-def discovery():
+def discovery() -> ResponseReturnValue:
     run_context.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or jsonify(
         {"name": gateway_tools.SERVER_NAME, "protocolVersion": jsonrpc.PROTOCOL_VERSION}
@@ -61,7 +64,7 @@ def discovery():
 
 
 @bp.post(URL)
-def rpc():
+def rpc() -> ResponseReturnValue:
     claims = _claims()
     run, access_revision = run_context.load_live_run_and_revision(claims)
     return jsonrpc.serve(
@@ -77,7 +80,7 @@ def rpc():
     )
 
 
-def unknown_tool(id_, name) -> jsonrpc.Reply:
+def unknown_tool(id_: Any, name: object) -> jsonrpc.Reply:
     """An unknown tool: JSON-RPC `-32602` at HTTP 200 (2025-06-18 "Error Handling")."""
     label = name if isinstance(name, str) and name else "missing"
     return jsonrpc.error(id_, jsonrpc.INVALID_PARAMS, f"Unknown tool: {label}"), 200
@@ -95,7 +98,7 @@ def _load_context(claims: dict) -> run_context.RunContext | ServiceError:
         return err
 
 
-def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply | Response:
+def _call_tool(id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply | Response:
     name = params.get("name")
     if not isinstance(name, str) or not name:
         return unknown_tool(id_, name)
@@ -138,7 +141,7 @@ def _call_tool(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> j
     return jsonrpc.message(id_, result=prepared.result), 200
 
 
-def _read_resource(id_, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply:
+def _read_resource(id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply:
     """`resources/read` of a link a tool handed the agent (`services/gateway/resources`); errors at HTTP 200."""
     uri = params.get("uri")
     if not isinstance(uri, str) or not uri:

@@ -63,7 +63,7 @@ class Door:
     call_tool: Callable[[Any, dict, Exchange], Reply | Response]
     negotiates: bool = False
     error_status: int = 200
-    on_cancelled: Callable[[Any], None] | None = None
+    on_cancelled: Callable[[Any], object] | None = None  # what it returns is ignored
     # Answers a `resources/read` (id, params, exchange); a door that has it declares the `resources` capability.
     read_resource: Callable[[Any, dict, Exchange], Reply] | None = None
     # Told the params of every `initialize` (what the client declared), before it is answered.
@@ -77,7 +77,7 @@ class Door:
         return capabilities
 
 
-def message(id_, *, result=None, error=None) -> dict:
+def message(id_: Any, *, result: Any = None, error: dict | None = None) -> dict:
     """One JSON-RPC response body (a result, or an error object)."""
     body: dict = {"jsonrpc": "2.0", "id": id_}
     if error is not None:
@@ -87,14 +87,14 @@ def message(id_, *, result=None, error=None) -> dict:
     return body
 
 
-def error(id_, code: int, text: str, data=None) -> dict:
+def error(id_: Any, code: int, text: str, data: Any = None) -> dict:
     err: dict = {"code": code, "message": text}
     if data is not None:
         err["data"] = data
     return message(id_, error=err)
 
 
-def rpc(id_, *, result=None, error=None, status: int = 200) -> Response:
+def rpc(id_: Any, *, result: Any = None, error: dict | None = None, status: int = 200) -> Response:
     """One JSON-RPC response (a result, or an error object) as `application/json`."""
     return respond((message(id_, result=result, error=error), status))
 
@@ -108,7 +108,7 @@ def respond(reply: Reply | Response) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
-def tool_result(value) -> dict:
+def tool_result(value: Any) -> dict:
     """A successful `tools/call` result: the value as JSON text plus `structuredContent`."""
     return {"content": [{"type": "text", "text": json.dumps(value)}], "structuredContent": value}
 
@@ -121,7 +121,7 @@ def tool_error(message: str, structured: dict | None = None) -> dict:
     return result
 
 
-def unknown_tool(id_, name) -> Response:
+def unknown_tool(id_: Any, name: object) -> Response:
     """The runtime door's unknown tool: HTTP 404 with `-32601` (the seed contract)."""
     label = name if isinstance(name, str) and name else "missing"
     return rpc(id_, error={"code": METHOD_NOT_FOUND, "message": f"Unknown tool: {label}"}, status=404)
@@ -177,7 +177,7 @@ def _batch(door: Door, exchange: Exchange, batch: list) -> Reply:
     return (answers or None), (200 if answers else 202)
 
 
-def answer(door: Door, exchange: Exchange, msg) -> Reply | Response:
+def answer(door: Door, exchange: Exchange, msg: object) -> Reply | Response:
     """Answer one JSON-RPC message."""
     if not isinstance(msg, dict):
         return error(None, INVALID_REQUEST, "Invalid Request"), 400

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from typing import Any
 
 from werkzeug.datastructures import Headers
 
@@ -31,7 +32,7 @@ _SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
 _ABSENT = object()
 
 
-def choose(body, headers: Headers) -> Exchange | Reply:
+def choose(body: object, headers: Headers) -> Exchange | Reply:
     """The exchange a gateway request speaks, or the error that refuses it."""
     id_ = body.get("id") if isinstance(body, dict) else None
     header = headers.get(VERSION_HEADER)
@@ -51,7 +52,7 @@ def choose(body, headers: Headers) -> Exchange | Reply:
     return Exchange(version=header or mcp_versions.BASELINE)
 
 
-def unsupported(id_, requested) -> Reply:
+def unsupported(id_: Any, requested: str) -> Reply:
     return error(
         id_,
         mcp_versions.UNSUPPORTED_PROTOCOL_VERSION,
@@ -60,7 +61,7 @@ def unsupported(id_, requested) -> Reply:
     ), 400
 
 
-def _meta_version(body) -> object:
+def _meta_version(body: object) -> object:
     if not isinstance(body, dict) or not isinstance(body.get("params"), dict):
         return _ABSENT
     meta = body["params"].get("_meta")
@@ -69,7 +70,7 @@ def _meta_version(body) -> object:
     return meta[mcp_versions.META_PROTOCOL_VERSION]
 
 
-def _modern(body: dict, headers: Headers, id_, meta_version) -> Exchange | Reply:
+def _modern(body: dict, headers: Headers, id_: Any, meta_version: object) -> Exchange | Reply:
     params = body.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
     required = (mcp_versions.META_PROTOCOL_VERSION, mcp_versions.META_CLIENT_CAPABILITIES)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from flask import Blueprint, Response, jsonify
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, Field, StringConstraints, ValidationError, field_validator
 
 from app.core.errors import ServiceError, ValidationFailed
@@ -45,7 +46,7 @@ class RequestBody(StrictBody):
 
     @field_validator("toolNames")
     @classmethod
-    def _unique(cls, value):
+    def _unique(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and len(set(value)) != len(value):
             raise ValueError("toolNames must be unique")
         return value
@@ -55,7 +56,7 @@ def _claims() -> dict:
     return request_run_claims()
 
 
-def _validate(model: type[BaseModel], data) -> BaseModel:
+def _validate(model: type[BaseModel], data: Any) -> BaseModel:
     try:
         return model.model_validate(data)
     except ValidationError as err:
@@ -83,13 +84,13 @@ def run_request(claims: dict, body: RequestBody) -> dict:
 
 
 @bp.post("/runtime-tools/connections/search")
-def rest_search():
+def rest_search() -> ResponseReturnValue:
     claims = _claims()
     return jsonify(run_search(claims, parse_body(SearchBody)))
 
 
 @bp.post("/runtime-tools/connections/request")
-def rest_request():
+def rest_request() -> ResponseReturnValue:
     claims = _claims()
     return jsonify(run_request(claims, parse_body(RequestBody)))
 
@@ -103,7 +104,7 @@ TOOLS: dict[str, tuple[type[BaseModel], Callable[[dict, Any], dict]]] = {
 
 
 @bp.get("/mcp/runtime-tools")
-def mcp_discovery():
+def mcp_discovery() -> ResponseReturnValue:
     context.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or jsonify(
         {"name": descriptor.SERVER_NAME, "protocolVersion": descriptor.PROTOCOL_VERSION}
@@ -111,7 +112,7 @@ def mcp_discovery():
 
 
 @bp.post("/mcp/runtime-tools")
-def mcp_rpc():
+def mcp_rpc() -> ResponseReturnValue:
     claims = _claims()
     context.load_live_run(claims)
     return jsonrpc.serve(
@@ -124,7 +125,7 @@ def mcp_rpc():
     )
 
 
-def _call_tool(id_, claims: dict, params: dict) -> Response:
+def _call_tool(id_: Any, claims: dict, params: dict) -> Response:
     name = params.get("name")
     if not isinstance(name, str) or name not in TOOLS:
         return jsonrpc.unknown_tool(id_, name)

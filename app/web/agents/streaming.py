@@ -17,6 +17,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 from flask import Flask, Response, current_app
 
@@ -32,7 +33,7 @@ from app.web.unit_of_work import Reason, commit_point
 SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 
 
-def progress_token(params: dict):
+def progress_token(params: dict) -> str | int | None:
     """The call's `_meta.progressToken` (a string or an integer), else None."""
     meta = params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, dict) else None
@@ -46,8 +47,8 @@ def sse_event(body: dict) -> str:
 
 
 def streamed_call(
-    id_,
-    token,
+    id_: Any,
+    token: str | int,
     run_id: uuid.UUID,
     prepared: PreparedCall,
     target: gateway_calls.ProviderTarget,

@@ -8,7 +8,7 @@ bp = Blueprint("api", __name__, url_prefix="/api")
 
 @bp.before_request
 @login_required
-def _require_login():
+def _require_login() -> None:
     return None
 
 

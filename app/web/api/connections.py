@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from flask import abort, jsonify
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
 from app.catalog.loader import get_app
+from app.catalog.schema import AppDefinition
 from app.core.errors import NotFound, ProviderRefused
 from app.extensions import db
-from app.models import ThreadInteraction, ToolConnection
-from app.services.access.effective import tools_with_policies
+from app.models import Membership, ThreadInteraction, ToolConnection
+from app.services.access.effective import ToolAccess, tools_with_policies
 from app.services.connections.audience import Audience, audience_of
-from app.services.connections.settings import UNSET, list_connections, update_connection
+from app.services.connections.settings import UNSET, Unset, list_connections, update_connection
 from app.services.connections.setup import record_setup_failed, start_connection
 from app.services.intents import card as intents_card
 from app.services.intents import resolution
@@ -95,7 +97,7 @@ class PatchBody(StrictBody):
     toolPolicies: dict[str, Literal["allow", "ask_first", "block"]] = Omittable(max_length=2000)
 
 
-def _instructions_arg(body) -> object:
+def _instructions_arg(body: ConnectBody | FinishBody | PatchBody) -> dict | None | Unset:
     """UNSET when the field was not sent; None (no instructions) when sent as null; the setting otherwise."""
     if "agentInstructions" not in body.model_fields_set:
         return UNSET
@@ -103,7 +105,7 @@ def _instructions_arg(body) -> object:
     return None if value is None else value.model_dump(exclude_none=True)
 
 
-def connection_json(connection: ToolConnection, tools=None) -> dict:
+def connection_json(connection: ToolConnection, tools: list[ToolAccess] | None = None) -> dict:
     tools = tools if tools is not None else tools_with_policies([connection.id]).get(connection.id, [])
     config = connection.config or {}
     return {
@@ -136,7 +138,7 @@ def connection_json(connection: ToolConnection, tools=None) -> dict:
     }
 
 
-def _app_or_404(slug: str):
+def _app_or_404(slug: str) -> AppDefinition:
     app_definition = get_app(slug)
     if app_definition is None:
         raise NotFound(f"Unknown app: {slug}")
@@ -144,7 +146,7 @@ def _app_or_404(slug: str):
 
 
 @bp.post("/companies/<company_id>/tools/apps/connect")
-def connect_app(company_id):
+def connect_app(company_id: str) -> ResponseReturnValue:
     membership = membership_for(parse_uuid(company_id))
     body = parse_body(ConnectBody)
     app_definition = _app_or_404(body.appSlug)
@@ -161,7 +163,11 @@ def connect_app(company_id):
     )
     if card is not None:
         requester = resolution.requester_of(card)
-        audience = body.audience.to_audience() if body.audience else Audience(False, (requester,))
+        audience = (
+            body.audience.to_audience()
+            if body.audience
+            else Audience(False, (requester,) if requester is not None else ())
+        )
         intent_setup.save_card_audience(card.id, membership, connection, audience)
     commit_point(Reason.DRAFT_BEFORE_VERIFY)
     if body.credentials:
@@ -181,7 +187,7 @@ def connect_app(company_id):
     return jsonify(connection_json(connection)), 201
 
 
-def _card_for_draft(interaction_id: uuid.UUID | None, membership) -> ThreadInteraction | None:
+def _card_for_draft(interaction_id: uuid.UUID | None, membership: Membership) -> ThreadInteraction | None:
     """The pending card a new draft is for: the caller's own, in this company (404 otherwise)."""
     if interaction_id is None:
         return None
@@ -196,7 +202,9 @@ def _card_for_draft(interaction_id: uuid.UUID | None, membership) -> ThreadInter
     return card
 
 
-def _card_refused(err: intent_setup.CardCompletionFailed, connection: ToolConnection, membership):
+def _card_refused(
+    err: intent_setup.CardCompletionFailed, connection: ToolConnection, membership: Membership
+) -> ResponseReturnValue:
     """The card refused this connection: nothing of the finish is kept, the card asks to try again."""
     db.session.rollback()
     intent_setup.mark_needs_retry(err.interaction_id, membership.user_id)
@@ -205,7 +213,7 @@ def _card_refused(err: intent_setup.CardCompletionFailed, connection: ToolConnec
 
 
 @bp.post("/companies/<company_id>/tools/apps/<connection_id>/finish")
-def finish_app(company_id, connection_id):
+def finish_app(company_id: str, connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     if connection.company_id != parse_uuid(company_id):
         abort(404)
@@ -233,12 +241,12 @@ def finish_app(company_id, connection_id):
 
 
 @bp.patch("/tool-connections/<connection_id>")
-def patch_connection(connection_id):
+def patch_connection(connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     body = parse_body(PatchBody)
     sent = body.model_fields_set
 
-    def arg(name, value):
+    def arg(name: str, value: Any) -> Any:
         return value if name in sent else UNSET
 
     update_connection(
@@ -256,7 +264,7 @@ def patch_connection(connection_id):
 
 
 @bp.get("/companies/<company_id>/tool-connections")
-def list_company_connections(company_id):
+def list_company_connections(company_id: str) -> ResponseReturnValue:
     membership = membership_for(parse_uuid(company_id))
     connections = list_connections(membership.company_id)
     tools = tools_with_policies([c.id for c in connections]) if connections else {}
@@ -264,20 +272,20 @@ def list_company_connections(company_id):
 
 
 @bp.get("/tool-connections/<connection_id>")
-def get_connection(connection_id):
+def get_connection(connection_id: str) -> ResponseReturnValue:
     connection, _membership = load_scoped(ToolConnection, connection_id)
     return jsonify(connection_json(connection))
 
 
 @bp.delete("/tool-connections/<connection_id>")
-def delete_connection(connection_id):
+def delete_connection(connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     lifecycle.delete_connection(membership, connection)
     return "", 204
 
 
 @bp.post("/tool-connections/<connection_id>/disconnect")
-def disconnect_connection(connection_id):
+def disconnect_connection(connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     lifecycle.disconnect_connection(membership, connection)
     return jsonify(connection_json(connection))

@@ -9,6 +9,7 @@ import uuid
 from typing import Annotated
 
 from flask import jsonify
+from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from pydantic import StringConstraints
 
@@ -36,7 +37,7 @@ class DeclineBody(StrictBody):
     reason: Annotated[str, StringConstraints(max_length=4000)] | None = None
 
 
-def _addressed_intent(interaction_id) -> ThreadInteraction:
+def _addressed_intent(interaction_id: str) -> ThreadInteraction:
     """Load -> company check (404) -> addressee check (403)."""
     interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
     if interaction is None or not intents_card.is_connection_card(interaction):
@@ -48,14 +49,14 @@ def _addressed_intent(interaction_id) -> ThreadInteraction:
 
 
 @bp.get("/connection-intents/<interaction_id>/setup-options")
-def intent_setup_options(interaction_id):
+def intent_setup_options(interaction_id: str) -> ResponseReturnValue:
     interaction = _addressed_intent(interaction_id)
     options = resolution.setup_options(interaction)
     return jsonify({**options, "interaction": resolution.interaction_json(interaction)})
 
 
 @bp.post("/connection-intents/<interaction_id>/phase")
-def intent_phase(interaction_id):
+def intent_phase(interaction_id: str) -> ResponseReturnValue:
     interaction = _addressed_intent(interaction_id)
     body = parse_body(PhaseBody)
     updated = resolution.set_phase(interaction.id, current_user.id, body.phase or "")
@@ -63,7 +64,7 @@ def intent_phase(interaction_id):
 
 
 @bp.post("/connection-intents/<interaction_id>/complete")
-def intent_complete(interaction_id):
+def intent_complete(interaction_id: str) -> ResponseReturnValue:
     interaction = _addressed_intent(interaction_id)
     body = parse_body(CompleteBody)
     resolved = resolution.complete_intent(interaction.id, current_user.id, body.connectionId)
@@ -72,7 +73,7 @@ def intent_complete(interaction_id):
 
 
 @bp.post("/connection-intents/<interaction_id>/decline")
-def intent_decline(interaction_id):
+def intent_decline(interaction_id: str) -> ResponseReturnValue:
     interaction = _addressed_intent(interaction_id)
     body = parse_body(DeclineBody)
     resolved = resolution.decline_intent(interaction.id, current_user.id, body.reason)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from flask import jsonify
+from flask.typing import ResponseReturnValue
 from pydantic import Field
 
 from app.models import Comment, HeartbeatRun, Issue
@@ -25,11 +28,11 @@ def issue_json(issue: Issue) -> dict:
     }
 
 
-def _iso(value) -> str | None:
+def _iso(value: datetime | None) -> str | None:
     return as_utc(value).isoformat() if value is not None else None
 
 
-def _s(value) -> str | None:
+def _s(value: object) -> str | None:
     return str(value) if value is not None else None
 
 
@@ -66,19 +69,19 @@ class CommentBody(StrictBody):
 
 
 @bp.get("/companies/<company_id>/issues")
-def list_company_issues(company_id):
+def list_company_issues(company_id: str) -> ResponseReturnValue:
     membership = membership_for(parse_uuid(company_id))
     return jsonify({"issues": [issue_json(i) for i in list_issues(membership.company_id)]})
 
 
 @bp.get("/issues/<issue_id>")
-def get_issue(issue_id):
+def get_issue(issue_id: str) -> ResponseReturnValue:
     issue, _membership = load_scoped(Issue, issue_id)
     return jsonify(issue_json(issue))
 
 
 @bp.post("/issues/<issue_id>/comments")
-def create_comment(issue_id):
+def create_comment(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)
     body = parse_body(CommentBody)
@@ -87,12 +90,12 @@ def create_comment(issue_id):
 
 
 @bp.get("/comments/<comment_id>")
-def get_comment(comment_id):
+def get_comment(comment_id: str) -> ResponseReturnValue:
     comment, _membership = load_scoped(Comment, comment_id)
     return jsonify(comment_json(comment))
 
 
 @bp.get("/runs/<run_id>")
-def get_run(run_id):
+def get_run(run_id: str) -> ResponseReturnValue:
     run, _membership = load_scoped(HeartbeatRun, run_id)
     return jsonify(run_json(run))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from flask import jsonify, request
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.core.errors import ValidationFailed
@@ -26,7 +27,7 @@ def _without_default(schema: dict) -> None:
     schema.pop("default", None)
 
 
-def Omittable(**constraints) -> Any:  # noqa: N802 (used like pydantic's Field)
+def Omittable(**constraints: Any) -> Any:  # noqa: N802 (used like pydantic's Field)
     """A field that may be left out but is never `null` (unless its type says so): not sending it means "leave it
     alone" (it is then missing from `model_fields_set`), and the document shows no default for it."""
     return Field(default=None, json_schema_extra=_without_default, **constraints)
@@ -58,5 +59,5 @@ def parse_body(model: type[ModelT]) -> ModelT:
         raise BodyValidationError(details) from None
 
 
-def validation_error_response(err: BodyValidationError):
+def validation_error_response(err: BodyValidationError) -> ResponseReturnValue:
     return jsonify({"error": "Validation error", "details": err.details}), 400

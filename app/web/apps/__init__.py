@@ -12,7 +12,7 @@ bp = Blueprint("apps", __name__)
 
 @bp.before_request
 @login_required
-def _require_login():
+def _require_login() -> None:
     return None
 
 

@@ -7,9 +7,13 @@ process, so a page costs the same two light catalog queries with 30 apps as with
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from flask import render_template, request
+from flask.typing import ResponseReturnValue
 
 from app.catalog.loader import list_apps, logo_url
+from app.catalog.schema import AppDefinition
 from app.extensions import htmx
 from app.web.apps import bp
 from app.web.context import current_membership
@@ -17,7 +21,7 @@ from app.web.context import current_membership
 QUERY_MAX_LENGTH = 200
 
 
-def matches(app_definition, query: str, category: str | None) -> bool:
+def matches(app_definition: AppDefinition, query: str, category: str | None) -> bool:
     """Case-insensitive match of every word of `query` against name, description, categories and method labels."""
     if category and category not in app_definition.categories:
         return False
@@ -37,7 +41,7 @@ def category_label(category: str) -> str:
     return category.replace("-", " ").capitalize()
 
 
-def category_counts(apps, query: str) -> dict[str, int]:
+def category_counts(apps: Iterable[AppDefinition], query: str) -> dict[str, int]:
     """How many apps that match `query` each category holds (the numbers on the category filters)."""
     counts: dict[str, int] = {}
     for app_definition in apps:
@@ -48,7 +52,7 @@ def category_counts(apps, query: str) -> dict[str, int]:
 
 
 @bp.get("/apps")
-def catalog():
+def catalog() -> ResponseReturnValue:
     current_membership()
     query = (request.args.get("q") or "").strip()[:QUERY_MAX_LENGTH]
     apps = list_apps()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import render_template
+from flask.typing import ResponseReturnValue
 
 from app.catalog.loader import get_app, logo_url
 from app.services.access.effective import can_configure
@@ -12,7 +13,7 @@ from app.web.context import current_membership
 
 
 @bp.get("/connections")
-def connections():
+def connections() -> ResponseReturnValue:
     membership = current_membership()
     rows = []
     apps: dict = {}

@@ -5,19 +5,23 @@ reset). The toggle and Save instructions write through `update_connection`; the 
 from __future__ import annotations
 
 from flask import abort, render_template
+from flask.typing import ResponseReturnValue
 
+from app.catalog.schema import AppDefinition
 from app.core.errors import Forbidden, ValidationFailed
 from app.extensions import db, htmx
+from app.models import Membership, ToolConnection
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
-from app.services.connections.instructions import (
-    INSTRUCTIONS_MAX_LENGTH,
-    editor_saved_value,
-    reset_to_template,
-)
+from app.services.connections.instructions import INSTRUCTIONS_MAX_LENGTH, reset_to_template
 from app.services.connections.settings import update_connection
 from app.web.apps import bp
 from app.web.apps.forms import InstructionsEditorForm
-from app.web.apps.instructions_state import EditorState, editor_state, has_editor
+from app.web.apps.instructions_state import (
+    EditorState,
+    editor_start_value,
+    has_editor,
+    require_editor_state,
+)
 from app.web.apps.permissions import back_to_page, load_connection, render_page
 
 SAVE_FAILED = "Couldn’t save instructions. Try again."
@@ -36,14 +40,16 @@ def failure_reason(err: ValidationFailed) -> str:
     return " ".join(dict.fromkeys(reasons))
 
 
-def draft_from_form(form: InstructionsEditorForm, connection, app_definition) -> EditorState:
+def draft_from_form(
+    form: InstructionsEditorForm, connection: ToolConnection, app_definition: AppDefinition
+) -> EditorState:
     template = None
     if form.template_id.data and form.template_version.data:
         template = {"id": form.template_id.data, "version": form.template_version.data}
     return EditorState(
         app=app_definition,
         connection=connection,
-        saved=editor_saved_value(connection.agent_instructions, app_definition),
+        saved=editor_start_value(connection, app_definition),
         enabled=bool(form.enabled.data),
         text=form.text.data or "",
         template=template,
@@ -52,7 +58,13 @@ def draft_from_form(form: InstructionsEditorForm, connection, app_definition) ->
     )
 
 
-def _save(membership, connection, app_definition, state: EditorState, value: dict) -> int:
+def _save(
+    membership: Membership,
+    connection: ToolConnection,
+    app_definition: AppDefinition | None,
+    state: EditorState,
+    value: dict,
+) -> int:
     """Write the setting; on failure keep the draft in `state` with the error, and answer its status."""
     try:
         update_connection(membership, connection, app_definition, agent_instructions=value)
@@ -68,7 +80,7 @@ def _save(membership, connection, app_definition, state: EditorState, value: dic
 
 
 @bp.post("/apps/<connection_id>/instructions")
-def instructions_editor(connection_id):
+def instructions_editor(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = load_connection(connection_id)
     if not has_editor(app_definition):
         abort(404)
@@ -92,12 +104,12 @@ def instructions_editor(connection_id):
         status = _save(membership, connection, app_definition, state, value)
         if status == 200:
             wrote = True
-            state.saved = editor_saved_value(connection.agent_instructions, app_definition)
+            state.saved = editor_start_value(connection, app_definition)
     elif action == "edit":
         state.focus_text = not state.editing
         state.editing = True
     elif action == "cancel":
-        state = editor_state(connection, app_definition, can_edit=True)
+        state = require_editor_state(connection, app_definition, can_edit=True)
     elif action == "reset":
         adopted = reset_to_template(state.draft, app_definition)
         state.text, state.template = adopted["text"], adopted.get("template")
@@ -105,7 +117,7 @@ def instructions_editor(connection_id):
         status = _save(membership, connection, app_definition, state, state.value_to_save())
         if status == 200:
             wrote = True
-            state = editor_state(
+            state = require_editor_state(
                 connection, app_definition, can_edit=True, saved_message="Instructions saved."
             )
     if wrote and not htmx:
@@ -113,7 +125,13 @@ def instructions_editor(connection_id):
     return _respond(connection, membership, app_definition, state, status)
 
 
-def _respond(connection, membership, app_definition, state: EditorState, status: int):
+def _respond(
+    connection: ToolConnection,
+    membership: Membership,
+    app_definition: AppDefinition | None,
+    state: EditorState,
+    status: int,
+) -> ResponseReturnValue:
     if htmx:
         return render_template("apps/_instructions_editor.html", editor=state), status
     return render_page(connection, membership, app_definition, status, editor=state)

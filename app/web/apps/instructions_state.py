@@ -7,8 +7,11 @@ whether Cancel / Save instructions, Reset to default and the empty-text alert ar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from app.catalog.loader import template_default
+from app.catalog.schema import AppDefinition
+from app.core.errors import NotFound
 from app.models import ToolConnection
 from app.services.connections.instructions import (
     INSTRUCTIONS_MAX_LENGTH,
@@ -19,7 +22,7 @@ from app.services.connections.instructions import (
 
 @dataclass
 class EditorState:
-    app: object
+    app: AppDefinition
     connection: ToolConnection
     saved: dict
     enabled: bool
@@ -86,18 +89,18 @@ class EditorState:
         return value
 
 
-def has_editor(app_definition) -> bool:
+def has_editor(app_definition: AppDefinition | None) -> TypeGuard[AppDefinition]:
     """The editor appears only when the app declares an explicit instructions template."""
     return app_definition is not None and template_default(app_definition) is not None
 
 
 def editor_state(
-    connection: ToolConnection, app_definition, *, can_edit: bool, **kwargs
+    connection: ToolConnection, app_definition: AppDefinition | None, *, can_edit: bool, **kwargs: Any
 ) -> EditorState | None:
     """The editor showing the saved value (None when the app has no template, so no editor is rendered)."""
     if not has_editor(app_definition):
         return None
-    saved = editor_saved_value(connection.agent_instructions, app_definition)
+    saved = editor_start_value(connection, app_definition)
     return EditorState(
         app=app_definition,
         connection=connection,
@@ -108,3 +111,21 @@ def editor_state(
         can_edit=can_edit,
         **kwargs,
     )
+
+
+def require_editor_state(
+    connection: ToolConnection, app_definition: AppDefinition | None, *, can_edit: bool, **kwargs: Any
+) -> EditorState:
+    """`editor_state` for a request to the editor itself: an app without an editor has no such page."""
+    state = editor_state(connection, app_definition, can_edit=can_edit, **kwargs)
+    if state is None:
+        raise NotFound("This app has no instructions editor")
+    return state
+
+
+def editor_start_value(connection: ToolConnection, app_definition: AppDefinition | None) -> dict:
+    """The value the editor starts from; an app with an editor has a template, so there always is one."""
+    saved = editor_saved_value(connection.agent_instructions, app_definition)
+    if saved is None:
+        raise NotFound("This app has no instructions editor")
+    return saved

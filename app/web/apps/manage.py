@@ -6,10 +6,12 @@ activity; the unit of work commits. Without JavaScript everything is a plain for
 from __future__ import annotations
 
 from flask import abort, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from app.catalog.loader import get_app
+from app.catalog.schema import AppDefinition
 from app.core.errors import Conflict
-from app.models import ToolConnection
+from app.models import Membership, ToolConnection
 from app.services.access.effective import can_configure
 from app.services.management import lifecycle
 from app.services.management.impact import connection_impact
@@ -22,21 +24,21 @@ from app.web.forms import EmptyForm
 BACK_TO = {"connections": "apps.connections", "permissions": "apps.permissions"}
 
 
-def _load(connection_id):
+def _load(connection_id: str) -> tuple[ToolConnection, Membership, AppDefinition | None]:
     connection, membership = load_scoped(ToolConnection, connection_id)
     if connection.status == "archived":
         abort(404)
     return connection, membership, get_app(connection.app_slug)
 
 
-def _back(connection: ToolConnection):
+def _back(connection: ToolConnection) -> ResponseReturnValue:
     target = BACK_TO.get(request.form.get("back", ""), "apps.permissions")
     if target == "apps.connections":
         return redirect(url_for(target), code=303)
     return redirect(url_for(target, connection_id=connection.id), code=303)
 
 
-def _checked_post(connection_id):
+def _checked_post(connection_id: str) -> tuple[ToolConnection, Membership, AppDefinition | None]:
     connection, membership, app_definition = _load(connection_id)
     require_configure(membership, connection)
     if not EmptyForm().validate():
@@ -45,7 +47,7 @@ def _checked_post(connection_id):
 
 
 @bp.post("/apps/<connection_id>/disable")
-def disable(connection_id):
+def disable(connection_id: str) -> ResponseReturnValue:
     connection, membership, _app = _checked_post(connection_id)
     if lifecycle.set_enabled(membership, connection, False):
         flash(f"{connection.name} is disabled. Agents no longer see its tools.")
@@ -53,14 +55,21 @@ def disable(connection_id):
 
 
 @bp.post("/apps/<connection_id>/enable")
-def enable(connection_id):
+def enable(connection_id: str) -> ResponseReturnValue:
     connection, membership, _app = _checked_post(connection_id)
     if lifecycle.set_enabled(membership, connection, True):
         flash(f"{connection.name} is enabled again.")
     return _back(connection)
 
 
-def _confirm_page(template: str, connection, membership, app_definition, status: int = 200, error=None):
+def _confirm_page(
+    template: str,
+    connection: ToolConnection,
+    membership: Membership,
+    app_definition: AppDefinition | None,
+    status: int = 200,
+    error: str | None = None,
+) -> ResponseReturnValue:
     impact = connection_impact(connection)
     return render_template(
         template,
@@ -74,7 +83,7 @@ def _confirm_page(template: str, connection, membership, app_definition, status:
 
 
 @bp.get("/apps/<connection_id>/disconnect")
-def disconnect_confirm(connection_id):
+def disconnect_confirm(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = _load(connection_id)
     require_configure(membership, connection)
     if connection.status != "active":
@@ -83,7 +92,7 @@ def disconnect_confirm(connection_id):
 
 
 @bp.post("/apps/<connection_id>/disconnect")
-def disconnect(connection_id):
+def disconnect(connection_id: str) -> ResponseReturnValue:
     connection, membership, _app = _checked_post(connection_id)
     revocations = lifecycle.disconnect_connection(membership, connection)
     told = all(r.outcome in ("revoked", "no_token") for r in revocations)
@@ -95,14 +104,14 @@ def disconnect(connection_id):
 
 
 @bp.get("/apps/<connection_id>/delete")
-def delete_confirm(connection_id):
+def delete_confirm(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = _load(connection_id)
     require_configure(membership, connection)
     return _confirm_page("apps/delete.html", connection, membership, app_definition)
 
 
 @bp.post("/apps/<connection_id>/delete")
-def delete(connection_id):
+def delete(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = _checked_post(connection_id)
     name = connection.name
     try:

@@ -8,11 +8,16 @@ component's draft and its error (422, or 403 when the person may not configure t
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from flask import abort, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
+from werkzeug.datastructures import MultiDict
 
 from app.catalog.loader import get_app, get_method, logo_url
+from app.catalog.schema import AppDefinition, ConfigField
 from app.core.errors import Forbidden, Unprocessable, ValidationFailed
 from app.extensions import db, htmx
 from app.models import Membership, ToolConnection
@@ -62,7 +67,7 @@ def _noun(label: str, app_name: str) -> str:
     return f"{_article(noun)} {noun}"
 
 
-def missing_config_note(connection: ToolConnection, app_definition) -> str | None:
+def missing_config_note(connection: ToolConnection, app_definition: AppDefinition | None) -> str | None:
     """The amber note shown while a required public field is missing (agents then get no standing instructions)."""
     if app_definition is None or instruction_context(app_definition, connection.config) is not None:
         return None
@@ -83,19 +88,21 @@ def missing_config_note(connection: ToolConnection, app_definition) -> str | Non
     return f"Enter {nouns} to complete this connection’s configuration. Existing tools remain available."
 
 
-def access_state(connection: ToolConnection, **kwargs) -> AccessState:
+def access_state(connection: ToolConnection, **kwargs: Any) -> AccessState:
     kwargs.setdefault("audience", audience_of(connection))
     return AccessState(agents=list_agents(connection.company_id), **kwargs)
 
 
-def config_state(connection: ToolConnection, app_definition, **kwargs) -> ConfigState:
+def config_state(
+    connection: ToolConnection, app_definition: AppDefinition | None, **kwargs: Any
+) -> ConfigState:
     method = get_method(app_definition, connection.method_key) if app_definition else None
     fields = public_fields(method) if method else []
     kwargs.setdefault("values", connection.method_config)
     return ConfigState(fields=fields, missing_note=missing_config_note(connection, app_definition), **kwargs)
 
 
-def load_connection(connection_id) -> tuple[ToolConnection, Membership, object]:
+def load_connection(connection_id: str) -> tuple[ToolConnection, Membership, AppDefinition | None]:
     connection, membership = load_scoped(ToolConnection, connection_id)
     if connection.status == "archived":
         abort(404)
@@ -110,7 +117,7 @@ def require_configure(membership: Membership, connection: ToolConnection) -> Non
 def page_context(
     connection: ToolConnection,
     membership: Membership,
-    app_definition,
+    app_definition: AppDefinition | None,
     *,
     access: AccessState | None = None,
     config: ConfigState | None = None,
@@ -133,23 +140,29 @@ def page_context(
     }
 
 
-def render_page(connection, membership, app_definition, status: int = 200, **states):
+def render_page(
+    connection: ToolConnection,
+    membership: Membership,
+    app_definition: AppDefinition | None,
+    status: int = 200,
+    **states: Any,
+) -> ResponseReturnValue:
     return render_template(
         "apps/permissions.html", **page_context(connection, membership, app_definition, **states)
     ), status
 
 
-def back_to_page(connection: ToolConnection):
+def back_to_page(connection: ToolConnection) -> ResponseReturnValue:
     return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
 
 
 @bp.get("/apps/<connection_id>/permissions")
-def permissions(connection_id):
+def permissions(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = load_connection(connection_id)
     return render_page(connection, membership, app_definition)
 
 
-def read_audience(form) -> Audience:
+def read_audience(form: MultiDict[str, str]) -> Audience:
     if form.get("audience") != "selected":
         return Audience(all_agents=True)
     ids = []
@@ -162,7 +175,7 @@ def read_audience(form) -> Audience:
 
 
 @bp.post("/apps/<connection_id>/audience")
-def save_audience(connection_id):
+def save_audience(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = load_connection(connection_id)
     form = AudienceForm()
     audience = read_audience(request.form)
@@ -190,7 +203,7 @@ def save_audience(connection_id):
     return render_page(connection, membership, app_definition, status, access=state)
 
 
-def read_config(form, fields) -> dict:
+def read_config(form: MultiDict[str, str], fields: Iterable[ConfigField]) -> dict:
     values: dict = {}
     for f in fields:
         name = CONFIG_PREFIX + f.key
@@ -202,7 +215,7 @@ def read_config(form, fields) -> dict:
 
 
 @bp.post("/apps/<connection_id>/configuration")
-def save_configuration(connection_id):
+def save_configuration(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = load_connection(connection_id)
     if app_definition is None:
         abort(404)
@@ -230,14 +243,14 @@ def save_configuration(connection_id):
 
 
 @bp.post("/apps/<connection_id>/tools/policy")
-def save_tool_policy(connection_id):
+def save_tool_policy(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = load_connection(connection_id)
     form = ToolPolicyForm()
     tools = {t.tool.name: t for t in tools_with_policies([connection.id]).get(connection.id, [])}
     tool = tools.get(form.tool.data or "")
     if tool is None:
         abort(404)
-    status, error = 200, None
+    status, error = 200, ""
     if not form.validate():
         status, error = 422, "Choose Allow, Ask first or Block."
     else:
@@ -252,8 +265,8 @@ def save_tool_policy(connection_id):
     if status == 200:
         if not htmx:
             return back_to_page(connection)
-        tool = tools_with_policies([connection.id])[connection.id]
-        tool = next(t for t in tool if t.tool.name == form.tool.data)
+        rows = tools_with_policies([connection.id])[connection.id]
+        tool = next(t for t in rows if t.tool.name == form.tool.data)
     else:
         db.session.rollback()
     if htmx:

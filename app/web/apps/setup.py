@@ -7,22 +7,28 @@ id travels in a hidden field) so the next submit finishes that same draft instea
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from flask import abort, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
 from app.catalog.loader import get_app, get_method
+from app.catalog.schema import AppDefinition
 from app.core.errors import Forbidden, ProviderRefused
 from app.extensions import db, htmx
-from app.models import Membership, ToolConnection
+from app.models import Membership, ThreadInteraction, ToolConnection
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
-from app.services.connections.settings import UNSET
+from app.services.connections.audience import Audience
+from app.services.connections.settings import UNSET, Unset
 from app.services.connections.setup import record_setup_failed
 from app.services.intents import setup as intent_setup
 from app.services.oauth import flow as oauth_flow
 from app.web.apps import bp
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
+    SetupFlow,
     build_setup_flow,
     finish_step,
     read_submission,
@@ -34,14 +40,16 @@ from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
 
-def app_or_404(slug: str):
+def app_or_404(slug: str) -> AppDefinition:
     app_definition = get_app(slug)
     if app_definition is None:
         abort(404)
     return app_definition
 
 
-def resumable_draft(draft_id: str | None, membership: Membership, app_definition) -> ToolConnection | None:
+def resumable_draft(
+    draft_id: str | None, membership: Membership, app_definition: AppDefinition
+) -> ToolConnection | None:
     """The kept draft named by the form, only if it is this company's, this app's, still a draft, and the person's
     to configure; anything else is ignored (and a fresh draft is started) rather than touched."""
     if not draft_id:
@@ -61,14 +69,14 @@ def resumable_draft(draft_id: str | None, membership: Membership, app_definition
     return draft
 
 
-def _flow_response(flow, status: int = 200):
+def _flow_response(flow: SetupFlow, status: int = 200) -> ResponseReturnValue:
     """The partial alone for an htmx request aimed at the flow (method switch, hosted dialog), else the page."""
     if htmx and not htmx.boosted and htmx.target == "setup-flow":
         return render_template("apps/_setup_flow.html", flow=flow), status
     return render_template("apps/connect.html", flow=flow), status
 
 
-def _connect_flow(membership, app_definition, **kwargs):
+def _connect_flow(membership: Membership, app_definition: AppDefinition, **kwargs: Any) -> SetupFlow:
     return build_setup_flow(
         membership,
         app_definition,
@@ -79,7 +87,7 @@ def _connect_flow(membership, app_definition, **kwargs):
 
 
 @bp.get("/apps/<slug>/connect")
-def connect(slug):
+def connect(slug: str) -> ResponseReturnValue:
     membership = current_membership()
     app_definition = app_or_404(slug)
     method_key = request.args.get("method_key")
@@ -87,7 +95,7 @@ def connect(slug):
 
 
 @bp.post("/apps/<slug>/connect")
-def connect_submit(slug):
+def connect_submit(slug: str) -> ResponseReturnValue:
     membership = current_membership()
     app_definition = app_or_404(slug)
     require_write(membership)
@@ -95,7 +103,7 @@ def connect_submit(slug):
     method = get_method(app_definition, draft.method_key if draft else request.form.get("method_key"))
     submission = read_submission(request.form, method)
 
-    def failed(status: int, **kwargs):
+    def failed(status: int, **kwargs: Any) -> ResponseReturnValue:
         db.session.rollback()
         kept = draft if draft is not None and draft.status == "draft" else None
         flow = _connect_flow(
@@ -119,7 +127,7 @@ def connect_submit(slug):
     return _finished(draft, card)
 
 
-def record_refusal(membership, connection: ToolConnection | None, err) -> None:
+def record_refusal(membership: Membership, connection: ToolConnection | None, err: Exception) -> None:
     """A key the provider refused is a failed attempt: recorded as one (the form answers 422 and rolls back). The
     card's dialog records its refusals here too."""
     if connection is None or not isinstance(err, ProviderRefused):
@@ -129,7 +137,9 @@ def record_refusal(membership, connection: ToolConnection | None, err) -> None:
     commit_point(Reason.SETUP_FAILURE_RECORDED)
 
 
-def _card_refused(err: intent_setup.CardCompletionFailed, failed):
+def _card_refused(
+    err: intent_setup.CardCompletionFailed, failed: Callable[..., ResponseReturnValue]
+) -> ResponseReturnValue:
     """The draft finishes a card whose completion was refused: nothing is kept, the card asks to try again."""
     db.session.rollback()
     intent_setup.mark_needs_retry(err.interaction_id, current_user.id)
@@ -137,14 +147,20 @@ def _card_refused(err: intent_setup.CardCompletionFailed, failed):
     return failed(409, form_errors=[err.message])
 
 
-def _finished(connection: ToolConnection, card):
+def _finished(connection: ToolConnection, card: ThreadInteraction | None) -> ResponseReturnValue:
     """A card this setup resolved wakes its agent once the request commits; the person lands on the permissions page."""
     if card is not None:
         after_commit(lambda: deliver_continuation(card.id))
     return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
 
 
-def _sign_in(membership, connection, app_definition, method_config, audience):
+def _sign_in(
+    membership: Membership,
+    connection: ToolConnection,
+    app_definition: AppDefinition,
+    method_config: dict | None | Unset,
+    audience: Audience | Unset,
+) -> ResponseReturnValue:
     """OAuth methods: save the draft's public values and audience (this grants nothing; a card's draft keeps its
     audience on the card), then 303 to the provider. A card's draft signs in for its card."""
     card = intent_setup.save_setup_choices(
@@ -156,7 +172,9 @@ def _sign_in(membership, connection, app_definition, method_config, audience):
     return redirect(url, code=303)
 
 
-def _reconnect_flow(membership, connection, app_definition, **kwargs):
+def _reconnect_flow(
+    membership: Membership, connection: ToolConnection, app_definition: AppDefinition, **kwargs: Any
+) -> SetupFlow:
     return build_setup_flow(
         membership,
         app_definition,
@@ -168,7 +186,7 @@ def _reconnect_flow(membership, connection, app_definition, **kwargs):
 
 
 @bp.route("/apps/<connection_id>/reconnect", methods=["GET", "POST"])
-def reconnect(connection_id):
+def reconnect(connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     if connection.status == "archived":
         abort(404)
@@ -180,7 +198,7 @@ def reconnect(connection_id):
     method = get_method(app_definition, connection.method_key)
     submission = read_submission(request.form, method, reconnect=True)
 
-    def failed(status: int, **kwargs):
+    def failed(status: int, **kwargs: Any) -> ResponseReturnValue:
         db.session.rollback()
         return _flow_response(_reconnect_flow(membership, connection, app_definition, **kwargs), status)
 

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from werkzeug.datastructures import MultiDict
 
 from app.catalog.loader import get_method, logo_url
+from app.catalog.schema import AppDefinition, Method
 from app.core.errors import Forbidden, ProviderRefused, ServiceError, ValidationFailed
-from app.models import Membership, ToolConnection
+from app.models import Membership, ThreadInteraction, ToolConnection
 from app.services.access.effective import can_manage_connections
 from app.services.agents import list_agents
 from app.services.connections.audience import Audience, audience_of
-from app.services.connections.settings import UNSET, public_fields
+from app.services.connections.settings import UNSET, Unset, public_fields
 from app.services.connections.setup import start_connection
 from app.services.intents.setup import finish_setup
 from app.web.unit_of_work import Reason, commit_point
@@ -60,10 +61,10 @@ class Submission:
 
 @dataclass
 class SetupFlow:
-    app: object
+    app: AppDefinition
     mode: str  # "connect" or "reconnect"
     action_url: str
-    method: object
+    method: Method
     methods: list
     identity: str
     identity_choices: list[IdentityChoice]
@@ -125,7 +126,7 @@ class SetupFlow:
         return self.form_errors + [m for k, m in self.errors.items() if k not in shown]
 
 
-def identity_choices(membership: Membership, method) -> list[IdentityChoice]:
+def identity_choices(membership: Membership, method: Method) -> list[IdentityChoice]:
     choices = []
     for kind in ("user", "organization"):
         if kind not in method.grantKinds:
@@ -145,7 +146,7 @@ def identity_choices(membership: Membership, method) -> list[IdentityChoice]:
 
 def build_setup_flow(
     membership: Membership,
-    app_definition,
+    app_definition: AppDefinition,
     *,
     action_url: str,
     method_key: str | None = None,
@@ -214,7 +215,7 @@ def _agent_ids(values: list[str]) -> tuple[uuid.UUID, ...]:
     return tuple(dict.fromkeys(ids))
 
 
-def read_submission(form: MultiDict, method, *, reconnect: bool = False) -> Submission:
+def read_submission(form: MultiDict, method: Method, *, reconnect: bool = False) -> Submission:
     """Read the posted setup form for `method`: declared fields only, credentials kept apart from public values."""
     credentials = {
         f.key: form.get(CREDENTIAL_PREFIX + f.key, "")
@@ -248,14 +249,14 @@ class SetupStep:
 
     connection: ToolConnection
     needs_sign_in: bool
-    method_config: object = UNSET
-    audience: object = UNSET
+    method_config: dict | None | Unset = UNSET
+    audience: Audience | Unset = UNSET
 
 
 def start_or_resume_draft(
     membership: Membership,
-    app_definition,
-    method,
+    app_definition: AppDefinition,
+    method: Method,
     submission: Submission,
     draft: ToolConnection | None,
     *,
@@ -296,7 +297,9 @@ def refusal_view(err: ServiceError) -> tuple[int, dict]:
     return 403, {"form_errors": [err.message]}
 
 
-def finish_step(membership: Membership, app_definition, step: SetupStep, submission: Submission):
+def finish_step(
+    membership: Membership, app_definition: AppDefinition, step: SetupStep, submission: Submission
+) -> ThreadInteraction | None:
     """The second half for API-key methods: verify the credentials, store them, index tools, activate. A card's
     draft resolves its card in the same transaction (returned; the host delivers its continuation after commit)."""
     return finish_setup(

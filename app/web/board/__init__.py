@@ -8,12 +8,12 @@ bp = Blueprint("board", __name__)
 
 @bp.before_request
 @login_required
-def _require_login():
+def _require_login() -> None:
     return None
 
 
 @bp.app_context_processor
-def _inject_company():
+def _inject_company() -> dict:
     return {"membership": g.get("membership"), "memberships": g.get("memberships") or []}
 
 

@@ -1,6 +1,7 @@
 """Activity: the company's append-only log, newest first."""
 
 from flask import render_template, request
+from flask.typing import ResponseReturnValue
 
 from app.services.activity import ACTIVITY_PAGE_SIZE, list_activity
 from app.web.board import bp
@@ -20,7 +21,7 @@ ACTION_FILTERS = {
 
 
 @bp.get("/activity")
-def activity():
+def activity() -> ResponseReturnValue:
     membership = current_membership()
     prefix = request.args.get("action", "")
     if prefix not in ACTION_FILTERS:

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import select
+from sqlalchemy.orm import InstrumentedAttribute
 
 from app.extensions import db
 from app.models import ActivityLog, Issue, ToolConnection
@@ -85,7 +86,9 @@ def load_names(rows: list[ActivityLog]) -> Names:
     )
 
 
-def _by_id(model, label_column, ids: set[str]) -> dict[str, str]:
+def _by_id(
+    model: type[ToolConnection | Issue], label_column: InstrumentedAttribute[str], ids: set[str]
+) -> dict[str, str]:
     parsed = []
     for value in ids:
         try:

@@ -1,6 +1,7 @@
 """Agents: the list and an agent's Instructions tab."""
 
 from flask import redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 
 from app.extensions import htmx
 from app.models import Agent
@@ -12,19 +13,19 @@ from app.web.forms import AgentInstructionsForm
 
 
 @bp.get("/agents")
-def agents():
+def agents() -> ResponseReturnValue:
     membership = current_membership()
     return render_template("board/agents.html", agents=list_agents(membership.company_id))
 
 
 @bp.get("/agents/<agent_id>")
-def agent(agent_id):
+def agent(agent_id: str) -> ResponseReturnValue:
     agent, membership = load_scoped(Agent, agent_id)
     return redirect(url_for("board.agent_instructions", agent_id=agent.id))
 
 
 @bp.route("/agents/<agent_id>/instructions", methods=["GET", "POST"])
-def agent_instructions(agent_id):
+def agent_instructions(agent_id: str) -> ResponseReturnValue:
     agent, membership = load_scoped(Agent, agent_id)
     form = AgentInstructionsForm(instructions=agent.instructions)
     saved = False

@@ -1,6 +1,7 @@
 """Company home and company switching."""
 
 from flask import redirect, render_template, request, session, url_for
+from flask.typing import ResponseReturnValue
 from sqlalchemy import func, select
 
 from app.extensions import db
@@ -12,7 +13,7 @@ from app.web.forms import EmptyForm
 
 
 @bp.get("/")
-def home():
+def home() -> ResponseReturnValue:
     membership = current_membership()
     counts = dict(
         db.session.execute(
@@ -28,7 +29,7 @@ def home():
 
 
 @bp.post("/companies/<company_id>/switch")
-def switch_company(company_id):
+def switch_company(company_id: str) -> ResponseReturnValue:
     form = EmptyForm()
     if form.validate_on_submit():
         membership = membership_for(parse_uuid(company_id))

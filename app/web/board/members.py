@@ -1,8 +1,10 @@
 """Members: owners and admins add people and change roles."""
 
 import secrets
+import uuid
 
 from flask import redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 
 from app.core.errors import Forbidden, ServiceError, Unprocessable
 from app.extensions import db
@@ -17,7 +19,14 @@ from app.web.forms import AddMemberForm, MemberRoleForm
 MANAGE_FORBIDDEN = "Only owners and admins can manage members"
 
 
-def _render(membership, form=None, created_password=None, existing_account=None, role_error=None, status=200):
+def _render(
+    membership: Membership,
+    form: AddMemberForm | None = None,
+    created_password: str | None = None,
+    existing_account: str | None = None,
+    role_error: tuple[uuid.UUID, str] | None = None,
+    status: int = 200,
+) -> ResponseReturnValue:
     members = company_members(membership.company_id)
     return render_template(
         "board/members.html",
@@ -31,19 +40,19 @@ def _render(membership, form=None, created_password=None, existing_account=None,
     ), status
 
 
-def _require_member_manager(membership) -> None:
+def _require_member_manager(membership: Membership) -> None:
     # Authorize before validating, so a person without the right learns nothing from form errors.
     if not membership.has_permission(MANAGE_MEMBERS):
         raise Forbidden(MANAGE_FORBIDDEN)
 
 
 @bp.get("/members")
-def members():
+def members() -> ResponseReturnValue:
     return _render(current_membership())
 
 
 @bp.post("/members")
-def add_member():
+def add_member() -> ResponseReturnValue:
     membership = current_membership()
     _require_member_manager(membership)
     form = AddMemberForm()
@@ -62,7 +71,7 @@ def add_member():
 
 
 @bp.post("/members/<membership_id>/role")
-def change_role(membership_id):
+def change_role(membership_id: str) -> ResponseReturnValue:
     target, membership = load_scoped(Membership, membership_id)
     _require_member_manager(membership)
     form = MemberRoleForm()

@@ -1,6 +1,7 @@
 """Runs: the page of one heartbeat run (who ran, on which task, when, and what context it was given)."""
 
 from flask import render_template
+from flask.typing import ResponseReturnValue
 
 from app.extensions import db
 from app.models import HeartbeatRun, Issue
@@ -10,7 +11,7 @@ from app.web.context import load_scoped
 
 
 @bp.get("/runs/<run_id>")
-def run(run_id):
+def run(run_id: str) -> ResponseReturnValue:
     run, _membership = load_scoped(HeartbeatRun, run_id)
     issue = db.session.get(Issue, run.issue_id) if run.issue_id else None
     snapshot_keys = sorted((run.context_snapshot or {}).keys())

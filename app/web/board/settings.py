@@ -1,6 +1,7 @@
 """Personal settings: board API keys (shown once, stored hashed, revocable)."""
 
 from flask import redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
 from app.services.accounts import create_api_key, list_api_keys, revoke_api_key
@@ -10,7 +11,7 @@ from app.web.forms import ApiKeyForm, EmptyForm
 
 
 @bp.get("/settings/api-keys")
-def api_keys():
+def api_keys() -> ResponseReturnValue:
     current_membership()
     return render_template(
         "board/api_keys.html",
@@ -22,7 +23,7 @@ def api_keys():
 
 
 @bp.post("/settings/api-keys")
-def create_key():
+def create_key() -> ResponseReturnValue:
     current_membership()
     form = ApiKeyForm()
     new_token = None
@@ -40,7 +41,7 @@ def create_key():
 
 
 @bp.post("/settings/api-keys/<key_id>/revoke")
-def revoke_key(key_id):
+def revoke_key(key_id: str) -> ResponseReturnValue:
     form = EmptyForm()
     if form.validate_on_submit():
         revoke_api_key(current_user, parse_uuid(key_id))

@@ -1,11 +1,15 @@
 """Tasks: the list with filters, the task page with its thread, comments, status and assignee changes."""
 
+from collections.abc import Iterable
+from typing import Any
+
 from flask import redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from wtforms.fields.choices import SelectChoice
 
 from app.core.errors import Unprocessable
 from app.extensions import htmx
-from app.models import Issue
+from app.models import Agent, Issue, Membership
 from app.models.work import IssueStatus
 from app.services.agents import list_agents
 from app.services.runs.lifecycle import recent_runs
@@ -23,7 +27,7 @@ from app.web.context import current_membership, load_scoped, parse_uuid, require
 from app.web.forms import CommentForm, IssueAssigneeForm, IssueResponsibleForm, IssueStatusForm, NewIssueForm
 
 
-def _assignee_form(issue: Issue, agents) -> IssueAssigneeForm:
+def _assignee_form(issue: Issue, agents: Iterable[Agent]) -> IssueAssigneeForm:
     form = IssueAssigneeForm(assignee=str(issue.assignee_agent_id or ""))
     form.assignee.choices = [SelectChoice("", "Unassigned")] + [
         SelectChoice(str(a.id), a.name) for a in agents
@@ -42,7 +46,7 @@ def _responsible_form(issue: Issue) -> IssueResponsibleForm:
     return form
 
 
-def _task_context(issue: Issue, membership, **extra):
+def _task_context(issue: Issue, membership: Membership, **extra: Any) -> dict:
     agents = list_agents(issue.company_id)
     return {
         "issue": issue,
@@ -58,7 +62,7 @@ def _task_context(issue: Issue, membership, **extra):
 
 
 @bp.get("/tasks")
-def tasks():
+def tasks() -> ResponseReturnValue:
     membership = current_membership()
     status = request.args.get("status") or None
     if status not in (None, *IssueStatus.values()):
@@ -81,7 +85,7 @@ def tasks():
 
 
 @bp.post("/tasks")
-def create_task():
+def create_task() -> ResponseReturnValue:
     membership = current_membership()
     require_write(membership)
     form = NewIssueForm()
@@ -106,13 +110,13 @@ def create_task():
 
 
 @bp.get("/tasks/<issue_id>")
-def task(issue_id):
+def task(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     return render_template("board/task.html", runs=recent_runs(issue), **_task_context(issue, membership))
 
 
 @bp.get("/tasks/<issue_id>/items")
-def thread_items_fragment(issue_id):
+def thread_items_fragment(issue_id: str) -> ResponseReturnValue:
     """The thread's items for the page's poller: 204 while nothing changed (a cheap tag, one statement)."""
     issue, _membership = load_scoped(Issue, issue_id)
     version = thread_version(issue)
@@ -124,7 +128,7 @@ def thread_items_fragment(issue_id):
 
 
 @bp.post("/tasks/<issue_id>/comments")
-def post_comment(issue_id):
+def post_comment(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)
     form = CommentForm()
@@ -140,7 +144,7 @@ def post_comment(issue_id):
 
 
 @bp.post("/tasks/<issue_id>/status")
-def change_status(issue_id):
+def change_status(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)
     form = IssueStatusForm()
@@ -151,7 +155,7 @@ def change_status(issue_id):
 
 
 @bp.post("/tasks/<issue_id>/assignee")
-def change_assignee(issue_id):
+def change_assignee(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)
     agents = list_agents(issue.company_id)
@@ -166,7 +170,7 @@ def change_assignee(issue_id):
 
 
 @bp.post("/tasks/<issue_id>/responsible")
-def change_responsible(issue_id):
+def change_responsible(issue_id: str) -> ResponseReturnValue:
     """Hand the task to another person: cards that asked the previous one are superseded."""
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)
@@ -182,7 +186,7 @@ def change_responsible(issue_id):
     return _task_fields_response(issue, membership)
 
 
-def _task_fields_response(issue, membership):
+def _task_fields_response(issue: Issue, membership: Membership) -> ResponseReturnValue:
     if htmx:
         return render_template("board/_task_fields.html", **_task_context(issue, membership))
     return redirect(url_for("board.task", issue_id=issue.id), code=303)

@@ -7,12 +7,15 @@ the single source of the card); plain form posts are redirected (303) to the tas
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import login_required
 
 from app.core.errors import Unprocessable
 from app.extensions import htmx
-from app.models import ThreadInteraction
+from app.models import Membership, ThreadInteraction
 from app.services.gateway import approvals
 from app.web.context import load_scoped
 from app.web.forms import EmptyForm
@@ -22,17 +25,19 @@ bp = Blueprint("approvals", __name__)
 
 @bp.before_request
 @login_required
-def _require_login():
+def _require_login() -> None:
     return None
 
 
 @bp.app_template_global("can_answer_approval")
-def _can_answer_approval(membership, card: ThreadInteraction) -> bool:
+def _can_answer_approval(membership: Membership, card: ThreadInteraction) -> bool:
     """The card template asks the approval service (one owner of who may answer) instead of restating the rule."""
     return approvals.can_answer(membership, card)
 
 
-def _answer(interaction_id, answer):
+def _answer(
+    interaction_id: str, answer: Callable[[Membership, ThreadInteraction], ThreadInteraction]
+) -> ResponseReturnValue:
     card, membership = load_scoped(ThreadInteraction, interaction_id)
     card = approvals.load_card(membership.company_id, card.id)
     if not EmptyForm().validate_on_submit():
@@ -44,10 +49,10 @@ def _answer(interaction_id, answer):
 
 
 @bp.post("/approvals/<interaction_id>/approve")
-def approve(interaction_id):
+def approve(interaction_id: str) -> ResponseReturnValue:
     return _answer(interaction_id, approvals.approve)
 
 
 @bp.post("/approvals/<interaction_id>/deny")
-def deny(interaction_id):
+def deny(interaction_id: str) -> ResponseReturnValue:
     return _answer(interaction_id, approvals.deny)

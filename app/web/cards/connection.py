@@ -13,13 +13,17 @@ answer is the redirect to the provider.
 
 from __future__ import annotations
 
-from flask import Blueprint, redirect, render_template, request, url_for
+from typing import Any
+
+from flask import Blueprint, Response, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
 from app.catalog.loader import get_app, get_method
+from app.catalog.schema import AppDefinition
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db, htmx
-from app.models import ThreadInteraction
+from app.models import Membership, ThreadInteraction, ToolConnection
 from app.services.access.effective import can_manage_connections
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, update_connection
@@ -32,6 +36,7 @@ from app.services.intents import setup as intent_setup
 from app.web.apps.setup import record_refusal, resumable_draft
 from app.web.apps.setup_flow import (
     SETUP_REFUSALS,
+    SetupFlow,
     build_setup_flow,
     finish_step,
     read_submission,
@@ -52,12 +57,12 @@ SAVE_AND_EXIT = "save"
 
 @bp.before_request
 @login_required
-def _require_login():
+def _require_login() -> None:
     return None
 
 
 @bp.after_request
-def _vary(response):
+def _vary(response: Response) -> Response:
     response.headers.add("Vary", "HX-Request")
     return response
 
@@ -70,7 +75,7 @@ def _connection_card(item: ThreadInteraction) -> CardView:
 # --- loading and answering --------------------------------------------------------------------------------------
 
 
-def _load(interaction_id) -> tuple[ThreadInteraction, object]:
+def _load(interaction_id: str) -> tuple[ThreadInteraction, Membership]:
     """Load -> company membership (404) ; the caller decides whether only the addressee may go on."""
     interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
     if interaction is None or not intents_card.is_connection_card(interaction):
@@ -78,7 +83,7 @@ def _load(interaction_id) -> tuple[ThreadInteraction, object]:
     return interaction, membership_for(interaction.company_id)
 
 
-def _addressed(interaction_id) -> tuple[ThreadInteraction, object]:
+def _addressed(interaction_id: str) -> tuple[ThreadInteraction, Membership]:
     interaction, membership = _load(interaction_id)
     if interaction.addressee_user_id != current_user.id:
         raise Forbidden(intents_card.NOT_ADDRESSEE)
@@ -94,7 +99,9 @@ def _task_url(interaction: ThreadInteraction) -> str:
     return url_for("board.task", issue_id=interaction.issue_id) + f"#intent-card-{interaction.id}"
 
 
-def _card_response(interaction: ThreadInteraction, status: int = 200, error: str | None = None):
+def _card_response(
+    interaction: ThreadInteraction, status: int = 200, error: str | None = None
+) -> ResponseReturnValue:
     """The card alone for htmx (swapped over the card, wherever the request came from), else back to the task."""
     if not _fragment():
         return redirect(_task_url(interaction), code=303)
@@ -103,7 +110,7 @@ def _card_response(interaction: ThreadInteraction, status: int = 200, error: str
     return html, status, {"HX-Retarget": f"#intent-card-{interaction.id}", "HX-Reswap": "outerHTML"}
 
 
-def _catalog_app(interaction: ThreadInteraction):
+def _catalog_app(interaction: ThreadInteraction) -> AppDefinition | None:
     """The app whose setup flow the dialog hosts; configured custom services have no setup (only reuse)."""
     slug = intents_card.intent_payload(interaction).get("serviceSlug", "")
     if intents_service.parse_connection_service(slug) is not None:
@@ -111,7 +118,9 @@ def _catalog_app(interaction: ThreadInteraction):
     return get_app(slug)
 
 
-def _dialog_flow(interaction, membership, app_definition, **kwargs):
+def _dialog_flow(
+    interaction: ThreadInteraction, membership: Membership, app_definition: AppDefinition, **kwargs: Any
+) -> SetupFlow:
     """The setup flow in the card's dialog. Continue setup restores the saved draft (its method and identity) and
     the audience saved on the card; a person without sharing authority starts from the requesting agent alone."""
     requester = intents_resolution.requester_of(interaction)
@@ -143,7 +152,13 @@ def _dialog_flow(interaction, membership, app_definition, **kwargs):
     return flow
 
 
-def _reconnect_flow(interaction, membership, app_definition, connection, **kwargs):
+def _reconnect_flow(
+    interaction: ThreadInteraction,
+    membership: Membership,
+    app_definition: AppDefinition,
+    connection: ToolConnection,
+    **kwargs: Any,
+) -> SetupFlow:
     return build_setup_flow(
         membership,
         app_definition,
@@ -157,7 +172,15 @@ def _reconnect_flow(interaction, membership, app_definition, connection, **kwarg
     )
 
 
-def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_draft=None, **flow_kwargs):
+def _dialog_context(
+    interaction: ThreadInteraction,
+    membership: Membership,
+    *,
+    flow: SetupFlow | None = None,
+    error: str | None = None,
+    oauth_draft: ToolConnection | None = None,
+    **flow_kwargs: Any,
+) -> dict[str, Any]:
     options = intents_resolution.setup_options(interaction)
     app_definition = _catalog_app(interaction)
     disconnected = (
@@ -165,7 +188,12 @@ def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_dra
         if flow is None
         else None
     )
-    if disconnected is not None and oauth_draft is None and "submission" not in flow_kwargs:
+    if (
+        disconnected is not None
+        and app_definition is not None  # implied: only a catalog app has a Disconnected connection to offer
+        and oauth_draft is None
+        and "submission" not in flow_kwargs
+    ):
         flow = _reconnect_flow(interaction, membership, app_definition, disconnected)
     if flow is None and app_definition is not None and app_definition.methods and oauth_draft is None:
         flow = _dialog_flow(interaction, membership, app_definition, **flow_kwargs)
@@ -181,7 +209,9 @@ def _dialog_context(interaction, membership, *, flow=None, error=None, oauth_dra
     }
 
 
-def _dialog_response(interaction, membership, status: int = 200, **kwargs):
+def _dialog_response(
+    interaction: ThreadInteraction, membership: Membership, status: int = 200, **kwargs: Any
+) -> ResponseReturnValue:
     context = _dialog_context(interaction, membership, **kwargs)
     if _fragment():
         headers = {
@@ -192,14 +222,16 @@ def _dialog_response(interaction, membership, status: int = 200, **kwargs):
     return render_template("intents/dialog_page.html", **context), status
 
 
-def _flow_response(interaction, membership, flow, status: int):
+def _flow_response(
+    interaction: ThreadInteraction, membership: Membership, flow: SetupFlow, status: int
+) -> ResponseReturnValue:
     if _fragment():
         return render_template("apps/_setup_flow.html", flow=flow), status
     context = _dialog_context(interaction, membership, flow=flow)
     return render_template("intents/dialog_page.html", **context), status
 
 
-def _resolved(interaction: ThreadInteraction):
+def _resolved(interaction: ThreadInteraction) -> ResponseReturnValue:
     """Show the resolved card; once the request commits, deliver the continuation (errors are retried by the worker)."""
     after_commit(lambda: deliver_continuation(interaction.id))
     return _card_response(interaction)
@@ -209,7 +241,7 @@ def _resolved(interaction: ThreadInteraction):
 
 
 @bp.get("/intents/<interaction_id>/card")
-def card(interaction_id):
+def card(interaction_id: str) -> ResponseReturnValue:
     """The card re-read from the server (after an OAuth hint, or to refresh): any member of the company."""
     interaction, _ = _load(interaction_id)
     if not _fragment():
@@ -218,7 +250,7 @@ def card(interaction_id):
 
 
 @bp.get("/intents/<interaction_id>/dialog")
-def dialog(interaction_id):
+def dialog(interaction_id: str) -> ResponseReturnValue:
     """The dialog body (addressee only): eligible connections to reuse and the shared setup flow."""
     interaction, membership = _addressed(interaction_id)
     if interaction.status != "pending":
@@ -233,7 +265,7 @@ def dialog(interaction_id):
 
 
 @bp.post("/intents/<interaction_id>/decline")
-def decline(interaction_id):
+def decline(interaction_id: str) -> ResponseReturnValue:
     """The "Not now" button: declines once; a repeat (or a card resolved meanwhile) answers the card as it is."""
     interaction, _ = _addressed(interaction_id)
     if interaction.status != "pending":
@@ -243,7 +275,7 @@ def decline(interaction_id):
 
 
 @bp.post("/intents/<interaction_id>/use/<connection_id>")
-def use_connection(interaction_id, connection_id):
+def use_connection(interaction_id: str, connection_id: str) -> ResponseReturnValue:
     """The "Use <name>" button: complete the card with an existing eligible connection; a failure keeps the dialog open."""
     interaction, membership = _addressed(interaction_id)
     try:
@@ -262,7 +294,7 @@ def use_connection(interaction_id, connection_id):
 
 
 @bp.post("/intents/<interaction_id>/phase")
-def phase(interaction_id):
+def phase(interaction_id: str) -> ResponseReturnValue:
     """A server-authored phase change (e.g. a closed sign-in window: `needs_retry`); answers the card."""
     interaction, _ = _addressed(interaction_id)
     if interaction.status != "pending":
@@ -272,7 +304,7 @@ def phase(interaction_id):
 
 
 @bp.post("/intents/<interaction_id>/setup")
-def setup_submit(interaction_id):
+def setup_submit(interaction_id: str) -> ResponseReturnValue:
     """The dialog host of the shared setup flow: the same services as `/apps/<slug>/connect`, then completion.
 
     The chosen audience is saved on the card (bound to the draft; granting nothing) and the requesting agent must
@@ -292,7 +324,7 @@ def setup_submit(interaction_id):
     submission = read_submission(request.form, method)
     saving = request.form.get("intent") == SAVE_AND_EXIT
 
-    def failed(status: int, **kwargs):
+    def failed(status: int, **kwargs: Any) -> ResponseReturnValue:
         db.session.rollback()
         kept = draft if draft is not None and draft.status == "draft" else None
         flow = _dialog_flow(
@@ -343,11 +375,13 @@ def setup_submit(interaction_id):
         # The card stopped waiting meanwhile (task closed or reassigned): show what it became.
         db.session.rollback()
         return _card_response(interaction)
+    if resolved is None:  # the draft is bound to this card (above), so finishing it resolves the card
+        return _card_response(interaction)
     return _resolved(resolved)
 
 
 @bp.post("/intents/<interaction_id>/reconnect/<connection_id>")
-def reconnect(interaction_id, connection_id):
+def reconnect(interaction_id: str, connection_id: str) -> ResponseReturnValue:
     """Reconnect the service's Disconnected connection from the card (same id, settings and audience), then
     complete the card with it, in one unit of work. A refused key is logged as a failed setup and re-renders the
     form; a refused completion keeps nothing (the connection stays Disconnected) and shows why."""
@@ -357,7 +391,7 @@ def reconnect(interaction_id, connection_id):
         return _card_response(interaction)
     app_definition = _catalog_app(interaction)
     connection = intent_setup.reconnectable_connection(interaction, membership, app_definition)
-    if connection is None or str(connection.id) != connection_id:
+    if app_definition is None or connection is None or str(connection.id) != connection_id:
         raise NotFound("This connection cannot be reconnected from this card")
     method = get_method(app_definition, connection.method_key)
     if method.auth == "oauth":
@@ -385,7 +419,9 @@ def reconnect(interaction_id, connection_id):
     return _resolved(resolved)
 
 
-def _begin_oauth(interaction, membership, draft):
+def _begin_oauth(
+    interaction: ThreadInteraction, membership: Membership, draft: ToolConnection
+) -> ResponseReturnValue:
     """The audience is saved on the card already: mark the card `authorizing` and offer the sign-in."""
     intents_resolution.set_phase(interaction.id, current_user.id, "authorizing")
     return _dialog_response(interaction, membership, oauth_draft=draft)

@@ -13,7 +13,7 @@ from datetime import datetime
 from flask_login import current_user
 
 from app.catalog.loader import get_app, logo_url
-from app.models import ThreadInteraction
+from app.models import ThreadInteraction, User
 from app.models.base import as_utc
 from app.services.intents.card import intent_payload
 from app.services.intents.card_state import CardState, Continuation, card_state
@@ -49,7 +49,7 @@ class CardView:
     can_decline: bool = False
 
 
-def card_view(item: ThreadInteraction, viewer=None) -> CardView:
+def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
     """The card's state (from the service) in words, for this viewer."""
     payload = intent_payload(item)
     current = card_state(item)

@@ -4,7 +4,7 @@ setting (`/settings/notifications`) and the company's webhooks (`/settings/webho
 Views stay thin: load, authorize, validate, call one service in `app.services.notifications`, commit once.
 """
 
-from flask import Blueprint
+from flask import Blueprint, Response
 from flask_login import login_required
 
 bp = Blueprint("inbox", __name__)
@@ -12,12 +12,12 @@ bp = Blueprint("inbox", __name__)
 
 @bp.before_request
 @login_required
-def _require_login():
+def _require_login() -> None:
     return None
 
 
 @bp.after_request
-def _vary(response):
+def _vary(response: Response) -> Response:
     response.vary.add("HX-Request")
     return response
 

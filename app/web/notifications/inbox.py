@@ -6,12 +6,21 @@ partials as the task thread, a Done tab, and pollers that cost one aggregate que
 from __future__ import annotations
 
 from flask import g, jsonify, render_template, request
+from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from sqlalchemy import select
 
 from app.extensions import db
-from app.models import User
-from app.services.notifications.inbox import DONE, OPEN, TABS, inbox_rows, inbox_version, item_json
+from app.models import Issue, Membership, ThreadInteraction, User
+from app.services.notifications.inbox import (
+    DONE,
+    OPEN,
+    TABS,
+    InboxVersion,
+    inbox_rows,
+    inbox_version,
+    item_json,
+)
 from app.web.context import current_membership
 from app.web.notifications import bp
 
@@ -23,7 +32,7 @@ def _tab() -> str:
     return tab if tab in TABS else OPEN
 
 
-def _resolver_names(rows) -> dict:
+def _resolver_names(rows: list[tuple[ThreadInteraction, Issue]]) -> dict:
     ids = {item.resolved_by_user_id for item, _issue in rows if item.resolved_by_user_id}
     if not ids:
         return {}
@@ -33,7 +42,7 @@ def _resolver_names(rows) -> dict:
     }
 
 
-def _list_context(membership, tab: str) -> dict:
+def _list_context(membership: Membership, tab: str) -> dict:
     rows = inbox_rows(membership.company_id, current_user.id, tab)
     return {
         "tab": tab,
@@ -44,7 +53,7 @@ def _list_context(membership, tab: str) -> dict:
     }
 
 
-def _unchanged(tag: str):
+def _unchanged(tag: str) -> ResponseReturnValue | None:
     """204 when the poller already shows this version, 304 for a conditional GET; else None."""
     if request.args.get("v") == tag:
         return "", 204
@@ -54,13 +63,13 @@ def _unchanged(tag: str):
 
 
 @bp.get("/inbox")
-def inbox():
+def inbox() -> ResponseReturnValue:
     membership = current_membership()
     return render_template("inbox/inbox.html", **_list_context(membership, _tab()))
 
 
 @bp.get("/inbox/list")
-def inbox_list():
+def inbox_list() -> ResponseReturnValue:
     membership = current_membership()
     version = inbox_version(membership.company_id, current_user.id)
     unchanged = _unchanged(version.tag)
@@ -71,7 +80,7 @@ def inbox_list():
 
 
 @bp.get("/inbox/badge")
-def badge():
+def badge() -> ResponseReturnValue:
     membership = current_membership()
     version = inbox_version(membership.company_id, current_user.id)
     unchanged = _unchanged(version.tag)
@@ -85,7 +94,7 @@ def badge():
 
 
 @bp.app_template_global("inbox_nav_version")
-def _inbox_nav_version():
+def _inbox_nav_version() -> InboxVersion | None:
     """The badge's count for the page being rendered (one aggregate query), or None outside a company."""
     membership = g.get("membership")
     if membership is None or not current_user.is_authenticated:
@@ -94,7 +103,7 @@ def _inbox_nav_version():
 
 
 @bp.get("/api/me/inbox")
-def api_inbox():
+def api_inbox() -> ResponseReturnValue:
     membership = current_membership()
     tab = _tab()
     rows = inbox_rows(membership.company_id, current_user.id, tab)

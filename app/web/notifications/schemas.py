@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from app.web.openapi.registry import Answer, Operation
 
 
 class InboxItem(BaseModel):
@@ -32,7 +35,12 @@ class InboxResponse(BaseModel):
     items: list[InboxItem]
 
 
-def inbox_operation(operation_class, answer_class, security, read_answers):
+def inbox_operation(
+    operation_class: type[Operation],
+    answer_class: type[Answer],
+    security: tuple[dict, ...],
+    read_answers: dict[int, Answer],
+) -> Operation:
     """The OpenAPI registry entry of `GET /api/me/inbox` (built here so the feature keeps its own description)."""
     return operation_class(
         endpoint="inbox.api_inbox",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from flask import redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
 from app.core.errors import Unprocessable, ValidationFailed
+from app.models import Membership
 from app.services import notifications
 from app.services.notifications import webhooks
 from app.web.context import current_membership, parse_uuid
@@ -17,14 +19,14 @@ from app.workers.loop import notify_worker
 
 
 @bp.get("/settings/notifications")
-def notification_settings():
+def notification_settings() -> ResponseReturnValue:
     current_membership()
     form = EmailSettingsForm(formdata=None, email_enabled=notifications.email_enabled(current_user.id))
     return render_template("settings/notifications.html", form=form, saved=request.args.get("saved") == "1")
 
 
 @bp.post("/settings/notifications")
-def save_notification_settings():
+def save_notification_settings() -> ResponseReturnValue:
     current_membership()
     form = EmailSettingsForm()
     if not form.validate_on_submit():
@@ -33,7 +35,9 @@ def save_notification_settings():
     return redirect(url_for("inbox.notification_settings", saved=1), code=303)
 
 
-def _webhooks_page(membership, form, *, new_secret=None, status=200):
+def _webhooks_page(
+    membership: Membership, form: WebhookForm, *, new_secret: str | None = None, status: int = 200
+) -> ResponseReturnValue:
     endpoints = webhooks.list_endpoints(membership.company_id)
     return render_template(
         "settings/webhooks.html",
@@ -45,14 +49,14 @@ def _webhooks_page(membership, form, *, new_secret=None, status=200):
 
 
 @bp.get("/settings/webhooks")
-def webhooks_page():
+def webhooks_page() -> ResponseReturnValue:
     membership = current_membership()
     webhooks.require_manager(membership)
     return _webhooks_page(membership, WebhookForm(formdata=None))
 
 
 @bp.post("/settings/webhooks")
-def create_webhook():
+def create_webhook() -> ResponseReturnValue:
     membership = current_membership()
     webhooks.require_manager(membership)
     form = WebhookForm()
@@ -67,13 +71,13 @@ def create_webhook():
     return _webhooks_page(membership, WebhookForm(formdata=None), new_secret=secret, status=201)
 
 
-def _button_checked():
+def _button_checked() -> None:
     if not EmptyForm().validate_on_submit():
         raise Unprocessable("The form is missing its security token")
 
 
 @bp.post("/settings/webhooks/<endpoint_id>/delete")
-def delete_webhook(endpoint_id):
+def delete_webhook(endpoint_id: str) -> ResponseReturnValue:
     membership = current_membership()
     _button_checked()
     webhooks.delete_endpoint(membership, webhooks.load_endpoint(membership, parse_uuid(endpoint_id)))
@@ -81,7 +85,7 @@ def delete_webhook(endpoint_id):
 
 
 @bp.post("/settings/webhooks/deliveries/<delivery_id>/send-again")
-def send_again(delivery_id):
+def send_again(delivery_id: str) -> ResponseReturnValue:
     membership = current_membership()
     _button_checked()
     webhooks.send_again(membership, parse_uuid(delivery_id))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, Flask, current_app, jsonify
+from flask import Blueprint, Flask, jsonify
+from flask.typing import ResponseReturnValue
 from pydantic.json_schema import models_json_schema
 
+from app.extensions import current_app_object
 from app.web.openapi.registry import SECURITY_SCHEMES, Answer, Operation, all_operations
 
 bp = Blueprint("openapi", __name__)
@@ -80,7 +82,7 @@ def build_document(
     paths: dict = {}
     for op in operations:
         paths.setdefault(op.path, {})[op.method] = _operation_object(op, refs)
-    document = {
+    document: dict = {
         "openapi": OPENAPI_VERSION,
         "info": {
             "title": "Switchboard",
@@ -100,8 +102,8 @@ def build_document(
 
 
 @bp.get("/api/openapi.json")
-def openapi_document():
-    app = current_app._get_current_object()
+def openapi_document() -> ResponseReturnValue:
+    app = current_app_object()
     document = app.extensions.get("switchboard_openapi")
     if document is None:  # built once per app: the models and routes do not change while it runs
         server_url = str(app.config.get("PUBLIC_BASE_URL") or "").rstrip("/")

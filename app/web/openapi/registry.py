@@ -139,7 +139,9 @@ RUNTIME_ANSWERS = {
 }
 
 
-def _board_read(endpoint, path, summary, tag, model, description="") -> Operation:
+def _board_read(
+    endpoint: str, path: str, summary: str, tag: str, model: type[BaseModel], description: str = ""
+) -> Operation:
     return Operation(
         endpoint=f"api.{endpoint}",
         method="get",
@@ -152,7 +154,16 @@ def _board_read(endpoint, path, summary, tag, model, description="") -> Operatio
     )
 
 
-def _board_write(endpoint, method, path, summary, tag, body, success, answers=None) -> Operation:
+def _board_write(
+    endpoint: str,
+    method: str,
+    path: str,
+    summary: str,
+    tag: str,
+    body: type[BaseModel] | None,
+    success: dict[int, Answer],
+    answers: dict[int, Answer] | None = None,
+) -> Operation:
     return Operation(
         endpoint=f"api.{endpoint}",
         method=method,
@@ -165,7 +176,7 @@ def _board_write(endpoint, method, path, summary, tag, body, success, answers=No
     )
 
 
-def _runtime_post(endpoint, path, summary, body, answer: Answer) -> Operation:
+def _runtime_post(endpoint: str, path: str, summary: str, body: type[BaseModel], answer: Answer) -> Operation:
     return Operation(
         endpoint=f"runtime.{endpoint}",
         method="post",

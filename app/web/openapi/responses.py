@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 
 # --- response models -------------------------------------------------------------------------------------------
 
@@ -199,6 +200,10 @@ class RequestResponse(BaseModel):
     instruction: str
 
 
+def _drop_default(schema: JsonDict) -> None:
+    schema.pop("default", None)
+
+
 class JsonRpcRequest(BaseModel):
     """One JSON-RPC 2.0 message: a request (`method` and `id`), a notification (`method`, no `id`), or the client's
     response to a server request (no `method`). The endpoint parses it by hand (a body that is not JSON, or nested
@@ -210,11 +215,12 @@ class JsonRpcRequest(BaseModel):
 
     jsonrpc: Any = Field(default="2.0", description='`"2.0"` (not checked)')
     id: Any = Field(default=None, description="Echoed in the answer; absent for notifications")
-    method: str = Field(
+    # Documented as a string (the schema drops the default); None only stands for "absent" in a client's response.
+    method: str = Field(  # type: ignore[assignment]
         default=None,
         description="`initialize`, `ping`, `tools/list`, `tools/call`, `notifications/...`, or any other name "
         "(404 `-32601`); absent in a response from the client",
-        json_schema_extra=lambda schema: schema.pop("default", None),
+        json_schema_extra=_drop_default,
     )
     params: dict[str, Any] | None = None
 

