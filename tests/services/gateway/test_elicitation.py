@@ -2,7 +2,7 @@
 that declared `elicitation.url` at the connection card's page, and the card waits in the task as usual.
 
 Real parts: our app on a loopback server, the local OpenID Provider and an MCP provider that accepts only its tokens
-(as in tests/test_oauth.py), the official Python SDK 2.x client as the agent (its elicitation callback makes it
+(as in tests/services/oauth/test_oauth.py), the official Python SDK 2.x client as the agent (its elicitation callback makes it
 declare form and URL modes), and a signed-in `requests` session as the person's browser.
 """
 
@@ -27,7 +27,7 @@ from app.services.connections.setup import _store_secret
 from tests.services.oauth import test_oauth
 from tests.services.oauth.test_oauth import Browser, _expire_access_token
 
-# A live Switchboard with the OAuth peers, and a company with its owner (tests/test_oauth.py).
+# A live Switchboard with the OAuth peers, and a company with its owner (tests/services/oauth/test_oauth.py).
 live = test_oauth.live
 owner = test_oauth.owner
 
