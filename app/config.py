@@ -109,6 +109,8 @@ def load_config(instance_path: str) -> dict:
         "PROVIDER_MAX_CONCURRENT_CALLS": int(env.get("SWITCHBOARD_PROVIDER_MAX_CONCURRENT_CALLS", "4")),
         "PROVIDER_BREAKER_TIMEOUTS": int(env.get("SWITCHBOARD_PROVIDER_BREAKER_TIMEOUTS", "3")),
         "PROVIDER_BREAKER_SECONDS": float(env.get("SWITCHBOARD_PROVIDER_BREAKER_SECONDS", "30")),
+        # How often a gateway call in flight looks for an agent's cancellation that landed in another server process.
+        "GATEWAY_CANCEL_POLL_SECONDS": float(env.get("SWITCHBOARD_GATEWAY_CANCEL_POLL_SECONDS", "0.5")),
         # OAuth clients an operator registered with providers that have no dynamic registration:
         # {"<slug>": {"client_id", "client_secret", "issuer"?, "authorization_endpoint"?, "token_endpoint"?, "scopes"?}}.
         "OAUTH_CLIENTS": _json_object("SWITCHBOARD_OAUTH_CLIENTS", env.get("SWITCHBOARD_OAUTH_CLIENTS")),

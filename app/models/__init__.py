@@ -22,7 +22,7 @@ from app.models.notifications import (  # notifications (issue 15)
 )
 from app.models.oauth import OAuthClientRegistration, OAuthState
 from app.models.run_logs import AgentTaskSession, RunLog
-from app.models.runs import HeartbeatRun, WakeupRequest
+from app.models.runs import GatewayCancellation, HeartbeatRun, WakeupRequest
 from app.models.tenancy import AccessRevision, ApiKey, Company, LoginFailure, Membership, User
 from app.models.work import Comment, Issue, Project, ThreadInteraction
 
@@ -47,6 +47,7 @@ __all__ = [
     "ApiKey",
     "Comment",
     "Company",
+    "GatewayCancellation",
     "HeartbeatRun",
     "Issue",
     "LoginFailure",

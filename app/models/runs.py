@@ -10,7 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import Model
 from app.models.agents import Agent
-from app.models.base import IdMixin, JSONType, TimestampMixin, ValueSet, one_of
+from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin, ValueSet, one_of, utcnow
 from app.models.keys import CONNECTION_INTENT_KEY_PREFIX
 
 
@@ -60,6 +60,9 @@ class HeartbeatRun(IdMixin, TimestampMixin, Model):
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The elicitation modes the run's gateway client declared at its last `initialize` (e.g. ["form", "url"]): the
+    # gateway keeps no sessions, so what a 2025-11-25 client can do is remembered per run (`gateway/elicitation`).
+    gateway_elicitation: Mapped[list | None] = mapped_column(NullableJSONType)
 
     agent: Mapped[Agent] = relationship()
 
@@ -96,4 +99,26 @@ class WakeupRequest(IdMixin, TimestampMixin, Model):
     status: Mapped[str] = mapped_column(String(20), nullable=False, default="queued")
     run_id: Mapped[uuid.UUID | None] = mapped_column(
         Uuid, ForeignKey("heartbeat_runs.id", ondelete="SET NULL")
+    )
+
+
+class GatewayCancellation(IdMixin, Model):
+    """An agent's `notifications/cancelled` for a gateway call, kept for the server process that runs the call.
+
+    A cancellation may land in another server process than the call it names (gunicorn runs several); that process
+    records it here and the call's process, which polls while the provider works, cancels it. Keyed by the run and
+    the agent's JSON-RPC request id (`request_key`: its JSON text, hashed when long); a row only counts for a call
+    that started before it was written (plus a little slack), so a request id reused later is not cancelled by an old
+    row. Rows are deleted after an hour (`app.services.gateway.cancellation`).
+    """
+
+    __tablename__ = "gateway_cancellations"
+    __table_args__ = (Index("ix_gateway_cancellations_run_request", "run_id", "request_key"),)
+
+    run_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("heartbeat_runs.id", ondelete="CASCADE"), nullable=False
+    )
+    request_key: Mapped[str] = mapped_column(String(200), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, nullable=False, index=True
     )

@@ -7,16 +7,20 @@ Cancelling the provider call makes the SDK client send the provider `notificatio
 timeout does; the pooled provider session (`provider_sessions`) stays open for the next call (a timeout evicts it).
 
 `in_flight` registers a call under its run and the agent's JSON-RPC request id, so a cancellation that arrives on
-another request of the same run (and in the same server process: the gateway keeps no shared state) finds it.
+another request of the same run in the same server process finds it at once. One that lands in another process is
+recorded in the database (`app.services.gateway.cancellation`), and the call's `watch` finds it there: the waiting
+caller asks every `poll_seconds` (`CallControl.wait`).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -24,6 +28,7 @@ import anyio.lowlevel
 
 from app.services.connections.provider_errors import ProviderError
 
+T = TypeVar("T")
 ProgressSink = Callable[[float, float | None, str | None], None]
 
 
@@ -35,10 +40,22 @@ class ProviderCancelled(ProviderError):
 
 
 class CallControl:
-    """Progress sink and cancel switch of one provider call (see the module docstring)."""
+    """Progress sink and cancel switch of one provider call (see the module docstring).
 
-    def __init__(self, on_progress: ProgressSink | None = None):
+    `watch`, when given, is asked every `poll_seconds` while the caller waits for the provider whether the call was
+    cancelled somewhere this object cannot be reached from (another server process); True cancels it.
+    """
+
+    def __init__(
+        self,
+        on_progress: ProgressSink | None = None,
+        *,
+        watch: Callable[[], bool] | None = None,
+        poll_seconds: float = 0.5,
+    ):
         self.on_progress = on_progress
+        self.watch = watch
+        self.poll_seconds = poll_seconds
         self._lock = threading.Lock()
         self._cancelled = False
         self._scope: anyio.CancelScope | None = None
@@ -68,13 +85,30 @@ class CallControl:
         with suppress(RuntimeError):  # the loop ended meanwhile: the call is over, nothing to cancel
             anyio.from_thread.run_sync(scope.cancel, token=token)
 
+    def wait(self, future: concurrent.futures.Future[T]) -> T:
+        """The provider call's outcome, asking `watch` between waits until the call is cancelled or ends."""
+        while True:
+            if self.watch is None or self._cancelled:
+                return future.result()
+            try:
+                return future.result(timeout=self.poll_seconds)
+            except concurrent.futures.TimeoutError:
+                if self.watch():
+                    self.cancel()
+
 
 _in_flight: dict[tuple[str, str], CallControl] = {}
 _in_flight_lock = threading.Lock()
 
 
+def request_key(request_id: object) -> str:
+    """A JSON-RPC request id as stored text: its JSON (`1` and `"1"` differ), hashed when longer than 200."""
+    text = json.dumps(request_id)
+    return text if len(text) <= 200 else "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
 def _key(run_id: object, request_id: object) -> tuple[str, str]:
-    return str(run_id), json.dumps(request_id)
+    return str(run_id), request_key(request_id)
 
 
 @contextmanager

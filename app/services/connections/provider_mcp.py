@@ -31,7 +31,7 @@ import logging
 import os
 import ssl
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -40,6 +40,7 @@ import httpx2
 import mcp_types
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
 
 from app.catalog.schema import Transport
 from app.core.mcp_messages import CLIENT_INFO
@@ -113,7 +114,7 @@ def call_tool(
     ProviderTimeout counts towards opening the breaker.
     """
     exchange = _Exchange(server_url, headers, timeout, guard, transport)
-    return _on_loop(_run_call_tool(exchange, tool_name, arguments, limits, control))
+    return _on_loop(_run_call_tool(exchange, tool_name, arguments, limits, control), control)
 
 
 def close_sessions() -> None:
@@ -129,6 +130,7 @@ _loop_pid: int | None = None
 _loop_lock = threading.Lock()
 
 T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
@@ -142,9 +144,11 @@ def _event_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def _on_loop(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run `coroutine` on the process's loop and wait for it (every exchange has its own overall deadline)."""
-    return asyncio.run_coroutine_threadsafe(coroutine, _event_loop()).result()
+def _on_loop(coroutine: Coroutine[Any, Any, T], control: CallControl | None = None) -> T:
+    """Run `coroutine` on the process's loop and wait for it (every exchange has its own overall deadline); with
+    `control`, waiting also watches for a cancellation recorded elsewhere (`CallControl.wait`)."""
+    future = asyncio.run_coroutine_threadsafe(coroutine, _event_loop())
+    return control.wait(future) if control is not None else future.result()
 
 
 # -- the exchange ------------------------------------------------------------------------------------------------
@@ -268,12 +272,21 @@ async def _run_call_tool(
     limits: provider_limits.Limits | None = None,
     control: CallControl | None = None,
 ) -> dict:
+    return await run_limited(exchange, limits, lambda: _call_once(exchange, tool_name, arguments, control))
+
+
+async def run_limited(
+    exchange: _Exchange,
+    limits: provider_limits.Limits | None,
+    attempt: Callable[[], Coroutine[Any, Any, T]],
+) -> T:
+    """Run one exchange with the provider in its bulkhead and past its breaker (when `limits` is given)."""
     if limits is None:
-        return await _call_once(exchange, tool_name, arguments, control)
+        return await attempt()
     try:
         with provider_limits.slot(provider_limits.provider_key(exchange.server_url), limits) as call:
             try:
-                return await _call_once(exchange, tool_name, arguments, control)
+                return await attempt()
             except ProviderTimeout:
                 call.timed_out()
                 raise
@@ -300,7 +313,7 @@ async def _call_once(
         with anyio.CancelScope() as cancel_scope, anyio.fail_after(exchange.timeout):
             if control is not None:
                 control.attach(cancel_scope)
-            result = await _send_pooled(exchange, key, request, progress, control)
+            result = await send_pooled(exchange, key, request, mcp_types.CallToolResult, progress, control)
     except ProviderError:
         raise
     except Exception as exc:
@@ -322,13 +335,14 @@ async def _call_once(
     }
 
 
-async def _send_pooled(
+async def send_pooled(
     exchange: _Exchange,
     key: provider_sessions.Key,
-    request: mcp_types.CallToolRequest,
+    request: mcp_types.ClientRequest,
+    result_type: type[R],
     progress: Any,
     control: CallControl | None,
-) -> mcp_types.CallToolResult:
+) -> R:
     """Send `request` on the pooled session for `key`; once more on a fresh session if a reused one was forgotten.
 
     A reused session whose provider no longer knows it (HTTP 404 on the session id, e.g. after a restart) or whose
@@ -348,14 +362,12 @@ async def _send_pooled(
                 exchange.error_status = holder.status
                 raise
             try:
-                result = await lease.session.send_request(
-                    request, mcp_types.CallToolResult, progress_callback=progress
-                )
+                result = await lease.session.send_request(request, result_type, progress_callback=progress)
             except BaseException as exc:
                 exchange.error_status = holder.status
                 cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
                 keep = (cancelled and control is not None and control.cancelled) or (
-                    not cancelled and holder.status is None and _answered(exc)
+                    not cancelled and holder.status is None and answered(exc)
                 )
                 provider_sessions.release(lease, evict_session=not keep)
                 failure: BaseException = exc
@@ -389,7 +401,7 @@ def _first_status(exc: BaseException) -> int | None:
     )
 
 
-def _answered(exc: BaseException) -> bool:
+def answered(exc: BaseException) -> bool:
     """Whether the provider itself answered with a JSON-RPC error (the session is fine)."""
     return isinstance(exc, MCPError) and exc.code not in (
         mcp_types.CONNECTION_CLOSED,

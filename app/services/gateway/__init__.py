@@ -41,5 +41,6 @@ and credentials are never written.
 Modules: `tools` (visible names and the run's tool map), `arguments` (managed arguments, projected schemas,
 redaction), `results` (the prepared call, refusals and reason codes), `approval_cards` (ask-first cards the
 gateway opens and consumes), `approvals` (the responsible person answering them), `calls` (prepare, contact the
-provider, record).
+provider, record), `resource_uris` and `resources` (resource links and `resources/read`), `cancellation` (an agent's
+cancellation from any server process), `elicitation` (URL-mode elicitation pointing at the connection card).
 """

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
-from app.catalog.loader import get_method
+from app.catalog.loader import get_app, get_method
 from app.catalog.schema import AppDefinition, Transport
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.activity import record_activity, record_activity_now
 from app.services.connections import endpoint, provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
+from app.services.gateway import resource_uris
 from app.services.gateway.approval_cards import _approval_step
 from app.services.gateway.arguments import REDACTED, project_arguments
 from app.services.gateway.results import (
@@ -29,6 +31,7 @@ from app.services.gateway.results import (
 )
 from app.services.gateway.tools import call_target
 from app.services.oauth import tokens as oauth_tokens
+from app.services.oauth.errors import ReauthorizationRequired
 
 if TYPE_CHECKING:
     from app.services.runtime.context import RunContext
@@ -120,31 +123,41 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
             prepared.connection_id is None or prepared.grant_id is None
         ):  # set by prepare_call for a ready call
             raise ServiceError("The connection is no longer available to this agent.")
-        connection, grant, secrets = endpoint.connection_with_secrets(
-            prepared.connection_id, prepared.grant_id
-        )
-        if connection is None or grant is None or grant.status != "active":
-            raise ServiceError("The connection is no longer available to this agent.")
-        # Parsed under the access revision the tool was resolved at (a catalog change raises every revision).
-        app_definition = prepared.app_definition
-        method = get_method(app_definition, connection.method_key) if app_definition else None
-        if app_definition is None or method is None:
-            raise ServiceError("The connection's app is no longer in the catalog.")
-        access_token = None
-        if method.auth == "oauth":
-            access_token = oauth_tokens.get_valid_access_token(connection, grant)
-            secrets = endpoint.stored_secrets(grant)  # a refresh may have stored new tokens
-        try:
-            url, headers = endpoint.connection_endpoint(connection, app_definition, grant, secrets)
-        except ValueError:
-            raise ServiceError(
-                "The stored credential cannot be sent to the provider; reconnect it."
-            ) from None
+        return provider_target(prepared.connection_id, prepared.grant_id, prepared.app_definition)
     except ServiceError as err:
         db.session.rollback()
+        prepared.needs_person = isinstance(err, ReauthorizationRequired)
         prepared.result = _refusal(PROVIDER_ERROR, err.message)
         _record(prepared, outcome=PROVIDER_ERROR)
         return None
+
+
+def provider_target(
+    connection_id: uuid.UUID, grant_id: uuid.UUID, app_definition: AppDefinition | None = None
+) -> ProviderTarget:
+    """How to reach the connection's provider as that grant (see `prepare_target`); ServiceError when it cannot be
+    reached any more (the grant ended, the app left the catalog, the credential cannot be sent).
+
+    The connection, its identity and the identity's credentials come in one statement (read again after an OAuth
+    refresh). `app_definition`: the one the tool was resolved with, parsed under the same access revision (a
+    catalog change raises every revision); looked up when the caller has none.
+    """
+    connection, grant, secrets = endpoint.connection_with_secrets(connection_id, grant_id)
+    if connection is None or grant is None or grant.status != "active":
+        raise ServiceError("The connection is no longer available to this agent.")
+    if app_definition is None:
+        app_definition = get_app(connection.app_slug)
+    method = get_method(app_definition, connection.method_key) if app_definition else None
+    if app_definition is None or method is None:
+        raise ServiceError("The connection's app is no longer in the catalog.")
+    access_token = None
+    if method.auth == "oauth":
+        access_token = oauth_tokens.get_valid_access_token(connection, grant)
+        secrets = endpoint.stored_secrets(grant)  # a refresh may have stored new tokens
+    try:
+        url, headers = endpoint.connection_endpoint(connection, app_definition, grant, secrets)
+    except ValueError:
+        raise ServiceError("The stored credential cannot be sent to the provider; reconnect it.") from None
     if access_token:
         headers = {**headers, "Authorization": f"Bearer {access_token}"}
     scrub = [v for v in [*secrets.values(), access_token or ""] if isinstance(v, str) and len(v) >= 6]
@@ -158,7 +171,7 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     )
 
 
-def _scrub(value: Any, secrets: list[str]) -> Any:
+def scrub(value: Any, secrets: list[str]) -> Any:
     if not secrets:
         return value
     if isinstance(value, str):
@@ -166,9 +179,9 @@ def _scrub(value: Any, secrets: list[str]) -> Any:
             value = value.replace(secret, REDACTED)
         return value
     if isinstance(value, dict):
-        return {k: _scrub(v, secrets) for k, v in value.items()}
+        return {k: scrub(v, secrets) for k, v in value.items()}
     if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
+        return [scrub(v, secrets) for v in value]
     return value
 
 
@@ -206,7 +219,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
     """Call the provider through its bulkhead and breaker, with the call timeout; failures become isError results.
 
     The provider's result passes through as it said it (`content`, `structuredContent`, `isError`, `_meta`), with
-    stored credentials scrubbed. `control` relays progress and lets the agent cancel (`provider_calls`). Touches the
+    stored credentials scrubbed and `resource_link` URIs namespaced for the agent (`resource_uris`). `control` relays progress and lets the agent cancel (`provider_calls`). Touches the
     database only to record the outcome afterwards.
     """
     try:
@@ -230,7 +243,11 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         result["structuredContent"] = raw["structuredContent"]
     if raw.get("_meta"):
         result["_meta"] = raw["_meta"]
-    result = _scrub(result, target.scrub)
+    result = scrub(result, target.scrub)
+    if prepared.connection_id is not None:
+        result = resource_uris.namespace_links(
+            result, prepared.company_id, prepared.agent_id, prepared.connection_id
+        )
     _record(prepared, outcome="tool_error" if result["isError"] else "ok", now=True)
     return result
 

@@ -41,6 +41,8 @@ class PreparedCall:
     approval_id: uuid.UUID | None = None
     result: dict | None = None
     unknown: bool = False
+    # The connection cannot be called until the responsible person signs in to it again (`gateway/elicitation`).
+    needs_person: bool = False
 
     @property
     def ready(self) -> bool:

@@ -13,8 +13,18 @@ committed before the provider is prepared (an OAuth refresh commits on a connect
 
 Progress and cancellation (`app.web.agents.streaming`): a call whose `_meta.progressToken` is set by a client that
 accepts `text/event-stream` is answered on an SSE stream carrying the provider's progress, then the result; a
-closed stream, or `notifications/cancelled` naming the call's request id (in this server process), cancels the
-provider call, which sends the provider `notifications/cancelled` and ends its session.
+closed stream, or `notifications/cancelled` naming the call's request id, cancels the provider call, which sends the
+provider `notifications/cancelled`. A cancellation that lands in another server process reaches the call through the
+database (`services/gateway/cancellation`).
+
+Resources (`services/gateway/resources`): `resource_link` URIs in tool results are namespaced per connection and
+tagged for the agent; `resources/read` of such a URI reads it at the provider with the tool call's access checks,
+anything else is "Resource not found" (`-32002`; `-32602` on 2026-07-28). The gateway declares `resources: {}` and
+lists no resources.
+
+URL-mode elicitation (`app.web.agents.elicitation`): a call to a connection that needs the responsible person, from a
+client that declared `elicitation.url`, opens the connection card and answers with the card's page as a URL
+elicitation.
 """
 
 from __future__ import annotations
@@ -24,18 +34,21 @@ from typing import Any
 
 from flask import Blueprint, Response
 from flask.typing import ResponseReturnValue
-from mcp_types.jsonrpc import INVALID_PARAMS
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
-from app.core import mcp_versions
+from app.core import mcp_messages, mcp_versions
 from app.core.errors import ServiceError
 from app.core.mcp_messages import tool_error
 from app.extensions import db
-from app.models import HeartbeatRun
+from app.models import HeartbeatRun, ToolConnection
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
+from app.services.gateway import cancellation
+from app.services.gateway import elicitation as gateway_elicitation
+from app.services.gateway import resources as gateway_resources
 from app.services.gateway import tools as gateway_tools
 from app.services.runtime import context as run_context
-from app.web.agents import jsonrpc, streaming
+from app.web.agents import elicitation, jsonrpc, streaming
 from app.web.openapi import operations as openapi
 from app.web.openapi.responses import McpDiscoveryResponse, respond
 from app.web.security import request_run_claims
@@ -77,10 +90,26 @@ def rpc() -> ResponseReturnValue:
             list_tools=lambda: gateway_tools.list_tool_definitions(*live_run()),
             call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params, exchange, live_run),
             negotiates=True,
-            on_cancelled=lambda request_id: provider_calls.cancel_in_flight(live_run()[0].id, request_id),
+            on_cancelled=lambda request_id: cancellation.request_cancel(live_run()[0].id, request_id),
             authorize=live_run,
+            read_resource=lambda id_, params, exchange: _read_resource(id_, claims, params, exchange),
+            on_initialize=lambda params: gateway_elicitation.remember_client(
+                live_run()[0], params.get("capabilities")
+            ),
         )
     )
+
+
+def _load_context(claims: dict) -> run_context.RunContext | ServiceError:
+    """The run's whole context, re-validated; a token or run failure raises (401/403), any other refusal (a closed
+    task, the person left) is returned for the agent to read."""
+    try:
+        return run_context.load_run_context(claims)
+    except run_context.RunRejected:
+        raise
+    except ServiceError as err:
+        db.session.rollback()
+        return err
 
 
 def _call_tool(
@@ -97,29 +126,61 @@ def _call_tool(
     if not isinstance(arguments, dict):
         live_run()
         return jsonrpc.message(id_, result=tool_error("Validation error: arguments must be an object")), 200
-    try:
-        ctx = run_context.load_run_context(claims)
-    except run_context.RunRejected:
-        raise
-    except ServiceError as err:
-        db.session.rollback()
-        return jsonrpc.message(id_, result=tool_error(err.message)), 200
+    ctx = _load_context(claims)
+    if isinstance(ctx, ServiceError):
+        return jsonrpc.message(id_, result=tool_error(ctx.message)), 200
     run_id = ctx.run.id
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
     if prepared.unknown:
-        return jsonrpc.unknown_tool(id_, name, INVALID_PARAMS)
+        # A tool of a connection that needs the responsible person is not listed, so it arrives as unknown.
+        needing = (
+            gateway_elicitation.connection_needing_person(ctx.run, name)
+            if elicitation.takes_url(ctx.run, exchange, params)
+            else None
+        )
+        elicited = needing and elicitation.person_needed(id_, ctx, needing, exchange, params)
+        return elicited or jsonrpc.unknown_tool(id_, name, INVALID_PARAMS)
     if prepared.ready:
         if prepared.consumed_approval:
             commit_point(Reason.GATEWAY_DECISION)
         target = gateway_calls.prepare_target(prepared)
         commit_point(Reason.PROVIDER_CALL)
+        if prepared.needs_person and prepared.connection_id is not None:
+            connection = db.session.get(ToolConnection, prepared.connection_id)
+            elicited = connection and elicitation.person_needed(id_, ctx, connection, exchange, params)
+            if elicited:
+                return elicited
         if target is not None:
             token = streaming.progress_token(params)
             if token is not None and exchange.streams and not exchange.batched:
                 return streaming.streamed_call(id_, token, run_id, prepared, target, exchange)
-            control = provider_calls.CallControl()
+            control = cancellation.control_for(run_id, id_)
             with provider_calls.in_flight(run_id, id_, control):
                 prepared.result = gateway_calls.execute_call(prepared, target, control=control)
     # Every path above leaves a result: a refusal, the approval to wait for, or the provider's answer.
     assert prepared.result is not None
     return jsonrpc.message(id_, result=prepared.result), 200
+
+
+def _read_resource(id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply:
+    """`resources/read` of a link a tool handed the agent (`services/gateway/resources`); errors at HTTP 200."""
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri:
+        return mcp_messages.error(id_, INVALID_PARAMS, "Invalid params: uri must be a string"), 200
+    # 2026-07-28 says -32602 for a resource that does not exist; the earlier revisions -32002.
+    not_found = INVALID_PARAMS if exchange.modern else jsonrpc.RESOURCE_NOT_FOUND
+    ctx = _load_context(claims)
+    if isinstance(ctx, ServiceError):
+        return mcp_messages.error(id_, INVALID_REQUEST, ctx.message), 200
+    try:
+        prepared = gateway_resources.prepare_read(ctx, uri)
+        commit_point(Reason.PROVIDER_CALL)
+        result = gateway_resources.execute_read(prepared)
+    except gateway_resources.ResourceNotFound:
+        return mcp_messages.error(id_, not_found, gateway_resources.NOT_FOUND, {"uri": uri}), 200
+    except gateway_resources.ResourceReadFailed as failed:
+        code = not_found if failed.code in (jsonrpc.RESOURCE_NOT_FOUND,) else failed.code
+        return mcp_messages.error(id_, code, failed.message, {"uri": uri}), 200
+    if exchange.modern:
+        result = {**result, **jsonrpc.NOT_CACHED}
+    return jsonrpc.message(id_, result=result), 200

@@ -35,6 +35,12 @@ from app.core import mcp_messages, mcp_versions
 from app.core.raw_json import RawJSON, dumps
 from app.web.json_body import EMPTY, BodyNotJson, read_json_body
 
+RESOURCE_NOT_FOUND = (
+    -32002
+)  # 2025-03-26 .. 2025-11-25 "Error Handling" of resources (mcp_types has no constant)
+NOT_CACHED = {"ttlMs": 0, "cacheScope": "private"}
+EMPTY_RESOURCE_LISTINGS = {"resources/list": "resources", "resources/templates/list": "resourceTemplates"}
+
 # A JSON-RPC message to send (None: an empty body) and its HTTP status.
 Reply = tuple[dict | list | None, int]
 
@@ -63,6 +69,17 @@ class Door:
     # Checks the caller (raising its refusal) before anything is answered. A body that is one `tools/call` request
     # is answered by `call_tool`, which checks the caller itself (and calls this before refusing the message).
     authorize: Callable[[], object] | None = None
+    # Answers a `resources/read` (id, params, exchange); a door that has it declares the `resources` capability.
+    read_resource: Callable[[Any, dict, Exchange], Reply] | None = None
+    # Told the params of every `initialize` (what the client declared), before it is answered.
+    on_initialize: Callable[[dict], None] | None = None
+
+    @property
+    def capabilities(self) -> mcp_types.ServerCapabilities:
+        capabilities = mcp_messages.tools_capabilities()
+        if self.read_resource is not None:
+            capabilities.resources = mcp_types.ResourcesCapability()
+        return capabilities
 
 
 def is_one_tool_call(body: object) -> bool:
@@ -174,6 +191,8 @@ def answer(door: Door, exchange: Exchange, msg: object) -> Reply | Response:
     if method == "tools/call":
         reply = door.call_tool(id_, params, exchange)
         return _modern_result(door, exchange, reply)
+    if method == "resources/read" and door.read_resource is not None:
+        return _modern_result(door, exchange, door.read_resource(id_, params, exchange))
     result = _result_of(door, exchange, method, params)
     if result is None:
         # 2026-07-28 prescribes 404 for an unknown method; legacy gateway clients read a 404 as "session ended".
@@ -187,33 +206,42 @@ def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dic
     if method == "ping":
         return mcp_messages.dump(mcp_types.EmptyResult())
     if method == "tools/list":
-        if not exchange.modern:
-            return mcp_messages.dump(mcp_types.ListToolsResult.model_validate({"tools": door.list_tools()}))
-        # 2026-07-28 caching: a run's listing is its own and changes with access, so nobody should keep it.
-        return mcp_messages.dump(
-            mcp_types.ListToolsResult.model_validate(
-                {"tools": door.list_tools(), "ttlMs": 0, "cacheScope": "private"}
-            )
+        tools = door.list_tools()
+        # A listing kept serialized (RawJSON) was built from `mcp_messages.tool` entries: `dumps` splices it in.
+        listing = (
+            {"tools": tools}
+            if isinstance(tools, RawJSON)
+            else mcp_messages.dump(mcp_types.ListToolsResult.model_validate({"tools": tools}))
         )
+        if not exchange.modern:
+            return listing
+        # 2026-07-28 caching: a run's listing is its own and changes with access, so nobody should keep it.
+        return {**listing, **NOT_CACHED}
+    if door.read_resource is not None and method in EMPTY_RESOURCE_LISTINGS:
+        # Resources are read from the links tools hand out; there is nothing to list or template.
+        resources: dict[str, list] = {EMPTY_RESOURCE_LISTINGS[method]: []}
+        return {**resources, **NOT_CACHED} if exchange.modern else resources
     if exchange.modern:
         if method == "server/discover":
             return mcp_messages.dump(
                 mcp_types.DiscoverResult(
                     supported_versions=[*reversed(mcp_versions.SUPPORTED)],
-                    capabilities=mcp_messages.tools_capabilities(),
+                    capabilities=door.capabilities,
                     ttl_ms=0,
                     cache_scope="private",
                 )
             )
         return None
     if method == "initialize":
+        if door.on_initialize is not None:
+            door.on_initialize(params)
         version = (
             mcp_versions.negotiate(params.get("protocolVersion")) if door.negotiates else exchange.version
         )
         return mcp_messages.dump(
             mcp_types.InitializeResult(
                 protocol_version=version,
-                capabilities=mcp_messages.tools_capabilities(),
+                capabilities=door.capabilities,
                 server_info=mcp_messages.server_info(door.server_name),
             )
         )

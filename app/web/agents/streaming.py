@@ -26,6 +26,7 @@ from app.core import mcp_messages
 from app.extensions import db
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
+from app.services.gateway import cancellation
 from app.services.gateway.results import PreparedCall
 from app.services.gateway.tools import SERVER_NAME
 from app.web.agents import jsonrpc
@@ -67,7 +68,7 @@ def streamed_call(
             params.message = message
         events.put(("progress", mcp_messages.notification(mcp_types.ProgressNotification(params=params))))
 
-    control = provider_calls.CallControl(on_progress=on_progress)
+    control = cancellation.control_for(run_id, id_, on_progress)
 
     def work() -> None:
         with app.app_context(), provider_calls.in_flight(run_id, id_, control):

@@ -25,6 +25,7 @@ OUTCOME_WORDS: dict[str, str] = {
     "provider_timeout": "timed out at the provider",
     "provider_busy": "found the provider busy",
     "provider_paused": "found the provider paused",
+    "refused_by_provider": "was refused by the provider",
 }
 
 
@@ -153,6 +154,9 @@ def sentence(row: ActivityLog, names: Names) -> str:
         code = str(details.get("outcome") or "ran")
         outcome = OUTCOME_WORDS.get(code, code)
         return f"{who} called {details.get('toolName') or 'a tool'} on {connection}: {outcome}"
+    if action == "tool_gateway.resource_read":
+        code = str(details.get("outcome") or "ran")
+        return f"{who} read a resource on {connection}: {OUTCOME_WORDS.get(code, code)}"
     if action.startswith("run."):
         # Runs are started and finished by the worker: the sentence is about the agent whose run it is.
         agent = names.agent(row)

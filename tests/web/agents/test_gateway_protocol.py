@@ -113,7 +113,7 @@ def test_modern_requests_are_served_without_initialize(db, world):
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == SUPPORTED_NEWEST_FIRST
     assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {"tools": {"listChanged": False}, "resources": {}}
     assert result["_meta"][mcp_versions.META_SERVER_INFO]["name"] == "switchboard-tool-gateway"
     listed = post(client, token, modern_body("tools/list"), modern_headers(token, "tools/list"))
     assert listed.status_code == 200 and listed.json["result"]["resultType"] == "complete"
@@ -177,9 +177,9 @@ def test_batches_only_where_the_revision_has_them(db, world):
 
 
 def test_request_errors_come_with_http_200_on_the_gateway(db, world):
-    unknown_method = rpc(world.client, world.token, "resources/list")
+    unknown_method = rpc(world.client, world.token, "prompts/list")
     assert unknown_method.status_code == 200
-    assert unknown_method.json["error"] == {"code": -32601, "message": "Unknown method: resources/list"}
+    assert unknown_method.json["error"] == {"code": -32601, "message": "Unknown method: prompts/list"}
     missing_name = rpc(world.client, world.token, "tools/call", {"arguments": {}})
     assert missing_name.status_code == 200
     assert missing_name.json["error"] == {"code": -32602, "message": "Unknown tool: missing"}

@@ -1,0 +1,72 @@
+"""URL-mode elicitation: a gateway call that needs the responsible person points the agent's client at the card.
+
+When a call reaches a connection that only the responsible person can repair (its OAuth sign-in has to be done again,
+or it is marked as needing attention) and the agent's client declared URL-mode elicitation, the gateway opens the
+connection card for that service in the task thread, exactly as `connection_request` would (one pending card per run,
+person and service; `runtime.request.request_connection`), and answers with the card's page as a URL elicitation
+(2025-11-25 `URLElicitationRequiredError`, 2026-07-28 `input_required`). The card stays the main path: the person
+finds it in the thread and the Inbox, and answering it wakes the agent as usual. The URL names no secret (the card's
+id), and its page serves only the card's addressee, signed in.
+
+The gateway keeps no sessions, so what a 2025-11-25 client declared at `initialize` is remembered on its run
+(`HeartbeatRun.gateway_elicitation`, the modes of the last `initialize`); a 2026-07-28 request says it itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.orm.attributes import flag_modified
+
+from app.core.errors import ServiceError
+from app.extensions import db
+from app.models import HeartbeatRun, ThreadInteraction, ToolConnection
+from app.services.access.effective import connection_is_healthy, effective_access
+from app.services.gateway.tools import NAME_SEPARATOR, connection_slug
+from app.services.intents import service as intents_service
+from app.services.runtime import request as runtime_request
+from app.services.runtime.context import RunContext
+
+MODES = ("form", "url")
+
+
+def declared_modes(capabilities: object) -> list[str] | None:
+    """The elicitation modes in a client's capabilities (None: no elicitation; `{}` means form only)."""
+    if not isinstance(capabilities, dict) or not isinstance(capabilities.get("elicitation"), dict):
+        return None
+    elicitation = capabilities["elicitation"]
+    return [mode for mode in MODES if isinstance(elicitation.get(mode), dict)] or ["form"]
+
+
+def remember_client(run: HeartbeatRun, capabilities: object) -> None:
+    """Keep what the run's client declared at `initialize` (written only when it changed)."""
+    modes = declared_modes(capabilities)
+    if run.gateway_elicitation != modes:
+        run.gateway_elicitation = modes
+        flag_modified(run, "gateway_elicitation")
+
+
+def connection_needing_person(run: HeartbeatRun, tool_name: str) -> ToolConnection | None:
+    """The agent's connection a tool name points at when it is not callable because it needs attention."""
+    prefix = tool_name.split(NAME_SEPARATOR, 1)[0]
+    for access in effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False):
+        connection = access.connection
+        slug = connection_slug(connection.name)
+        if prefix in (slug, f"{slug}-{connection.id.hex[:8]}") and not connection_is_healthy(connection):
+            return connection
+    return None
+
+
+def open_card(ctx: RunContext, connection: ToolConnection) -> ThreadInteraction | None:
+    """The pending connection card asking the responsible person to repair `connection`'s service (created or
+    reused by the `connection_request` rules), or None when those rules send no card (declined in this
+    continuation, denied by an administrator, ready after all)."""
+    slug = intents_service.service_slug_of(connection)
+    try:
+        answer = runtime_request.request_connection(ctx, slug)
+    except ServiceError:
+        db.session.rollback()  # nothing of this attempt is kept; the call's own answer stands
+        return None
+    if answer.get("state") != "needs_user_action" or not answer.get("interactionId"):
+        return None
+    return db.session.get(ThreadInteraction, uuid.UUID(answer["interactionId"]))

@@ -1,0 +1,67 @@
+"""The gateway's URL-mode elicitation answers (`app.services.gateway.elicitation` decides when and opens the card).
+
+A 2025-11-25 client that declared `elicitation.url` at `initialize` gets JSON-RPC `-32042` (URLElicitationRequired)
+with one URL elicitation; a 2026-07-28 request whose `_meta` client capabilities declare it gets an
+`input_required` result carrying the same `elicitation/create` request (its `requestState` is the card's id; a retry
+is simply served again). The URL is the card's page (`/intents/<id>/dialog` under `PUBLIC_BASE_URL`), which serves
+its addressee only; the elicitation id is the card's id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app, url_for
+from mcp_types.jsonrpc import URL_ELICITATION_REQUIRED
+
+from app.core import mcp_messages, mcp_versions
+from app.models import HeartbeatRun, ThreadInteraction, ToolConnection
+from app.services.gateway import elicitation
+from app.services.runtime.context import RunContext
+from app.web.agents import jsonrpc
+
+URL_MODE_SINCE = "2025-11-25"
+
+
+def takes_url(run: HeartbeatRun, exchange: jsonrpc.Exchange, params: dict) -> bool:
+    """Whether the client of this request declared URL-mode elicitation (per request on 2026-07-28)."""
+    if exchange.modern:
+        meta = params.get("_meta")
+        capabilities = meta.get(mcp_versions.META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
+        return "url" in (elicitation.declared_modes(capabilities) or [])
+    return exchange.version == URL_MODE_SINCE and "url" in (run.gateway_elicitation or [])
+
+
+def card_url(card: ThreadInteraction) -> str:
+    base = str(current_app.config.get("PUBLIC_BASE_URL") or "").rstrip("/")
+    return base + url_for("intent_cards.dialog", interaction_id=card.id)
+
+
+def person_needed(
+    id_: Any, ctx: RunContext, connection: ToolConnection, exchange: jsonrpc.Exchange, params: dict
+) -> jsonrpc.Reply | None:
+    """The URL elicitation for a call `connection` refused until the responsible person acts, or None (the client
+    cannot take one, or no card applies: the call's own answer stands)."""
+    if not takes_url(ctx.run, exchange, params):
+        return None
+    card = elicitation.open_card(ctx, connection)
+    if card is None:
+        return None
+    message = (
+        f"{connection.name} needs the task's responsible person to reconnect it before {ctx.agent.name} can use "
+        "it. They can do it on this page (a connection card is also waiting in the task)."
+    )
+    request = {"mode": "url", "url": card_url(card), "message": message}
+    if exchange.modern:
+        result = {
+            "resultType": "input_required",
+            "inputRequests": {str(card.id): {"method": "elicitation/create", "params": request}},
+            "requestState": str(card.id),
+        }
+        return jsonrpc.message(id_, result=result), 200
+    return mcp_messages.error(
+        id_,
+        URL_ELICITATION_REQUIRED,
+        f"{connection.name} must be reconnected by the task's responsible person first.",
+        {"elicitations": [{**request, "elicitationId": str(card.id)}]},
+    ), 200
