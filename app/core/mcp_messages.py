@@ -42,8 +42,12 @@ def _envelope(model: BaseModel, id_: Any) -> dict:
 
 
 def response(id_: Any, result: dict) -> dict:
-    """A JSON-RPC response carrying `result`."""
-    return _envelope(JSONRPCResponse.model_construct(jsonrpc=JSONRPC_VERSION, id=id_, result=result), id_)
+    """A JSON-RPC response carrying `result`, as given: results are JSON-ready already (built with `dump`, or a
+    provider's own JSON), and a listing kept serialized (`core/raw_json.RawJSON`) must reach `raw_json.dumps` as
+    it is, not be dumped as a dataclass."""
+    body = _envelope(JSONRPCResponse.model_construct(jsonrpc=JSONRPC_VERSION, id=id_, result={}), id_)
+    body["result"] = result
+    return body
 
 
 def error(id_: Any, code: int, message: str, data: Any = None) -> dict:
