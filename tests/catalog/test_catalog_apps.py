@@ -76,8 +76,10 @@ def test_first_party_remote_servers_are_catalogued_as_documented(db):
                 assert method.keyPlacement.location == "header"
                 assert method.keyPlacement.name == "Authorization"
             if method.auth == "oauth" and not method.defaults.dynamicClientRegistration:
-                # Providers that require a pre-registered client say where the operator configures it.
-                assert f'SWITCHBOARD_OAUTH_CLIENTS under "{slug}"' in method.whenToUse
+                # Providers that require a pre-registered client say who registers it, in words a person
+                # connecting reads (the setting's name is for operators: README, Configuration).
+                assert "the person who runs Switchboard registers" in method.whenToUse, slug
+                assert "SWITCHBOARD_" not in method.whenToUse, slug
 
 
 def test_logos_are_our_own_simple_marks():
