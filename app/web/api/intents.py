@@ -129,12 +129,6 @@ def _addressed_intent(interaction_id: str) -> ThreadInteraction:
     return interaction
 
 
-def _answered(resolved: ThreadInteraction) -> ResponseReturnValue:
-    """The resolved card; its agent is woken once the answer is committed (a rollback wakes no one)."""
-    after_commit(lambda: deliver_continuation(resolved.id))
-    return respond(InteractionResponse.of(resolved))
-
-
 @bp.get("/connection-intents/<interaction_id>/setup-options")
 @documented(
     "What the addressed person needs to answer a connection card",
@@ -169,7 +163,9 @@ def intent_phase(interaction_id: str) -> ResponseReturnValue:
 def intent_complete(interaction_id: str) -> ResponseReturnValue:
     interaction = _addressed_intent(interaction_id)
     body = parse_body(CompleteBody)
-    return _answered(resolution.complete_intent(interaction.id, current_user.id, body.connectionId))
+    resolved = resolution.complete_intent(interaction.id, current_user.id, body.connectionId)
+    after_commit(lambda: deliver_continuation(resolved.id))
+    return respond(InteractionResponse.of(resolved))
 
 
 @bp.post("/connection-intents/<interaction_id>/decline")
@@ -177,4 +173,6 @@ def intent_complete(interaction_id: str) -> ResponseReturnValue:
 def intent_decline(interaction_id: str) -> ResponseReturnValue:
     interaction = _addressed_intent(interaction_id)
     body = parse_body(DeclineBody)
-    return _answered(resolution.decline_intent(interaction.id, current_user.id, body.reason))
+    resolved = resolution.decline_intent(interaction.id, current_user.id, body.reason)
+    after_commit(lambda: deliver_continuation(resolved.id))
+    return respond(InteractionResponse.of(resolved))
