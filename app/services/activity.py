@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
@@ -26,50 +27,46 @@ def _assert_no_secrets(details: dict) -> None:
             _assert_no_secrets(value)
 
 
-def record_activity(
-    *,
-    company_id: uuid.UUID,
-    actor_type: str,
-    actor_id: str | uuid.UUID,
-    action: str,
-    entity_type: str,
-    entity_id: str | uuid.UUID,
-    agent_id: uuid.UUID | None = None,
-    run_id: uuid.UUID | None = None,
-    details: dict | None = None,
-    session: Session | None = None,
-) -> ActivityLog:
+class ActivityFields(TypedDict):
+    """What one activity row records; both writers below take exactly these keywords."""
+
+    company_id: uuid.UUID
+    actor_type: str
+    actor_id: str | uuid.UUID
+    action: str
+    entity_type: str
+    entity_id: str | uuid.UUID
+    agent_id: NotRequired[uuid.UUID | None]
+    run_id: NotRequired[uuid.UUID | None]
+    details: NotRequired[dict | None]
+
+
+def _activity_row(fields: ActivityFields) -> dict[str, Any]:
+    """The row's column values, its details checked for secrets."""
+    details = fields.get("details") or {}
+    _assert_no_secrets(details)
+    return {
+        "company_id": fields["company_id"],
+        "actor_type": fields["actor_type"],
+        "actor_id": str(fields["actor_id"]),
+        "action": fields["action"],
+        "entity_type": fields["entity_type"],
+        "entity_id": str(fields["entity_id"]),
+        "agent_id": fields.get("agent_id"),
+        "run_id": fields.get("run_id"),
+        "details": details,
+    }
+
+
+def record_activity(*, session: Session | None = None, **fields: Unpack[ActivityFields]) -> ActivityLog:
     """Append one activity row (details are checked for secrets) to the request's session, or to `session` for
     work done in a transaction of its own (OAuth token refresh)."""
-    details = details or {}
-    _assert_no_secrets(details)
-    row = ActivityLog(
-        company_id=company_id,
-        actor_type=actor_type,
-        actor_id=str(actor_id),
-        action=action,
-        entity_type=entity_type,
-        entity_id=str(entity_id),
-        agent_id=agent_id,
-        run_id=run_id,
-        details=details,
-    )
+    row = ActivityLog(**_activity_row(fields))
     (session if session is not None else db.session).add(row)
     return row
 
 
-def record_activity_now(
-    *,
-    company_id: uuid.UUID,
-    actor_type: str,
-    actor_id: str | uuid.UUID,
-    action: str,
-    entity_type: str,
-    entity_id: str | uuid.UUID,
-    agent_id: uuid.UUID | None = None,
-    run_id: uuid.UUID | None = None,
-    details: dict | None = None,
-) -> None:
+def record_activity_now(**fields: Unpack[ActivityFields]) -> None:
     """`record_activity` durable at once: one autocommitted INSERT on a connection of its own (no BEGIN, no COMMIT).
 
     For an outcome recorded while the request holds no transaction (a gateway call's, once the provider has
@@ -77,19 +74,7 @@ def record_activity_now(
     one transaction for this single row. Never call it inside a transaction that has written: on SQLite it would
     wait for that transaction's lock.
     """
-    details = details or {}
-    _assert_no_secrets(details)
-    row = {
-        "company_id": company_id,
-        "actor_type": actor_type,
-        "actor_id": str(actor_id),
-        "action": action,
-        "entity_type": entity_type,
-        "entity_id": str(entity_id),
-        "agent_id": agent_id,
-        "run_id": run_id,
-        "details": details,
-    }
+    row = _activity_row(fields)
     with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
         connection.execute(insert(ActivityLog), row)
 

@@ -58,23 +58,37 @@ def _connection_and_app(connection_id: str) -> tuple[ToolConnection, Membership,
     return connection, membership, app_definition
 
 
+def _card_id(connection: ToolConnection, named: uuid.UUID | None) -> uuid.UUID | None:
+    """The card a sign-in answers: the one the request names, else the card the person's draft is bound to."""
+    return named or intent_setup.bound_card_id(connection, current_user.id)
+
+
+def _start_authorization(
+    membership: Membership,
+    connection: ToolConnection,
+    app_definition: AppDefinition,
+    interaction_id: uuid.UUID | None,
+) -> str:
+    """The provider's sign-in URL. A card's sign-in keeps the requesting page's origin: the callback page posts
+    the outcome to that origin only."""
+    return oauth_flow.start_authorization(
+        membership,
+        connection,
+        app_definition,
+        interaction_id=interaction_id,
+        opener_origin=request.headers.get("Origin") if interaction_id else None,
+    )
+
+
 @bp.post("/apps/<connection_id>/oauth/start")
 @login_required
 def start(connection_id: str) -> ResponseReturnValue:
     """The setup flow's "Sign in with <provider>" button (also Reconnect): 303 to the provider, or a page that says
     why the sign-in could not start (no OAuth client, no authorization server, a closed card) with a way back."""
     connection, membership, app_definition = _connection_and_app(connection_id)
-    interaction_id = _optional_uuid(request.form.get("interaction_id")) or intent_setup.bound_card_id(
-        connection, current_user.id
-    )
+    interaction_id = _card_id(connection, _optional_uuid(request.form.get("interaction_id")))
     try:
-        url = oauth_flow.start_authorization(
-            membership,
-            connection,
-            app_definition,
-            interaction_id=interaction_id,
-            opener_origin=request.headers.get("Origin") if interaction_id else None,
-        )
+        url = _start_authorization(membership, connection, app_definition, interaction_id)
     except ServiceError as err:
         db.session.rollback()
         interaction = db.session.get(ThreadInteraction, interaction_id) if interaction_id else None
@@ -103,14 +117,8 @@ def start_json(connection_id: str) -> ResponseReturnValue:
     """JSON start for the task card: `{interactionId?}` -> `{authorizationUrl}` (opened in a popup)."""
     connection, membership, app_definition = _connection_and_app(connection_id)
     body = parse_body(StartBody)
-    interaction_id = body.interactionId or intent_setup.bound_card_id(connection, current_user.id)
-    url = oauth_flow.start_authorization(
-        membership,
-        connection,
-        app_definition,
-        interaction_id=interaction_id,
-        opener_origin=request.headers.get("Origin") if interaction_id else None,
-    )
+    interaction_id = _card_id(connection, body.interactionId)
+    url = _start_authorization(membership, connection, app_definition, interaction_id)
     return respond(OAuthStartResponse(authorizationUrl=url))
 
 

@@ -110,6 +110,25 @@ def set_audience(actor: Membership, connection: ToolConnection, audience: Audien
     db.session.flush()
 
 
+def _add_install(
+    connection: ToolConnection,
+    target_type: str,
+    target_id: uuid.UUID,
+    created_by_user_id: uuid.UUID | None,
+    tool_scope: dict[str, str] | None = None,
+) -> None:
+    db.session.add(
+        ConnectionInstall(
+            company_id=connection.company_id,
+            connection_id=connection.id,
+            target_type=target_type,
+            target_id=target_id,
+            tool_scope=dict(tool_scope) if tool_scope is not None else None,
+            created_by_user_id=created_by_user_id,
+        )
+    )
+
+
 def add_company_install(connection: ToolConnection, created_by_user_id: uuid.UUID | None) -> None:
     """Install the connection for every agent of the company (additive: an existing install is kept)."""
     exists = db.session.scalar(
@@ -118,15 +137,7 @@ def add_company_install(connection: ToolConnection, created_by_user_id: uuid.UUI
         )
     )
     if exists is None:
-        db.session.add(
-            ConnectionInstall(
-                company_id=connection.company_id,
-                connection_id=connection.id,
-                target_type="company",
-                target_id=connection.company_id,
-                created_by_user_id=created_by_user_id,
-            )
-        )
+        _add_install(connection, "company", connection.company_id, created_by_user_id)
 
 
 def add_agent_install(
@@ -149,16 +160,7 @@ def add_agent_install(
         )
     )
     if install is None:
-        db.session.add(
-            ConnectionInstall(
-                company_id=connection.company_id,
-                connection_id=connection.id,
-                target_type="agent",
-                target_id=agent_id,
-                tool_scope=dict(tool_scope) if tool_scope is not None else None,
-                created_by_user_id=created_by_user_id,
-            )
-        )
+        _add_install(connection, "agent", agent_id, created_by_user_id, tool_scope)
     elif install.tool_scope is not None:
         install.tool_scope = (
             scopes.merged_scope(install.tool_scope, tool_scope) if tool_scope is not None else None

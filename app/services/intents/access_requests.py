@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
-
 from app.core.errors import Forbidden, Unprocessable
-from app.extensions import db
-from app.models import ConnectionTool, ToolConnection, ToolPolicy
+from app.models import ToolConnection
 from app.services.access import scopes
+from app.services.access.effective import tools_with_policies
 
 ACCESS_REQUEST_KEY = "accessRequest"
 # The payload's words for a scope's permissions: an access card's tool says `allowed` or `ask_first`.
@@ -40,17 +38,9 @@ def review_tools(connection: ToolConnection, tool_names: list[str] | None) -> li
     Unknown names and an unnamed request over `MAX_REVIEWED_TOOLS` tools are refused with a message that says
     what to do instead.
     """
-    rows = db.session.execute(
-        select(ConnectionTool, ToolPolicy.action)
-        .outerjoin(
-            ToolPolicy,
-            (ToolPolicy.connection_id == ConnectionTool.connection_id)
-            & (ToolPolicy.tool_name == ConnectionTool.name),
-        )
-        .where(ConnectionTool.connection_id == connection.id, ConnectionTool.status == "active")
-        .order_by(ConnectionTool.name)
-    ).all()
-    by_name = {tool.name: (tool, action) for tool, action in rows}
+    by_name = {
+        access.tool.name: access for access in tools_with_policies([connection.id]).get(connection.id, [])
+    }
     if tool_names:
         unknown = [name for name in tool_names if name not in by_name]
         if unknown:
@@ -63,7 +53,7 @@ def review_tools(connection: ToolConnection, tool_names: list[str] | None) -> li
                 f"({MAX_REVIEWED_TOOLS}). Name the tools you need (toolNames, at most {MAX_NAMED_TOOLS})."
             )
         chosen = list(by_name.values())
-    allowed = [tool for tool, action in chosen if action != "block"]
+    allowed = [access.tool for access in chosen if access.action != "block"]
     if not allowed:
         raise Forbidden(ALL_BLOCKED)
     return [RequestedTool(t.name, t.version_hash, scopes.permission_for(t)) for t in allowed]

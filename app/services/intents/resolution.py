@@ -135,12 +135,7 @@ def setup_options(interaction: ThreadInteraction) -> dict:
     return {
         "version": 1,
         "service": {
-            "service": service.slug,
-            "name": service.name,
-            "description": service.description,
-            "logoUrl": service.logo_url,
-            "methods": service.methods,
-            "source": service.source,
+            **service.described(),
             "state": "needs_user_action" if eligible else "available",
             "connectionId": None,
         },

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import Exists, exists, or_, select
 
@@ -32,6 +32,17 @@ class ServiceIdentity:
     source: str  # "catalog" or "configured"
     available: bool
     connection_id: uuid.UUID | None = None
+
+    def described(self) -> dict[str, Any]:
+        """The service as a card's setup options and an agent's search results name it (each adds its state)."""
+        return {
+            "service": self.slug,
+            "name": self.name,
+            "description": self.description,
+            "logoUrl": self.logo_url,
+            "methods": self.methods,
+            "source": self.source,
+        }
 
 
 class ConnectionFacts(Protocol):

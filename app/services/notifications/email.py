@@ -58,6 +58,16 @@ def _task_line(data: dict) -> str:
     return f"{identifier} \u201c{title}\u201d" if title else identifier
 
 
+def _card_link(data: dict) -> str:
+    """The card's own place in its task thread."""
+    return public_url("board.task", issue_id=data["issueId"]) + f"#item-{data['interactionId']}"
+
+
+def _everything_waiting() -> str:
+    """The line under a card mail's link: the inbox, for everything else addressed to this person."""
+    return f"Everything waiting for you: {public_url('inbox.inbox')}"
+
+
 def compose(event: str, data: dict, *, to_name: str, to_address: str, delivery_id: str) -> EmailMessage:
     """The message for one delivery: subject, plain-text body with the task and a link, no secrets."""
     agent = data.get("agentName") or "An agent"
@@ -66,23 +76,21 @@ def compose(event: str, data: dict, *, to_name: str, to_address: str, delivery_i
     if event == "connection_intent.created":
         service = data.get("serviceName") or data.get("service") or "a service"
         subject = f"{agent} needs {service} for {identifier}"
-        link = public_url("board.task", issue_id=data["issueId"]) + f"#item-{data['interactionId']}"
         lines = [
             f"{agent} asked you to connect {service} so it can continue the task {_task_line(data)}.",
             "",
-            f"Connect it, or answer Not now: {link}",
-            f"Everything waiting for you: {public_url('inbox.inbox')}",
+            f"Connect it, or answer Not now: {_card_link(data)}",
+            _everything_waiting(),
         ]
     elif event == "tool_approval.requested":
         tool = data.get("tool") or "a tool"
         connection = data.get("connectionName") or "a connection"
         subject = f"{agent} asks to call {tool} for {identifier}"
-        link = public_url("board.task", issue_id=data["issueId"]) + f"#item-{data['interactionId']}"
         lines = [
             f"{agent} wants to call {tool} on {connection} for the task {_task_line(data)}.",
             "",
-            f"Approve or deny it: {link}",
-            f"Everything waiting for you: {public_url('inbox.inbox')}",
+            f"Approve or deny it: {_card_link(data)}",
+            _everything_waiting(),
         ]
     elif event == "connection.needs_reauthorization":
         name = data.get("connectionName") or "A connection"

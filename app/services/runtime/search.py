@@ -231,12 +231,7 @@ def search_connections(ctx: RunContext, query: str) -> dict:
         state = index.states.get(entry.slug) or readiness(service, [], [])
         results.append(
             {
-                "service": service.slug,
-                "name": service.name,
-                "description": service.description,
-                "logoUrl": service.logo_url,
-                "methods": service.methods,
-                "source": service.source,
+                **service.described(),
                 "state": state.state,
                 "reason": state.reason,
                 "connectionId": str(state.connection_id) if state.connection_id else None,

@@ -28,7 +28,7 @@ from app.services.runtime import search as runtime_tools_search
 from app.web.agents import jsonrpc
 from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.openapi import operations as openapi
-from app.web.openapi.responses import McpDiscoveryResponse, ServiceState, respond
+from app.web.openapi.responses import DescribedService, McpDiscoveryResponse, ServiceState, respond
 from app.web.security import request_run_claims
 
 bp = Blueprint("runtime", __name__)
@@ -57,13 +57,8 @@ class RequestBody(StrictBody):
         return value
 
 
-class SearchResultResponse(BaseModel):
+class SearchResultResponse(DescribedService):
     service: str = Field(description="The identifier to pass to connection_request.")
-    name: str
-    description: str | None
-    logoUrl: str | None
-    methods: list[dict[str, Any]]
-    source: Literal["catalog", "configured"]
     state: ServiceState
     reason: str
     connectionId: uuid.UUID | None

@@ -29,7 +29,7 @@ from app.web.openapi.operations import (
     documented,
     error,
 )
-from app.web.openapi.responses import Moment, ServiceState, respond
+from app.web.openapi.responses import DescribedService, Moment, ServiceState, respond
 from app.web.unit_of_work import after_commit
 from app.workers.continuations import deliver as deliver_continuation
 
@@ -86,13 +86,7 @@ class InteractionResponse(BaseModel):
         )
 
 
-class SetupServiceResponse(BaseModel):
-    service: str
-    name: str
-    description: str | None
-    logoUrl: str | None
-    methods: list[dict[str, Any]]
-    source: Literal["catalog", "configured"]
+class SetupServiceResponse(DescribedService):
     state: ServiceState
     connectionId: uuid.UUID | None
 

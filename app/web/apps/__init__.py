@@ -4,16 +4,9 @@ Views here are thin: they load (404 across companies), authorize (403), collect 
 and instruction services, which own every rule. Fragments come from the partials under `templates/apps/`.
 """
 
-from flask import Blueprint
-from flask_login import login_required
+from app.web.blueprints import signed_in_blueprint
 
-bp = Blueprint("apps", __name__)
-
-
-@bp.before_request
-@login_required
-def _require_login() -> None:
-    return None
+bp = signed_in_blueprint("apps", __name__)
 
 
 from app.web.apps import catalog, connections, instructions, manage, permissions, setup  # noqa: E402,F401

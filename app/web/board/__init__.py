@@ -1,15 +1,10 @@
 """The board: pages for the signed-in members of a company."""
 
-from flask import Blueprint, g
-from flask_login import login_required
+from flask import g
 
-bp = Blueprint("board", __name__)
+from app.web.blueprints import signed_in_blueprint
 
-
-@bp.before_request
-@login_required
-def _require_login() -> None:
-    return None
+bp = signed_in_blueprint("board", __name__)
 
 
 @bp.app_context_processor

@@ -9,24 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flask import Blueprint, redirect, render_template, url_for
+from flask import redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
-from flask_login import login_required
 
 from app.core.errors import Unprocessable
 from app.extensions import htmx
 from app.models import Membership, ThreadInteraction
 from app.services.gateway import approvals
+from app.web.blueprints import signed_in_blueprint
 from app.web.context import load_scoped
 from app.web.forms import EmptyForm
 
-bp = Blueprint("approvals", __name__)
-
-
-@bp.before_request
-@login_required
-def _require_login() -> None:
-    return None
+bp = signed_in_blueprint("approvals", __name__)
 
 
 @bp.app_template_global("can_answer_approval")

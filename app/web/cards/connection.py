@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, redirect, render_template, request, url_for
+from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
-from flask_login import current_user, login_required
+from flask_login import current_user
 
 from app.catalog.loader import get_method
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
@@ -38,6 +38,7 @@ from app.web.apps.setup_flow import (
     refusal_view,
     start_or_resume_draft,
 )
+from app.web.blueprints import signed_in_blueprint
 from app.web.cards.connection_dialog import (
     catalog_app,
     dialog_context,
@@ -50,22 +51,10 @@ from app.web.context import membership_for, parse_uuid, require_write
 from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
-bp = Blueprint("intent_cards", __name__)
+bp = signed_in_blueprint("intent_cards", __name__, varies_on_htmx=True)
 
 RETRY_NOTE = "Authorization did not finish, so nothing was connected. You can try again."
 SAVE_AND_EXIT = "save"
-
-
-@bp.before_request
-@login_required
-def _require_login() -> None:
-    return None
-
-
-@bp.after_request
-def _vary(response: Response) -> Response:
-    response.headers.add("Vary", "HX-Request")
-    return response
 
 
 @bp.app_template_global("connection_card")

@@ -4,22 +4,9 @@ setting (`/settings/notifications`) and the company's webhooks (`/settings/webho
 Views stay thin: load, authorize, validate, call one service in `app.services.notifications`, commit once.
 """
 
-from flask import Blueprint, Response
-from flask_login import login_required
+from app.web.blueprints import signed_in_blueprint
 
-bp = Blueprint("inbox", __name__)
-
-
-@bp.before_request
-@login_required
-def _require_login() -> None:
-    return None
-
-
-@bp.after_request
-def _vary(response: Response) -> Response:
-    response.vary.add("HX-Request")
-    return response
+bp = signed_in_blueprint("inbox", __name__, varies_on_htmx=True)
 
 
 from app.web.notifications import inbox, settings  # noqa: E402,F401

@@ -5,6 +5,8 @@ partials as the task thread, a Done tab, and pollers that cost one aggregate que
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import g, render_template, request
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
@@ -56,13 +58,15 @@ def _list_context(membership: Membership, tab: str) -> dict:
     }
 
 
-def _unchanged(tag: str) -> ResponseReturnValue | None:
-    """204 when the poller already shows this version, 304 for a conditional GET; else None."""
-    if request.args.get("v") == tag:
+def _polled(membership: Membership, render: Callable[[InboxVersion], str]) -> ResponseReturnValue:
+    """A poller's answer: 204 when it already shows this version, 304 for a conditional GET, else the fragment
+    `render` makes, tagged with the version (the one aggregate query is all an unchanged poll costs)."""
+    version = inbox_version(membership.company_id, current_user.id)
+    if request.args.get("v") == version.tag:
         return "", 204
-    if request.if_none_match and request.if_none_match.contains(tag):
+    if request.if_none_match and request.if_none_match.contains(version.tag):
         return "", 304
-    return None
+    return render(version), 200, {"ETag": f'"{version.tag}"'}
 
 
 @bp.get("/inbox")
@@ -74,25 +78,16 @@ def inbox() -> ResponseReturnValue:
 @bp.get("/inbox/list")
 def inbox_list() -> ResponseReturnValue:
     membership = current_membership()
-    version = inbox_version(membership.company_id, current_user.id)
-    unchanged = _unchanged(version.tag)
-    if unchanged is not None:
-        return unchanged
-    response = render_template("inbox/_list.html", **_list_context(membership, _tab()))
-    return response, 200, {"ETag": f'"{version.tag}"'}
+    return _polled(
+        membership, lambda _version: render_template("inbox/_list.html", **_list_context(membership, _tab()))
+    )
 
 
 @bp.get("/inbox/badge")
 def badge() -> ResponseReturnValue:
-    membership = current_membership()
-    version = inbox_version(membership.company_id, current_user.id)
-    unchanged = _unchanged(version.tag)
-    if unchanged is not None:
-        return unchanged
-    return (
-        render_template("inbox/_nav.html", inbox_nav=version, poll_seconds=POLL_SECONDS),
-        200,
-        {"ETag": f'"{version.tag}"'},
+    return _polled(
+        current_membership(),
+        lambda version: render_template("inbox/_nav.html", inbox_nav=version, poll_seconds=POLL_SECONDS),
     )
 
 

@@ -43,6 +43,18 @@ Moment = Annotated[
 ServiceState = Literal["ready", "needs_user_action", "available", "unavailable"]
 
 
+class DescribedService(BaseModel):
+    """A connectable service as `ServiceIdentity.described` names it; a search result and a card's setup options
+    each add its state."""
+
+    service: str
+    name: str
+    description: str | None
+    logoUrl: str | None
+    methods: list[dict[str, Any]]
+    source: Literal["catalog", "configured"]
+
+
 # --- errors ----------------------------------------------------------------------------------------------------
 
 
