@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import gateway_rows  # noqa: E402  (bench/gateway_rows.py, beside this file)
 import seed  # noqa: E402  (bench/seed.py, beside this file)
+import sweeps  # noqa: E402  (bench/sweeps.py, beside this file)
 
 P99_TARGET = 3.0  # search and request p99 within 3x of the baseline's
 THROUGHPUT_TARGET = 0.40  # and at least 40% of its throughput
@@ -340,8 +341,6 @@ def eligible_sources(app, seeded: seed.Seeded) -> int:
 
 def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
     """Resolve `cards` connection cards (declined), then two worker threads sweep them: deliveries per second."""
-    from sqlalchemy import text
-
     from app.extensions import db
     from app.models import Agent
     from app.services.intents import creation
@@ -371,31 +370,8 @@ def delivery_rate(app, seeded: seed.Seeded, cards: int) -> tuple[int, float]:
             intents_resolution.decline_intent(interaction.id, seeded.owner_id, None)
         db.session.commit()
         db.session.remove()
-    delivered = [0, 0]
-
-    def worker(slot: int) -> None:
-        with app.app_context():
-            while True:
-                done = sum(sweep_pending(limit=10).values())
-                if not done:
-                    break
-                delivered[slot] += done
-            db.session.remove()
-
-    threads = [threading.Thread(target=worker, args=(slot,)) for slot in (0, 1)]
-    t0 = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - t0
-    with app.app_context():
-        leftover = db.session.scalar(
-            text("SELECT count(*) FROM connection_intent_deliveries WHERE delivered_at IS NULL")
-        )
-        db.session.remove()
-    assert leftover == 0 and sum(delivered) == cards, (leftover, delivered)
-    return sum(delivered), sum(delivered) / elapsed
+    delivered, elapsed = sweeps.sweep_in_two_threads(app, lambda: sweep_pending(limit=10), cards)
+    return delivered, delivered / elapsed
 
 
 # --- main ----------------------------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import types
 from datetime import UTC
@@ -42,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import seed  # noqa: E402  (bench/seed.py, beside this file)
+import sweeps  # noqa: E402  (bench/sweeps.py, beside this file)
 
 P50_TARGET_MS = 100.0
 P99_TARGET_MS = 500.0
@@ -230,8 +230,6 @@ def baseline_module(rev: str) -> types.ModuleType:
 
 def delivery_round(app, ids: dict, sweep, count: int, limit: int) -> float:
     """Resolve `count` cards (declined) without delivering, then two threads sweep: deliveries per second."""
-    from sqlalchemy import text
-
     from app.extensions import db
     from app.services.intents import resolution
 
@@ -241,30 +239,7 @@ def delivery_round(app, ids: dict, sweep, count: int, limit: int) -> float:
             resolution.decline_intent(interaction_id, ids["owner"], None)
         db.session.commit()
         db.session.remove()
-    delivered = [0, 0]
-
-    def worker(slot: int) -> None:
-        with app.app_context():
-            while True:
-                done = sum(sweep(limit).values())
-                if not done:
-                    break
-                delivered[slot] += done
-            db.session.remove()
-
-    threads = [threading.Thread(target=worker, args=(slot,)) for slot in (0, 1)]
-    t0 = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - t0
-    with app.app_context():
-        leftover = db.session.scalar(
-            text("SELECT count(*) FROM connection_intent_deliveries WHERE delivered_at IS NULL")
-        )
-        db.session.remove()
-    assert leftover == 0 and sum(delivered) == count, (leftover, delivered)
+    _delivered, elapsed = sweeps.sweep_in_two_threads(app, lambda: sweep(limit), count)
     return count / elapsed
 
 
@@ -272,14 +247,14 @@ def delivery_rates(app, ids: dict, rev: str, deliveries: int, rounds: int, limit
     from app.workers import continuations
 
     old = baseline_module(rev)
-    sweeps = {
+    sweepers = {
         f"baseline ({rev})": lambda n: old.sweep_pending(limit=n),
         "current": continuations.sweep_pending,
     }
-    rates: dict[str, list[float]] = {label: [] for label in sweeps}
+    rates: dict[str, list[float]] = {label: [] for label in sweepers}
     per_round = max(1, deliveries // rounds)
     for _round in range(rounds):
-        for label, sweep in sweeps.items():
+        for label, sweep in sweepers.items():
             rates[label].append(delivery_round(app, ids, sweep, per_round, limit))
     return rates
 
