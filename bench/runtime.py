@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -43,12 +44,18 @@ sys.path.insert(0, str(ROOT / "bench"))
 import gateway_rows  # noqa: E402  (bench/gateway_rows.py, beside this file)
 import seed  # noqa: E402  (bench/seed.py, beside this file)
 import sweeps  # noqa: E402  (bench/sweeps.py, beside this file)
+import wakes  # noqa: E402  (bench/wakes.py, beside this file)
 
 P99_TARGET = 3.0  # search and request p99 within 3x of the baseline's
 THROUGHPUT_TARGET = 0.40  # and at least 40% of its throughput
 GATEWAY_P50_SLACK_MS = 5.0  # one client: gateway p50 <= direct p50 + ping p50 + 5 ms (issue 19)
 GATEWAY_THROUGHPUT_TARGET = 0.50  # 8 clients: gateway tools/call >= 50% of the ping's throughput (issue 19)
 GATEWAY_CALL = "gateway tools/call echo"
+PAGE_P99_TARGET = (
+    3.0  # task page and Permissions page under 16 clients: p99 within 3x of the ping's (issue 19)
+)
+PAGE_FLOOR = "floor: runtime-tools ping"
+LOGIN_CSRF = 'id="csrf_token" name="csrf_token" type="hidden" value="'
 ONE_CLIENT = ("direct: SDK session, echo", "runtime-tools ping", GATEWAY_CALL)
 
 
@@ -56,8 +63,9 @@ ONE_CLIENT = ("direct: SDK session, echo", "runtime-tools ping", GATEWAY_CALL)
 class Endpoint:
     label: str
     path: str
-    body: dict
+    body: dict | None
     targeted: bool = False
+    method: str = "POST"
 
 
 @dataclass
@@ -108,6 +116,17 @@ def endpoints(seeded: seed.Seeded, gateway: bool, echo_name: str | None) -> list
     if echo_name:
         found.append(Endpoint(GATEWAY_CALL, "/mcp/gateway", gateway_rows.call_body(echo_name)))
     return found
+
+
+def page_endpoints(seeded: seed.Seeded) -> list[Endpoint]:
+    """The board pages issue 19 measures under 16 clients, with the ping as their floor in the same rounds."""
+    return [
+        Endpoint(PAGE_FLOOR, "/mcp/runtime-tools", rpc("ping")),
+        Endpoint("task page", f"/tasks/{seeded.issue_id}", None, method="GET"),
+        Endpoint(
+            "Permissions page", f"/apps/{seeded.permissions_connection_id}/permissions", None, method="GET"
+        ),
+    ]
 
 
 # --- the server and the clients ------------------------------------------------------------------------------
@@ -162,9 +181,16 @@ def gunicorn(env: dict, workers: int, threads: int, log_path: Path):
 
 
 def drive(
-    base: str, endpoint: Endpoint, token: str, clients: int, seconds: float, warmup: float
+    base: str,
+    endpoint: Endpoint,
+    token: str,
+    clients: int,
+    seconds: float,
+    warmup: float,
+    sessions: list[requests.Session] | None = None,
 ) -> LoadResult:
-    """`clients` threads, each with its own keep-alive session, posting back to back for `seconds`."""
+    """`clients` threads, each with its own keep-alive session (signed in when `sessions` are given), sending back
+    to back for `seconds`."""
     url = base + endpoint.path
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
     latencies: list[list[float]] = [[] for _ in range(clients)]
@@ -173,20 +199,24 @@ def drive(
     state = {"measure_from": 0.0, "stop_at": 0.0}
 
     def client(slot: int) -> None:
-        session = requests.Session()
+        session = sessions[slot] if sessions is not None else requests.Session()
         start.wait()
         while True:
             t0 = time.perf_counter()
             if t0 >= state["stop_at"]:
                 break
-            response = session.post(url, json=endpoint.body, headers=headers, timeout=60)
+            if endpoint.method == "GET":
+                response = session.get(url, timeout=60)
+            else:
+                response = session.post(url, json=endpoint.body, headers=headers, timeout=60)
             t1 = time.perf_counter()
             if t0 < state["measure_from"]:
                 continue
             if response.status_code != 200 or b'"isError": true' in response.content:
                 errors[slot] += 1
             latencies[slot].append(t1 - t0)
-        session.close()
+        if sessions is None:
+            session.close()
 
     threads = [threading.Thread(target=client, args=(slot,), daemon=True) for slot in range(clients)]
     for thread in threads:
@@ -199,6 +229,23 @@ def drive(
         thread.join()
     flat = [value for per_client in latencies for value in per_client]
     return LoadResult(endpoint.label, len(flat), sum(errors), seconds, flat)
+
+
+def board_sessions(base: str, seeded: seed.Seeded, count: int) -> list[requests.Session]:
+    """`count` keep-alive sessions signed in as the bench owner through the login form."""
+    found = []
+    for _ in range(count):
+        session = requests.Session()
+        page = session.get(f"{base}/login", timeout=30).text
+        csrf = page.split(LOGIN_CSRF, 1)[1].split('"', 1)[0]
+        credentials = {"email": seeded.owner_email, "password": seed.OWNER_PASSWORD}
+        signed_in = session.post(
+            f"{base}/login", data={"csrf_token": csrf, **credentials}, allow_redirects=False, timeout=30
+        )
+        if signed_in.status_code != 303:
+            raise RuntimeError(f"signing in for the page rows: HTTP {signed_in.status_code}")
+        found.append(session)
+    return found
 
 
 # --- statements per request (in-process) ---------------------------------------------------------------------
@@ -399,6 +446,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
     parser.add_argument("--deliveries", type=int, default=200, help="cards for the delivery-rate measurement")
+    parser.add_argument("--page-clients", type=int, default=16, help="clients for the board page rows")
+    parser.add_argument(
+        "--wake-cards", type=int, default=200, help="cards for the wake latency of the listening worker"
+    )
+    parser.add_argument(
+        "--poll-cards", type=int, default=20, help="cards for the polling worker it is compared with"
+    )
+    parser.add_argument("--poll", type=float, default=2.0, help="the wake workers' poll interval")
     parser.add_argument("--keep", action="store_true", help="keep the database (prints its name)")
     parser.add_argument("--show-sql", action="store_true", help="print the statements of each operation")
     parser.add_argument(
@@ -482,11 +537,22 @@ def run(args, env: dict, url: str, scratch: Path, peer: tuple[str, dict]) -> dic
 
     counts_1x = statement_counts(app, seeded, token, gateway, echo_name)
 
+    wake_ids = wakes.make_company(app)
     # Endpoints take turns in short rounds, so a burst of noise on a shared machine lands on all of them
     # (baseline included) instead of skewing whichever endpoint happened to be running.
     load: dict[str, LoadResult] = {}
+    pages: dict[str, LoadResult] = {}
     one_client: dict[str, LoadResult] = {}
-    with gunicorn(env, args.workers, args.threads, scratch / "gunicorn.log") as base:
+    wake_ms: dict[str, list[float]] = {"listen": [], "poll": []}
+    wake_turns = {"listen": args.wake_cards // args.rounds, "poll": args.poll_cards // args.rounds}
+    rng = random.Random(19)
+    with (
+        gunicorn(env, args.workers, args.threads, scratch / "gunicorn.log") as base,
+        wakes.WakeWorkers(
+            app, wake_ids, url, env, args.poll, tuple(m for m, n in wake_turns.items() if n)
+        ) as workers,
+    ):
+        signed_in = board_sessions(base, seeded, args.page_clients)
         direct = gateway_rows.OpenSession(*peer) if echo_name else None
         single = {}
         if direct is not None:
@@ -497,22 +563,20 @@ def run(args, env: dict, url: str, scratch: Path, peer: tuple[str, dict]) -> dic
                     f"{base}/mcp/gateway", gateway_rows.call_body(echo_name), token
                 ),
             }
+        share = (args.seconds / args.rounds, args.warmup / args.rounds)
         for _round in range(args.rounds):
             for endpoint in endpoints(seeded, gateway, echo_name):
-                part = drive(
-                    base, endpoint, token, args.clients, args.seconds / args.rounds, args.warmup / args.rounds
-                )
-                _add(load, endpoint.label, part)
+                _add(load, endpoint.label, drive(base, endpoint, token, args.clients, *share))
+            for endpoint in page_endpoints(seeded):
+                part = drive(base, endpoint, token, args.page_clients, *share, sessions=signed_in)
+                _add(pages, endpoint.label, part)
             for label, call in single.items():
-                latencies, errors = gateway_rows.time_calls(
-                    call, args.seconds / args.rounds, args.warmup / args.rounds
-                )
-                _add(
-                    one_client,
-                    label,
-                    LoadResult(label, len(latencies), errors, args.seconds / args.rounds, latencies),
-                )
-        for result in [*load.values(), *one_client.values()]:
+                latencies, errors = gateway_rows.time_calls(call, *share)
+                _add(one_client, label, LoadResult(label, len(latencies), errors, share[0], latencies))
+            for mode, count in wake_turns.items():
+                if count:
+                    wake_ms[mode] += workers.turn(mode, count, rng)
+        for result in [*load.values(), *pages.values(), *one_client.values()]:
             print(
                 f"  measured {result.label}: {result.requests} requests, {result.errors} errors", flush=True
             )
@@ -531,7 +595,9 @@ def run(args, env: dict, url: str, scratch: Path, peer: tuple[str, dict]) -> dic
     return report(
         args,
         list(load.values()),
+        pages,
         one_client,
+        wake_ms,
         counts_1x,
         counts_nx,
         sizes_1x,
@@ -549,7 +615,9 @@ def _add(totals: dict[str, LoadResult], label: str, part: LoadResult) -> None:
     total.latencies.extend(part.latencies)
 
 
-def report(args, load, one_client, counts_1x, counts_nx, sizes_1x, sizes_nx, sources, deliveries) -> dict:
+def report(
+    args, load, pages, one_client, wake_ms, counts_1x, counts_nx, sizes_1x, sizes_nx, sources, deliveries
+) -> dict:
     """Print the tables; return the same figures as one dict (the `--json` object)."""
     figures: dict = {
         "setup": {
@@ -601,6 +669,8 @@ def report(args, load, one_client, counts_1x, counts_nx, sizes_1x, sizes_nx, sou
     )
     if one_client:
         figures["one_client"] = one_client_report(one_client)
+    figures["pages"] = pages_report(args, pages)
+    figures["wake_latency"] = wake_report(args, wake_ms)
     print()
     print(f"SQL statements per request, catalog 1x vs {args.growth}x (in-process, second call)")
     print(
@@ -639,6 +709,63 @@ def report(args, load, one_client, counts_1x, counts_nx, sizes_1x, sizes_nx, sou
     figures["eligible_connections"] = {"1x": sources[0], f"{args.growth}x": sources[1]}
     figures["continuation_deliveries"] = {"delivered": deliveries[0], "per_second": round(deliveries[1], 1)}
     return figures
+
+
+def pages_report(args, pages: dict[str, LoadResult]) -> dict:
+    """The board pages under `--page-clients` clients against the ping measured in the same rounds."""
+    floor = pages[PAGE_FLOOR]
+    print()
+    print(f"Board pages, {args.page_clients} signed-in clients (floor: the runtime ping, same rounds)")
+    header = f"{'page':34} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99 x floor':>11} {'target':>7}"
+    print(header)
+    print("-" * len(header))
+    rows = {}
+    for result in pages.values():
+        ratio = result.percentile(99) / floor.percentile(99)
+        verdict = "-" if result is floor else ("ok" if ratio <= PAGE_P99_TARGET else "MISS")
+        errors = f"  ({result.errors} errors)" if result.errors else ""
+        print(
+            f"{result.label:34} {result.throughput:8.1f} {result.percentile(50):8.1f} "
+            f"{result.percentile(99):8.1f} {ratio:11.2f} {verdict:>7}{errors}"
+        )
+        rows[result.label] = {
+            "requests_per_second": round(result.throughput, 1),
+            "p50_ms": round(result.percentile(50), 2),
+            "p99_ms": round(result.percentile(99), 2),
+            "p99_x_floor": round(ratio, 3),
+            "errors": result.errors,
+            "target": verdict,
+        }
+    print(f"target: page p99 <= {PAGE_P99_TARGET:g}x the floor's")
+    return rows
+
+
+def wake_report(args, wake_ms: dict[str, list[float]]) -> dict:
+    """Commit -> continuation run started: the listening worker (LISTEN/NOTIFY) and the polling one it replaced."""
+    print()
+    print(f"Wake latency, commit -> continuation run started (worker poll {args.poll:g} s)")
+    header = f"{'worker':34} {'cards':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'target':>7}"
+    print(header)
+    print("-" * len(header))
+    rows = {}
+    for mode, values in wake_ms.items():
+        if not values:
+            continue
+        p50, p99 = wakes.percentile(values, 50), wakes.percentile(values, 99)
+        verdict = "-"
+        if mode == "listen":
+            verdict = "ok" if p50 < wakes.P50_TARGET_MS and p99 < wakes.P99_TARGET_MS else "MISS"
+        label = "listening (LISTEN/NOTIFY)" if mode == "listen" else "polling only"
+        print(f"{label:34} {len(values):7d} {p50:8.1f} {p99:8.1f} {max(values):8.1f} {verdict:>7}")
+        rows[mode] = {
+            "cards": len(values),
+            "p50_ms": round(p50, 2),
+            "p99_ms": round(p99, 2),
+            "max_ms": round(max(values), 2),
+            "target": verdict,
+        }
+    print(f"target: listening p50 < {wakes.P50_TARGET_MS:g} ms and p99 < {wakes.P99_TARGET_MS:g} ms")
+    return rows
 
 
 def one_client_report(one_client: dict[str, LoadResult]) -> dict:

@@ -65,6 +65,9 @@ def migrate() -> None:
     db.session.commit()
 
 
+OWNER_PASSWORD = "bench password 1"  # the bench owner signs in to the board pages with it
+
+
 # --- seeding -------------------------------------------------------------------------------------------------
 
 
@@ -78,6 +81,7 @@ class Seeded:
     ready_slug: str  # a service already usable by the bench agent: connection_request answers "ready"
     pending_slug: str  # a catalog service with no connection: the first request opens a card, then reuses it
     permissions_connection_id: uuid.UUID
+    owner_email: str = ""
     agent_ids: list[uuid.UUID] = field(default_factory=list)
     rng: random.Random = field(default_factory=lambda: random.Random(8))
     generated_apps: int = 0
@@ -268,7 +272,7 @@ def seed_company(scale: float) -> Seeded:
     n_agents = max(10, round(200 * scale))
 
     company = create_company("Bench Corp", "BEN")
-    owner = create_user(f"owner-{secrets.token_hex(3)}@bench.example", "Bench Owner", "bench password 1")
+    owner = create_user(f"owner-{secrets.token_hex(3)}@bench.example", "Bench Owner", OWNER_PASSWORD)
     add_membership(company, owner, "owner")
     agent = create_agent(company.id, name="Bench agent", adapter_type="manual")
     db.session.flush()
@@ -325,6 +329,7 @@ def seed_company(scale: float) -> Seeded:
         ready_slug="notion",
         pending_slug="",
         permissions_connection_id=uuid.uuid4(),
+        owner_email=owner.email,
         agent_ids=[agent.id] + [a["id"] for a in others],
     )
     slugs = add_catalog_apps(seeded, n_apps - _catalog_size())

@@ -63,7 +63,9 @@ def worker_main(mode: str, url: str, poll: float) -> None:
     from app import create_app
     from app.workers.loop import run_worker_forever
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": url})
+    # As `switchboard worker` does (app/cli): no catalog check at start, which takes a database lock that a paused
+    # worker holding it would keep from the other one.
+    app = create_app({"SQLALCHEMY_DATABASE_URI": url, "CATALOG_INGEST_ON_START": False})
     run_worker_forever(app, poll, jobs=("runs",), listen=(mode == "listen"))
 
 
@@ -137,7 +139,7 @@ def open_cards(app, ids: dict, agent_key: str, count: int) -> list:
 # --- 1. wake latency -----------------------------------------------------------------------------------------
 
 
-def resolve_and_wait(app, ids: dict, interaction_id) -> float:
+def resolve_and_wait(app, ids: dict, interaction_id, patience: float = 30) -> float:
     """Decline the card as its request does (commit, then deliver); milliseconds until its run started."""
     from sqlalchemy import select
 
@@ -156,7 +158,7 @@ def resolve_and_wait(app, ids: dict, interaction_id) -> float:
         key = wake_key(interaction_id, "declined")
         from app.models import WakeupRequest
 
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + patience
         while True:
             row = db.session.execute(
                 select(HeartbeatRun.started_at, HeartbeatRun.status)
@@ -174,36 +176,64 @@ def resolve_and_wait(app, ids: dict, interaction_id) -> float:
     return (started.timestamp() - committed) * 1000
 
 
-def wake_latency(app, ids: dict, url: str, env: dict, cards: int, rounds: int, poll: float) -> dict:
-    workers = {mode: start_worker(mode, url, env, poll) for mode in ("poll", "listen")}
-    latencies: dict[str, list[float]] = {mode: [] for mode in workers}
-    rng = random.Random(19)
-    try:
-        time.sleep(3)  # both started (imports, the listener connected)
-        for process in workers.values():
+class WakeWorkers:
+    """One `runs` worker process per mode (`poll`, `listen`), paused with SIGSTOP except during its own turn.
+
+    Each worker wakes one unmeasured card before the first turn, so a slow start (imports, the listener
+    connecting) is not counted as wake latency.
+    """
+
+    def __init__(
+        self, app, ids: dict, url: str, env: dict, poll: float, modes: tuple[str, ...] = ("poll", "listen")
+    ):
+        self.app, self.ids = app, ids
+        self.processes = {mode: start_worker(mode, url, env, poll) for mode in modes}
+
+    def __enter__(self) -> WakeWorkers:
+        for process in self.processes.values():
             process.send_signal(signal.SIGSTOP)
-        per_round = max(1, cards // rounds)
-        for _round in range(rounds):
-            for mode, process in workers.items():
-                pending = open_cards(app, ids, "agent", per_round)
-                process.send_signal(signal.SIGCONT)
-                time.sleep(0.2)  # whatever it was doing when paused ends; it idles
-                for interaction_id in pending:
-                    latencies[mode].append(resolve_and_wait(app, ids, interaction_id))
-                    time.sleep(rng.uniform(0.02, 0.3))  # the worker goes idle, as between real resolutions
-                process.send_signal(signal.SIGSTOP)
-            print(
-                f"  wake round {_round + 1}/{rounds}: "
-                + "; ".join(
-                    f"{m} " + " ".join(f"{v:.0f}" for v in latencies[m][-per_round:]) for m in workers
-                ),
-                flush=True,
-            )
-    finally:
-        for process in workers.values():
+        warm_up = random.Random(0)
+        for mode in self.processes:
+            self.turn(mode, 1, warm_up, patience=120)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for process in self.processes.values():
             process.send_signal(signal.SIGCONT)
             process.terminate()
             process.wait(10)
+
+    def turn(self, mode: str, count: int, rng: random.Random, patience: float = 30) -> list[float]:
+        """`count` cards resolved one after another while only `mode`'s worker runs: their wake latencies (ms)."""
+        process = self.processes[mode]
+        pending = open_cards(self.app, self.ids, "agent", count)
+        process.send_signal(signal.SIGCONT)
+        time.sleep(0.2)  # whatever it was doing when paused ends; it idles
+        latencies = []
+        try:
+            for interaction_id in pending:
+                latencies.append(resolve_and_wait(self.app, self.ids, interaction_id, patience))
+                time.sleep(rng.uniform(0.02, 0.3))  # the worker goes idle, as between real resolutions
+        finally:
+            process.send_signal(signal.SIGSTOP)
+        return latencies
+
+
+def wake_latency(app, ids: dict, url: str, env: dict, cards: int, rounds: int, poll: float) -> dict:
+    latencies: dict[str, list[float]] = {"poll": [], "listen": []}
+    rng = random.Random(19)
+    per_round = max(1, cards // rounds)
+    with WakeWorkers(app, ids, url, env, poll) as workers:
+        for _round in range(rounds):
+            for mode in latencies:
+                latencies[mode] += workers.turn(mode, per_round, rng)
+            print(
+                f"  wake round {_round + 1}/{rounds}: "
+                + "; ".join(
+                    f"{m} " + " ".join(f"{v:.0f}" for v in latencies[m][-per_round:]) for m in latencies
+                ),
+                flush=True,
+            )
     return latencies
 
 
@@ -302,7 +332,6 @@ def main(argv: list[str] | None = None) -> None:
         "SWITCHBOARD_INSTANCE_PATH": str(scratch / "instance"),
         "PUBLIC_BASE_URL": "http://127.0.0.1:5000",
         "RUN_WORKER_IN_PROCESS": "0",
-        "CATALOG_INGEST_ON_START": "0",
     }
     os.environ.update(env)
     print(f"database {name}")
