@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import NamedTuple
 
 from sqlalchemy import select
 
@@ -41,6 +42,20 @@ def create_agent(
 
 def list_agents(company_id: uuid.UUID) -> list[Agent]:
     return list(db.session.scalars(select(Agent).where(Agent.company_id == company_id).order_by(Agent.name)))
+
+
+class AgentName(NamedTuple):
+    id: uuid.UUID
+    name: str
+
+
+def agent_names(company_id: uuid.UUID) -> list[AgentName]:
+    """The company's agents as (id, name) by name: what pickers and audience lists show. A company may have
+    hundreds of agents, and loading each as a full row (instructions, adapter settings) cost more than the page."""
+    rows = db.session.execute(
+        select(Agent.id, Agent.name).where(Agent.company_id == company_id).order_by(Agent.name)
+    )
+    return [AgentName(*row) for row in rows]
 
 
 def update_agent_instructions(actor: Membership, agent: Agent, instructions: str) -> Agent:

@@ -90,7 +90,31 @@ def thread_version(issue: Issue) -> str:
             Issue.assignee_agent_id,
         ).where(Issue.id == issue.id)
     ).one()
-    return hashlib.sha256(repr(tuple(str(v) for v in row)).encode()).hexdigest()[:16]
+    return _version_tag(tuple(row))
+
+
+def thread_version_of(issue: Issue, items: list[Comment | ThreadInteraction]) -> str:
+    """`thread_version` of a thread whose items are loaded already (the task page has them): the same tag, with
+    no statement."""
+    comments = [item for item in items if isinstance(item, Comment)]
+    cards = [item for item in items if isinstance(item, ThreadInteraction)]
+    resolved = [card.resolved_at for card in cards if card.resolved_at is not None]
+    return _version_tag(
+        (
+            len(comments),
+            max((c.created_at for c in comments), default=None),
+            len(cards),
+            max((c.created_at for c in cards), default=None),
+            max(resolved, default=None),
+            sum(1 for c in cards if c.status == "pending") if cards else None,  # SQL's SUM over no rows
+            issue.status,
+            issue.assignee_agent_id,
+        )
+    )
+
+
+def _version_tag(values: tuple[Any, ...]) -> str:
+    return hashlib.sha256(repr(tuple(str(v) for v in values)).encode()).hexdigest()[:16]
 
 
 def add_comment(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 
 from sqlalchemy import delete, select
 
@@ -26,6 +27,11 @@ class Audience:
 
     def to_json(self) -> dict:
         return {"allAgents": self.all_agents, "agentIds": [str(a) for a in self.agent_ids]}
+
+    @cached_property
+    def agent_id_texts(self) -> frozenset[str]:
+        """The chosen agents' ids as text, computed once: pickers ask for each of the company's agents."""
+        return frozenset(str(a) for a in self.agent_ids)
 
 
 def audience_of(connection: ToolConnection) -> Audience:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import joinedload
 
 from app.adapters import AdapterResult
 from app.extensions import db
@@ -115,10 +116,11 @@ def run_log(run: HeartbeatRun) -> RunLog | None:
 
 
 def recent_runs(issue: Issue, limit: int = 10) -> list[HeartbeatRun]:
-    """The latest runs on a task, newest first (for the task page)."""
+    """The latest runs on a task, newest first, with their agents (the task page names them)."""
     return list(
         db.session.scalars(
             select(HeartbeatRun)
+            .options(joinedload(HeartbeatRun.agent))
             .where(HeartbeatRun.issue_id == issue.id)
             .order_by(HeartbeatRun.created_at.desc())
             .limit(limit)

@@ -18,7 +18,7 @@ from app.catalog.schema import AppDefinition, Method
 from app.core.errors import Forbidden, ProviderRefused, ServiceError, ValidationFailed
 from app.models import Membership, ThreadInteraction, ToolConnection
 from app.services.access.effective import can_manage_connections
-from app.services.agents import list_agents
+from app.services.agents import agent_names
 from app.services.connections.audience import Audience, audience_of
 from app.services.connections.settings import UNSET, Unset, public_fields
 from app.services.connections.setup import start_connection
@@ -115,8 +115,8 @@ class SetupFlow:
         return logo_url(self.app)
 
     @property
-    def selected_agent_ids(self) -> set[str]:
-        return {str(a) for a in self.audience.agent_ids}
+    def selected_agent_ids(self) -> frozenset[str]:
+        return self.audience.agent_id_texts
 
     @property
     def general_errors(self) -> list[str]:
@@ -188,7 +188,7 @@ def build_setup_flow(
         methods=list(app_definition.methods),
         identity=identity,
         identity_choices=choices,
-        agents=list_agents(membership.company_id),
+        agents=agent_names(membership.company_id),
         audience=audience,
         method_url=method_url,
         name=name,

@@ -9,9 +9,9 @@ from wtforms.fields.choices import SelectChoice
 
 from app.core.errors import Unprocessable
 from app.extensions import htmx
-from app.models import Agent, Issue, Membership
+from app.models import Issue, Membership
 from app.models.work import IssueStatus
-from app.services.agents import list_agents
+from app.services.agents import AgentName, agent_names
 from app.services.runs.lifecycle import recent_runs
 from app.services.tenancy import company_members
 from app.services.work import (
@@ -20,6 +20,7 @@ from app.services.work import (
     list_issues,
     thread_items,
     thread_version,
+    thread_version_of,
     update_issue,
 )
 from app.web.board import bp
@@ -27,7 +28,7 @@ from app.web.context import current_membership, load_scoped, parse_uuid, require
 from app.web.forms import CommentForm, IssueAssigneeForm, IssueResponsibleForm, IssueStatusForm, NewIssueForm
 
 
-def _assignee_form(issue: Issue, agents: Iterable[Agent]) -> IssueAssigneeForm:
+def _assignee_form(issue: Issue, agents: Iterable[AgentName]) -> IssueAssigneeForm:
     form = IssueAssigneeForm(assignee=str(issue.assignee_agent_id or ""))
     form.assignee.choices = [SelectChoice("", "Unassigned")] + [
         SelectChoice(str(a.id), a.name) for a in agents
@@ -47,11 +48,12 @@ def _responsible_form(issue: Issue) -> IssueResponsibleForm:
 
 
 def _task_context(issue: Issue, membership: Membership, **extra: Any) -> dict:
-    agents = list_agents(issue.company_id)
+    agents = agent_names(issue.company_id)
+    items = thread_items(issue)
     return {
         "issue": issue,
-        "items": thread_items(issue),
-        "version": thread_version(issue),
+        "items": items,
+        "version": thread_version_of(issue, items),
         "comment_form": extra.pop("comment_form", None) or CommentForm(formdata=None),
         "status_form": IssueStatusForm(formdata=None, status=issue.status),
         "assignee_form": _assignee_form(issue, agents),
@@ -68,7 +70,7 @@ def tasks() -> ResponseReturnValue:
     if status not in (None, *IssueStatus.values()):
         status = None
     assignee = request.args.get("assignee") or None
-    agents = list_agents(membership.company_id)
+    agents = agent_names(membership.company_id)
     assignee_id = next((a.id for a in agents if str(a.id) == assignee), None)
     issues = list_issues(membership.company_id, status=status, assignee_agent_id=assignee_id)
     context = {
@@ -90,7 +92,7 @@ def create_task() -> ResponseReturnValue:
     require_write(membership)
     form = NewIssueForm()
     if not form.validate_on_submit():
-        agents = list_agents(membership.company_id)
+        agents = agent_names(membership.company_id)
         return render_template(
             "board/tasks.html",
             issues=list_issues(membership.company_id),
@@ -158,7 +160,7 @@ def change_status(issue_id: str) -> ResponseReturnValue:
 def change_assignee(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
     require_write(membership)
-    agents = list_agents(issue.company_id)
+    agents = agent_names(issue.company_id)
     form = _assignee_form(issue, agents)
     form.process(request.form)
     if not form.validate():
