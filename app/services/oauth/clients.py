@@ -91,7 +91,9 @@ def _operator_client(
     elif entry.get("issuer"):
         server = fetch_server_metadata(entry["issuer"], urlsplit(entry["issuer"]).hostname)
     else:
-        server = discover_authorization_server(endpoint.server_url_for(connection, app_definition, method))
+        server = discover_authorization_server(
+            endpoint.server_url_for(connection, app_definition, method), method.transport
+        )
     secret = entry.get("client_secret") or None
     return ClientConfig(
         client_id=str(entry["client_id"]),
@@ -166,7 +168,9 @@ def _registered_client(
     )
     if row is not None and redirect_uri() in (row.registration or {}).get("redirect_uris", [redirect_uri()]):
         return _client_from_registration(row)
-    server = discover_authorization_server(endpoint.server_url_for(connection, app_definition, method))
+    server = discover_authorization_server(
+        endpoint.server_url_for(connection, app_definition, method), method.transport
+    )
     public, secret = register_client(server, app_definition)
     values = {
         "issuer": server.issuer or server.authorization_endpoint,

@@ -9,6 +9,7 @@ import mcp_types
 import requests
 from flask import current_app
 
+from app.catalog.schema import Transport
 from app.core import mcp_messages, mcp_versions
 from app.core.errors import (
     ProviderRefused,
@@ -97,8 +98,12 @@ def _well_known(base: str, suffix: str) -> list[str]:
     return urls
 
 
-def _resource_metadata_hint(server_url: str) -> str | None:
-    """POST an unauthenticated initialize: a 401 may name the metadata in `WWW-Authenticate: resource_metadata`."""
+def _resource_metadata_hint(server_url: str, transport: Transport = "mcp_remote") -> str | None:
+    """An unauthenticated request to the server: a 401 may name the metadata in `WWW-Authenticate:
+    resource_metadata`. Streamable HTTP gets an initialize POST; an HTTP+SSE server's URL is its GET event stream
+    (a POST there is usually 405), so it gets the GET that opens the stream instead."""
+    if transport == "sse":
+        return _event_stream_hint(server_url)
     initialize = mcp_types.InitializeRequest(
         params=mcp_types.InitializeRequestParams(
             protocol_version=mcp_versions.BASELINE,
@@ -117,6 +122,27 @@ def _resource_metadata_hint(server_url: str) -> str | None:
         )
     except requests.RequestException:
         return None
+    return _challenge_hint(response)
+
+
+def _event_stream_hint(server_url: str) -> str | None:
+    """GET the event stream, read only the status and headers, and close at once: should the server open the
+    stream (it needs no token), no event is waited for or read."""
+    try:
+        with requests.get(
+            server_url,
+            stream=True,
+            timeout=_timeout(),
+            allow_redirects=False,
+            headers={"Accept": "text/event-stream"},
+        ) as response:
+            return _challenge_hint(response)
+    except requests.RequestException:
+        return None
+
+
+def _challenge_hint(response: requests.Response) -> str | None:
+    """The `resource_metadata` URL of a 401's `WWW-Authenticate` challenge (RFC 9728 section 5.1), if any."""
     if response.status_code != 401:
         return None
     header = response.headers.get("WWW-Authenticate", "")
@@ -148,11 +174,12 @@ def fetch_server_metadata(issuer: str, trusted_host: str | None) -> AuthServer:
     raise ProviderRefused("Could not read the provider's authorization server metadata.")
 
 
-def discover_authorization_server(server_url: str) -> AuthServer:
-    """From an MCP server URL to its authorization server: RFC 9728 (hint, path-insert, root), else the origin."""
+def discover_authorization_server(server_url: str, transport: Transport = "mcp_remote") -> AuthServer:
+    """From an MCP server URL to its authorization server: RFC 9728 (hint, path-insert, root), else the origin.
+    `transport` is the method's: it decides how the server is asked for the hint."""
     trusted_host = urlsplit(server_url).hostname
     locations = []
-    hint = _resource_metadata_hint(server_url)
+    hint = _resource_metadata_hint(server_url, transport)
     if hint:
         locations.append(_guard(hint, trusted_host))
     locations += _well_known(server_url, "oauth-protected-resource")
