@@ -1,0 +1,226 @@
+"""The gateway's `tools/list` entries, and the listing of a run as JSON text built from each tool's stored entry.
+
+A tool's entry (`tool_definition`) has a provider's side (input schema, title, outputSchema, annotations, `_meta`,
+whether it writes) and an agent's side (the visible name; the connection's name and the tool's action, in the
+description; managed arguments, out of the input schema). The provider's side changes only when the tool row does,
+so the row keeps it serialized (`ConnectionTool.listed_entry`, written by the mapper events below on every ORM
+insert or update of a tool): the entry's JSON text with an empty name and description. A rebuild of a listing of
+thousands of tools splices each name and description into that text, instead of decoding the stored schemas and
+validating a message model per tool. Tools whose schema managed arguments change, and rows with no stored entry in
+the current format (written without the ORM, or before `ENTRY_FORMAT` changed), take the full path; both paths
+write the same text (tests/services/gateway/test_listing_entries.py).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from json.encoder import encode_basestring_ascii
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import case, event, func, inspect, not_, or_, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Mapper
+
+from app.catalog.loader import get_apps
+from app.core.mcp_messages import tool
+from app.extensions import db
+from app.models import ConnectionTool, HeartbeatRun, ToolPolicy
+from app.services.access.effective import (
+    DEFAULT_TOOL_ACTION,
+    effective_access,
+    usable_connections,
+    within_scope_action,
+)
+from app.services.gateway.arguments import managed_for_schema, pinned_arguments, project_schema
+from app.services.gateway.names import connection_slugs, visible_name
+
+ASK_FIRST_NOTE = " Each call needs approval by the task's responsible person before it runs."
+# Stored entries start with this; changing what an entry holds (`tool_definition`) must change it, so that
+# entries stored by older code are no longer spliced (they take the full path until the tools are indexed again).
+ENTRY_FORMAT = "1:"
+_STORED_HEAD = ENTRY_FORMAT + '{"name": ""'
+# Inside a JSON string every `"` is escaped, so this text can only be the description's key and value: the keys
+# before it are `name` and `title`, whose values are strings.
+_EMPTY_DESCRIPTION = '"description": ""'
+
+
+# --- one entry -----------------------------------------------------------------------------------------------------
+
+
+def listed_description(description: str | None, tool_name: str, connection_name: str, action: str) -> str:
+    """The provider's description, then which connection the tool is of and, for ask_first, that calls wait."""
+    description = (description or "").strip()
+    note = f"Tool {tool_name} of the connection {connection_name}."
+    if action == "ask_first":
+        note += ASK_FIRST_NOTE
+    return f"{description}\n\n{note}" if description else note
+
+
+def provider_fields(is_write: bool, listing: dict | None) -> dict[str, Any]:
+    """The entry's optional fields by wire name: the provider's `title`, `outputSchema`, `annotations`, `_meta`."""
+    listing = listing or {}
+    # readOnlyHint is always there, so agents can tell reads from writes without guessing from names (it agrees with
+    # the provider's hint when it gave one).
+    annotations = dict(listing.get("annotations") or {})
+    annotations.setdefault("readOnlyHint", not is_write)
+    passed_through = {key: listing[key] for key in ("title", "outputSchema", "_meta") if key in listing}
+    return {"annotations": annotations, **passed_through}
+
+
+def tool_definition(
+    name: str,
+    tool_name: str,
+    description: str | None,
+    input_schema: dict | None,
+    is_write: bool,
+    connection_name: str,
+    action: str,
+    managed: dict[str, Any],
+    listing: dict | None = None,
+) -> dict:
+    """A tool's `tools/list` entry, as the agent sees it (the one place that shapes it). The provider's `title`,
+    `outputSchema`, annotations and `_meta` pass through; managed arguments leave the input schema only."""
+    return tool(
+        name,
+        listed_description(description, tool_name, connection_name, action),
+        project_schema(input_schema, managed),
+        **provider_fields(is_write, listing),
+    )
+
+
+def stored_entry(input_schema: dict | None, is_write: bool, listing: dict | None) -> str | None:
+    """What a tool row keeps of its entry: `ENTRY_FORMAT`, then the entry's JSON text with an empty name and
+    description and no managed argument. None when the provider's fields are not a valid tool (listing such a tool
+    fails as it would have)."""
+    try:
+        entry = tool("", "", project_schema(input_schema, {}), **provider_fields(is_write, listing))
+    except ValidationError:
+        return None
+    return ENTRY_FORMAT + json.dumps(entry)
+
+
+def spliced_entry(stored: str, name: str, description: str) -> str:
+    """`json.dumps` of the tool's entry under this name and description, from its stored entry in the current
+    format (`_tool_rows` tells). Keys stay in the message model's order (name, title, description, ...)."""
+    at = stored.find(_EMPTY_DESCRIPTION, len(_STORED_HEAD))
+    if not stored.startswith(_STORED_HEAD) or at < 0:
+        # Only a writer that bypasses the ORM could store this; listing the tool without it would list it wrong.
+        raise ValueError("A stored tool entry is not in the current format.")
+    return "".join(
+        (
+            '{"name": ',
+            encode_basestring_ascii(name),
+            stored[len(_STORED_HEAD) : at],
+            '"description": ',
+            encode_basestring_ascii(description),
+            stored[at + len(_EMPTY_DESCRIPTION) :],
+        )
+    )
+
+
+@event.listens_for(ConnectionTool, "before_insert")
+def _store_entry_on_insert(mapper: Mapper, connection: Connection, row: ConnectionTool) -> None:
+    row.listed_entry = stored_entry(row.input_schema, row.is_write, row.listing)
+
+
+@event.listens_for(ConnectionTool, "before_update")
+def _store_entry_on_update(mapper: Mapper, connection: Connection, row: ConnectionTool) -> None:
+    attributes = inspect(row).attrs
+    changed = any(attributes[key].history.has_changes() for key in ("input_schema", "is_write", "listing"))
+    # A row stored without one, or in an older format, gets it the next time its tools are indexed.
+    if changed or not (row.listed_entry or "").startswith(_STORED_HEAD):
+        row.listed_entry = stored_entry(row.input_schema, row.is_write, row.listing)
+
+
+# --- the listing of a run ------------------------------------------------------------------------------------------
+
+
+def build_listing(run: HeartbeatRun) -> str:
+    """`json.dumps([tool.definition() for tool in tools.tool_map(run).values()])`, from plain rows and stored text.
+
+    The same decisions in the same order (connections by id, tools by name): the usable connections from tool
+    counts, then the tools of those connections as plain rows with their action, pinned arguments worked out once
+    per connection. A constant number of statements.
+    """
+    usable = usable_connections(
+        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
+    )
+    usable = [access for access in usable if access.has_tools]
+    if not usable:
+        return "[]"
+    slugs = connection_slugs([a.connection for a in usable])
+    apps = get_apps(a.connection.app_slug for a in usable)
+    connections = {
+        a.connection.id: (
+            slugs[a.connection.id],
+            a.connection.name,
+            pinned_arguments(a.connection, apps.get(a.connection.app_slug)),
+            a.tool_scope,
+        )
+        for a in usable
+    }
+    pinned_ids = [connection_id for connection_id, (_, _, pinned, _) in connections.items() if pinned]
+    entries: dict[str, str] = {}
+    for row in _tool_rows(list(connections), pinned_ids):
+        slug, connection_name, pinned, scope = connections[row.connection_id]
+        # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
+        action = within_scope_action(scope, row.name, row.action)
+        if action is None or action == "block":
+            continue
+        name = visible_name(slug, row.name)
+        if not row.full_path:
+            description = listed_description(row.description, row.name, connection_name, action)
+            entry = spliced_entry(row.listed_entry, name, description)
+        else:
+            definition = tool_definition(
+                name,
+                row.name,
+                row.description,
+                row.input_schema,
+                row.is_write,
+                connection_name,
+                action,
+                managed_for_schema(pinned, row.input_schema),
+                row.listing,
+            )
+            entry = json.dumps(definition)
+        entries[name] = entry
+    return "[" + ", ".join(entries.values()) + "]"
+
+
+def _tool_rows(connection_ids: list[uuid.UUID], pinned_ids: list[uuid.UUID]) -> list:
+    """The active tools of the connections with their action (no policy row: ask first), by connection and name.
+
+    The decoded `input_schema`, `is_write` and `listing` come only for the tools that take the full path
+    (`full_path`: of a connection that pins arguments, or with no stored entry in the current format); the others
+    read as None and are written from their stored entry.
+    """
+    full_path = or_(
+        ConnectionTool.connection_id.in_(pinned_ids),
+        ConnectionTool.listed_entry.is_(None),
+        not_(ConnectionTool.listed_entry.startswith(_STORED_HEAD, autoescape=True)),
+    )
+    return list(
+        db.session.execute(
+            select(
+                ConnectionTool.connection_id,
+                ConnectionTool.name,
+                ConnectionTool.description,
+                ConnectionTool.listed_entry,
+                full_path.label("full_path"),
+                case((full_path, ConnectionTool.input_schema)).label("input_schema"),
+                case((full_path, ConnectionTool.is_write)).label("is_write"),
+                case((full_path, ConnectionTool.listing)).label("listing"),
+                func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION).label("action"),
+            )
+            .outerjoin(
+                ToolPolicy,
+                (ToolPolicy.connection_id == ConnectionTool.connection_id)
+                & (ToolPolicy.tool_name == ConnectionTool.name),
+            )
+            .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
+            .order_by(ConnectionTool.connection_id, ConnectionTool.name)
+        )
+    )
