@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -52,10 +53,18 @@ _EMPTY_DESCRIPTION = '"description": ""'
 def listed_description(description: str | None, tool_name: str, connection_name: str, action: str) -> str:
     """The provider's description, then which connection the tool is of and, for ask_first, that calls wait."""
     description = (description or "").strip()
-    note = f"Tool {tool_name} of the connection {connection_name}."
-    if action == "ask_first":
-        note += ASK_FIRST_NOTE
-    return f"{description}\n\n{note}" if description else note
+    note = f"{NOTE_HEAD}{tool_name}{_note_tail(connection_name, action)}"
+    return f"{description}{PARAGRAPH}{note}" if description else note
+
+
+NOTE_HEAD = "Tool "
+PARAGRAPH = "\n\n"
+
+
+def _note_tail(connection_name: str, action: str) -> str:
+    """What the description's note says after the tool's name (the same for every tool of the connection)."""
+    tail = f" of the connection {connection_name}."
+    return tail + ASK_FIRST_NOTE if action == "ask_first" else tail
 
 
 def provider_fields(is_write: bool, listing: dict | None) -> dict[str, Any]:
@@ -101,23 +110,51 @@ def stored_entry(input_schema: dict | None, is_write: bool, listing: dict | None
     return ENTRY_FORMAT + json.dumps(entry)
 
 
-def spliced_entry(stored: str, name: str, description: str) -> str:
-    """`json.dumps` of the tool's entry under this name and description, from its stored entry in the current
-    format (`_tool_rows` tells). Keys stay in the message model's order (name, title, description, ...)."""
-    at = stored.find(_EMPTY_DESCRIPTION, len(_STORED_HEAD))
-    if not stored.startswith(_STORED_HEAD) or at < 0:
-        # Only a writer that bypasses the ORM could store this; listing the tool without it would list it wrong.
-        raise ValueError("A stored tool entry is not in the current format.")
-    return "".join(
-        (
-            '{"name": ',
-            encode_basestring_ascii(name),
-            stored[len(_STORED_HEAD) : at],
-            '"description": ',
-            encode_basestring_ascii(description),
-            stored[at + len(_EMPTY_DESCRIPTION) :],
+def _escaped(text: str) -> str:
+    """`json.dumps(text)` without its quotes. Escaping is character by character, so the JSON string of a
+    concatenation is the concatenation of its parts' escapes: shared parts are escaped once per connection."""
+    return encode_basestring_ascii(text)[1:-1]
+
+
+_ESCAPED_PARAGRAPH_NOTE_HEAD = _escaped(PARAGRAPH + NOTE_HEAD)
+_ESCAPED_NOTE_HEAD = _escaped(NOTE_HEAD)
+
+
+@dataclass
+class _ConnectionEntries:
+    """Writes the entries of one connection's tools from their stored entries (`spliced`)."""
+
+    slug: str
+    connection_name: str
+    pinned: dict[str, Any]
+    scope: dict[str, str] | None
+    # `_note_tail` per action, escaped, with the description's closing quote.
+    note_tails: dict[str, str] = field(default_factory=dict)
+
+    def spliced(self, stored: str, name: str, tool_name: str, description: str, action: str) -> str:
+        """`json.dumps(tool_definition(...))` of a tool without managed arguments whose stored entry is in the
+        current format (`_tool_rows` tells). Keys stay in the message model's order (name, title, description...)."""
+        at = stored.find(_EMPTY_DESCRIPTION, len(_STORED_HEAD))
+        if not stored.startswith(_STORED_HEAD) or at < 0:
+            # Only a writer that bypasses the ORM could store this; listing the tool without it would list it wrong.
+            raise ValueError("A stored tool entry is not in the current format.")
+        tail = self.note_tails.get(action)
+        if tail is None:
+            tail = self.note_tails[action] = _escaped(_note_tail(self.connection_name, action)) + '"'
+        description = (description or "").strip()
+        return "".join(
+            (
+                '{"name": "',
+                _escaped(name),
+                '"',
+                stored[len(_STORED_HEAD) : at],
+                '"description": "',
+                _escaped(description) + _ESCAPED_PARAGRAPH_NOTE_HEAD if description else _ESCAPED_NOTE_HEAD,
+                _escaped(tool_name),
+                tail,
+                stored[at + len(_EMPTY_DESCRIPTION) :],
+            )
         )
-    )
 
 
 @event.listens_for(ConnectionTool, "before_insert")
@@ -153,7 +190,7 @@ def build_listing(run: HeartbeatRun) -> str:
     slugs = connection_slugs([a.connection for a in usable])
     apps = get_apps(a.connection.app_slug for a in usable)
     connections = {
-        a.connection.id: (
+        a.connection.id: _ConnectionEntries(
             slugs[a.connection.id],
             a.connection.name,
             pinned_arguments(a.connection, apps.get(a.connection.app_slug)),
@@ -161,32 +198,40 @@ def build_listing(run: HeartbeatRun) -> str:
         )
         for a in usable
     }
-    pinned_ids = [connection_id for connection_id, (_, _, pinned, _) in connections.items() if pinned]
+    pinned_ids = [connection_id for connection_id, c in connections.items() if c.pinned]
     entries: dict[str, str] = {}
-    for row in _tool_rows(list(connections), pinned_ids):
-        slug, connection_name, pinned, scope = connections[row.connection_id]
+    for (
+        connection_id,
+        tool_name,
+        description,
+        stored,
+        full_path,
+        input_schema,
+        is_write,
+        listing,
+        action,
+    ) in _tool_rows(list(connections), pinned_ids):
+        connection = connections[connection_id]
         # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
-        action = within_scope_action(scope, row.name, row.action)
+        action = within_scope_action(connection.scope, tool_name, action)
         if action is None or action == "block":
             continue
-        name = visible_name(slug, row.name)
-        if not row.full_path:
-            description = listed_description(row.description, row.name, connection_name, action)
-            entry = spliced_entry(row.listed_entry, name, description)
-        else:
-            definition = tool_definition(
-                name,
-                row.name,
-                row.description,
-                row.input_schema,
-                row.is_write,
-                connection_name,
-                action,
-                managed_for_schema(pinned, row.input_schema),
-                row.listing,
-            )
-            entry = json.dumps(definition)
-        entries[name] = entry
+        name = visible_name(connection.slug, tool_name)
+        if not full_path:
+            entries[name] = connection.spliced(stored, name, tool_name, description, action)
+            continue
+        definition = tool_definition(
+            name,
+            tool_name,
+            description,
+            input_schema,
+            is_write,
+            connection.connection_name,
+            action,
+            managed_for_schema(connection.pinned, input_schema),
+            listing,
+        )
+        entries[name] = json.dumps(definition)
     return "[" + ", ".join(entries.values()) + "]"
 
 
