@@ -7,8 +7,11 @@ so the row keeps it serialized (`ConnectionTool.listed_entry`, written by the ma
 insert or update of a tool): the entry's JSON text with an empty name and description. A rebuild of a listing of
 thousands of tools splices each name and description into that text, instead of decoding the stored schemas and
 validating a message model per tool. Tools whose schema managed arguments change, and rows with no stored entry in
-the current format (written without the ORM, or before `ENTRY_FORMAT` changed), take the full path; both paths
-write the same text (tests/services/gateway/test_listing_entries.py).
+the current format (written without the ORM, or before `ENTRY_FORMAT` changed), take the full path. Both write
+the same keys and values, and a spliced entry is the text the full path writes from the values the row was stored
+with (tests/services/gateway/test_listing_entries.py); PostgreSQL's JSONB does not keep object keys in order, so
+there a schema read back (the full path) may list its keys in another order than the stored entry, which keeps the
+provider's.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ from app.services.access.effective import (
 from app.services.gateway.arguments import managed_for_schema, pinned_arguments, project_schema
 from app.services.gateway.names import connection_slugs, visible_name
 
+# The description: the provider's, a paragraph, then the note ("Tool <name> of the connection <name>." and, for
+# ask_first, ASK_FIRST_NOTE).
+PARAGRAPH = "\n\n"
+NOTE_HEAD = "Tool "
 ASK_FIRST_NOTE = " Each call needs approval by the task's responsible person before it runs."
 # Stored entries start with this; changing what an entry holds (`tool_definition`) must change it, so that
 # entries stored by older code are no longer spliced (they take the full path until the tools are indexed again).
@@ -55,10 +62,6 @@ def listed_description(description: str | None, tool_name: str, connection_name:
     description = (description or "").strip()
     note = f"{NOTE_HEAD}{tool_name}{_note_tail(connection_name, action)}"
     return f"{description}{PARAGRAPH}{note}" if description else note
-
-
-NOTE_HEAD = "Tool "
-PARAGRAPH = "\n\n"
 
 
 def _note_tail(connection_name: str, action: str) -> str:
@@ -178,8 +181,8 @@ def build_listing(run: HeartbeatRun) -> str:
     """`json.dumps([tool.definition() for tool in tools.tool_map(run).values()])`, from plain rows and stored text.
 
     The same decisions in the same order (connections by id, tools by name): the usable connections from tool
-    counts, then the tools of those connections as plain rows with their action, pinned arguments worked out once
-    per connection. A constant number of statements.
+    counts, then the tools of those connections as plain rows with their action and stored entry, pinned arguments
+    worked out once per connection. A constant number of statements (one for the tools).
     """
     usable = usable_connections(
         effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)

@@ -1,7 +1,10 @@
-"""A listing rebuilt from the tools' stored entries is, byte for byte, the listing `tool_definition` writes.
+"""A listing rebuilt from the tools' stored entries is the listing `tool_definition` writes.
 
-The listing is compared with `json.dumps([tool.definition() for tool in tool_map(run).values()])`: the call path's
-objects, each entry shaped by `tool_definition` from the decoded row (the full path).
+Each spliced entry is, byte for byte, `json.dumps(tool_definition(...))` of the values the tool was stored with. A
+whole listing is compared with `json.dumps([tool.definition() for tool in tool_map(run).values()])` (the call path's
+objects, each entry shaped by `tool_definition` from the row as read back: the full path): the same keys and values,
+and the same text on SQLite. PostgreSQL's JSONB does not keep the order of object keys, so there the full path lists
+a schema's keys in JSONB's order, where a stored entry keeps the provider's.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ VARIED = {
     "blocked": ("Never listed.", SCHEMA, False, None, "block"),
     "no_description": ("", {}, False, None, "allow"),
     "blank_description": ("   \n ", {"properties": {"a": {"type": "integer"}}}, True, None, "ask_first"),
-    "titled": ("With a title.", SCHEMA, False, {"title": "A \"quoted\" title"}, "allow"),
+    "titled": ("With a title.", SCHEMA, False, {"title": 'A "quoted" title'}, "allow"),
     "tricky_title": ("Title like a key.", SCHEMA, False, {"title": '"description": ""'}, "allow"),
     "output": (
         "Has an output schema.",
@@ -45,7 +48,14 @@ VARIED = {
         "Provider hints.",
         SCHEMA,
         True,
-        {"annotations": {"readOnlyHint": True, "destructiveHint": False, "title": "Hinted", "unknownHint": 1}},
+        {
+            "annotations": {
+                "readOnlyHint": True,
+                "destructiveHint": False,
+                "title": "Hinted",
+                "unknownHint": 1,
+            }
+        },
         "allow",
     ),
     "meta": ("Carries _meta.", SCHEMA, False, {"_meta": {"vendor/x": {"deep": [1, "two", None]}}}, "allow"),
@@ -62,7 +72,7 @@ VARIED = {
         "ask_first",
     ),
     "unicode_ünï": (
-        "Ünïcödé déscription with emoji 🚀, tabs\tand \"quotes\" \\ backslashes\u2028.",
+        'Ünïcödé déscription with emoji 🚀, tabs\tand "quotes" \\ backslashes\u2028.',
         {"type": "object", "properties": {"café": {"type": "string", "description": "naïve ☕ 𝄞"}}},
         False,
         {"title": "Tïtle 🚀", "_meta": {"ключ": "значение"}},
@@ -97,6 +107,13 @@ def add_tools(db, connection, tools: dict) -> None:
                 )
             )
     db.session.commit()
+
+
+def assert_same_listing(db, text: str, full: str) -> None:
+    """The same keys and values; the same text where the database keeps key order (see the module docstring)."""
+    assert json.loads(text) == json.loads(full)
+    if db.engine.dialect.name == "sqlite":
+        assert text == full
 
 
 def full_path_listing(db, run_id) -> str:
@@ -135,26 +152,54 @@ def world(make, db):
     )
     scoped = make.connection(world.company, name="Scoped", grants=org, installed=False)
     add_tools(db, scoped, {k: VARIED[k] for k in ("plain_read", "plain_write", "output", "meta")})
-    add_agent_install(scoped, world.agent.id, None, tool_scope={"plain_read": "allow", "plain_write": "allow"})
+    add_agent_install(
+        scoped, world.agent.id, None, tool_scope={"plain_read": "allow", "plain_write": "allow"}
+    )
     db.session.commit()
     world.connections = {"varied": varied, "twin": twin, "honcho": honcho, "scoped": scoped}
     return world
 
 
-def test_rebuilt_listing_is_the_full_paths_text_byte_for_byte(db, world):
+@pytest.mark.parametrize("connection_name", ["Plain", 'Ünïcode "quoted" 🚀 \\ name'])
+@pytest.mark.parametrize("action", ["allow", "ask_first"])
+@pytest.mark.parametrize("tool_name", list(VARIED))
+def test_a_spliced_entry_is_the_full_paths_text_byte_for_byte(tool_name, action, connection_name):
+    description, schema, is_write, listing, _ = VARIED[tool_name]
+    name = f"some-slug__{tool_name}"
+    entries = gateway_listing._ConnectionEntries("some-slug", connection_name, {}, None)
+    spliced = entries.spliced(
+        gateway_listing.stored_entry(schema, is_write, listing), name, tool_name, description, action
+    )
+    full = gateway_listing.tool_definition(
+        name, tool_name, description, schema, is_write, connection_name, action, {}, listing
+    )
+    assert spliced == json.dumps(full)
+    assert (
+        entries.spliced(
+            gateway_listing.stored_entry(schema, is_write, listing), name, tool_name, description, action
+        )
+        == spliced
+    )
+
+
+def test_rebuilt_listing_is_the_full_paths_listing(db, world):
     text = rebuilt_listing(db, world.run.id)
-    assert text == full_path_listing(db, world.run.id)
+    assert_same_listing(db, text, full_path_listing(db, world.run.id))
     listing = json.loads(text)
     by_name = {entry["name"]: entry for entry in listing}
     # What the world holds is listed as the rule says (so the comparison above covers every case).
     assert len(by_name) == len(listing) == 11 + 2 + 2 + 2
     assert not any(name.endswith("__blocked") for name in by_name)
     save = by_name["memory__save_memory"]
-    assert "workspace_id" not in save["inputSchema"]["properties"] and save["inputSchema"]["required"] == ["content"]
+    assert "workspace_id" not in save["inputSchema"]["properties"] and save["inputSchema"]["required"] == [
+        "content"
+    ]
     assert save["title"] == "Save" and save["annotations"] == {"readOnlyHint": False}
     scoped = {name.split("__", 1)[1]: entry for name, entry in by_name.items() if name.startswith("scoped__")}
     assert set(scoped) == {"plain_read", "plain_write"}
-    assert scoped["plain_write"]["description"].endswith("before it runs.")  # a write through a card asks first
+    assert scoped["plain_write"]["description"].endswith(
+        "before it runs."
+    )  # a write through a card asks first
     assert not scoped["plain_read"]["description"].endswith("before it runs.")
     unicode = next(entry for name, entry in by_name.items() if name.endswith("__unicode_ünï"))
     assert unicode["title"] == "Tïtle 🚀" and "🚀" in unicode["description"]
@@ -165,9 +210,13 @@ def test_rebuilt_listing_is_the_full_paths_text_byte_for_byte(db, world):
     assert annotated["annotations"] == {"readOnlyHint": True, "destructiveHint": False, "title": "Hinted"}
 
 
-def test_every_row_written_through_the_orm_has_a_stored_entry_and_only_pinned_tools_take_the_full_path(db, world):
+def test_every_row_written_through_the_orm_has_a_stored_entry_and_only_pinned_tools_take_the_full_path(
+    db, world
+):
     ids = [c.id for c in world.connections.values()]
-    stored = db.session.scalars(select(ConnectionTool.listed_entry).where(ConnectionTool.connection_id.in_(ids)))
+    stored = db.session.scalars(
+        select(ConnectionTool.listed_entry).where(ConnectionTool.connection_id.in_(ids))
+    )
     assert all(entry.startswith(gateway_listing.ENTRY_FORMAT) for entry in stored)
     rows = gateway_listing._tool_rows(ids, [world.connections["honcho"].id])
     full = {row.name for row in rows if row.full_path}
@@ -188,7 +237,10 @@ def test_rows_without_a_current_stored_entry_are_listed_the_full_way(db, world):
         .values(listed_entry='0:{"name": "", "description": ""}')
     )
     db.session.commit()
-    assert rebuilt_listing(db, world.run.id) == before == full_path_listing(db, world.run.id)
+    after = rebuilt_listing(db, world.run.id)
+    assert_same_listing(db, after, before)
+    rows = gateway_listing._tool_rows([varied.id, twin.id], [])
+    assert rows and all(row.full_path for row in rows)
 
 
 def test_indexing_a_tool_again_rewrites_its_entry_and_the_next_listing_shows_it(db, world, client):
@@ -201,7 +253,9 @@ def test_indexing_a_tool_again_rewrites_its_entry_and_the_next_listing_shows_it(
 
     assert listed("titled")["title"] == 'A "quoted" title'
     row = db.session.scalars(
-        select(ConnectionTool).where(ConnectionTool.connection_id == varied.id, ConnectionTool.name == "titled")
+        select(ConnectionTool).where(
+            ConnectionTool.connection_id == varied.id, ConnectionTool.name == "titled"
+        )
     ).one()
     row.listing = {"title": "Renamed"}
     row.input_schema = {"type": "object", "properties": {"other": {"type": "boolean"}}}
@@ -210,7 +264,7 @@ def test_indexing_a_tool_again_rewrites_its_entry_and_the_next_listing_shows_it(
     entry = listed("titled")
     assert entry["title"] == "Renamed" and list(entry["inputSchema"]["properties"]) == ["other"]
     assert entry["annotations"] == {"readOnlyHint": False}
-    assert rebuilt_listing(db, world.run.id) == full_path_listing(db, world.run.id)
+    assert_same_listing(db, rebuilt_listing(db, world.run.id), full_path_listing(db, world.run.id))
 
 
 def test_an_update_of_other_columns_fills_a_missing_entry(db, world):
@@ -225,7 +279,7 @@ def test_an_update_of_other_columns_fills_a_missing_entry(db, world):
     row.version_hash = "v2"  # what indexing the tools again does to an unchanged tool (it sets every column)
     db.session.commit()
     assert row.listed_entry == gateway_listing.stored_entry(row.input_schema, row.is_write, row.listing)
-    assert rebuilt_listing(db, world.run.id) == full_path_listing(db, world.run.id)
+    assert_same_listing(db, rebuilt_listing(db, world.run.id), full_path_listing(db, world.run.id))
 
 
 def test_listing_statements_do_not_grow_with_tools(db, make, world):
@@ -248,9 +302,11 @@ def test_listing_statements_do_not_grow_with_tools(db, make, world):
     )
     db.session.commit()
     assert statements() == one
-    assert rebuilt_listing(db, world.run.id) == full_path_listing(db, world.run.id)
+    assert_same_listing(db, rebuilt_listing(db, world.run.id), full_path_listing(db, world.run.id))
 
 
 def test_an_invalid_provider_field_stores_no_entry(db):
     assert gateway_listing.stored_entry(SCHEMA, False, {"annotations": {"readOnlyHint": "maybe"}}) is None
-    assert gateway_listing.stored_entry(SCHEMA, False, {"title": "ok"}).startswith(gateway_listing.ENTRY_FORMAT)
+    assert gateway_listing.stored_entry(SCHEMA, False, {"title": "ok"}).startswith(
+        gateway_listing.ENTRY_FORMAT
+    )
