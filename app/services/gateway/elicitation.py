@@ -22,7 +22,7 @@ from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import HeartbeatRun, ThreadInteraction, ToolConnection
 from app.services.access.effective import connection_is_healthy, effective_access
-from app.services.gateway.names import NAME_SEPARATOR, connection_slug
+from app.services.gateway.tools import NAME_SEPARATOR, connection_slug
 from app.services.intents import service as intents_service
 from app.services.runtime import request as runtime_request
 from app.services.runtime.context import RunContext

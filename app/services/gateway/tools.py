@@ -19,8 +19,12 @@ from app.services.access.effective import (
 from app.services.access.revision import RevisionCache
 from app.services.gateway.arguments import managed_arguments
 from app.services.gateway.listing import build_listing, tool_definition
-from app.services.gateway.names import NAME_SEPARATOR, visible_name
+from app.services.gateway.names import NAME_MAX_LENGTH as NAME_MAX_LENGTH
+from app.services.gateway.names import NAME_SEPARATOR as NAME_SEPARATOR
+from app.services.gateway.names import SLUG_MAX_LENGTH as SLUG_MAX_LENGTH
+from app.services.gateway.names import connection_slug as connection_slug
 from app.services.gateway.names import connection_slugs as _slugs
+from app.services.gateway.names import visible_name as visible_name
 
 SERVER_NAME = "switchboard-tool-gateway"
 

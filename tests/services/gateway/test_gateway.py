@@ -23,7 +23,6 @@ from app.adapters.process import runtime_tools_env
 from app.models import ActivityLog, ConnectionGrant, ConnectionInstall, ThreadInteraction, ToolConnection
 from app.services.access.effective import effective_access
 from app.services.gateway import calls as gateway_calls
-from app.services.gateway import names as gateway_names
 from app.services.gateway import tools as gateway_tools
 from app.services.runs.runtime_tools import runtime_tools_descriptor
 from tests.conftest import count_statements, serving, sign_in
@@ -131,7 +130,7 @@ def test_listing_matches_effective_access_and_hides_managed_and_blocked(db, worl
     tools = {t.name: t for t in run_agent(live_server, world.token, scenario)}
     expected = set()
     for access in effective_access(world.company.id, world.agent.id, world.owner.id):
-        slug = gateway_names.connection_slug(access.connection.name)
+        slug = gateway_tools.connection_slug(access.connection.name)
         expected |= {f"{slug}__{t.tool.name}" for t in access.usable_tools}
     assert set(tools) == expected
     assert {"honcho__search_memory", "honcho__save_memory", "github__search_notes"} <= set(tools)
@@ -168,9 +167,9 @@ def test_names_never_collide_across_connections(db, world):
     # An unknown tool is a protocol error clients can read: -32602 at HTTP 200 (DECISIONS, 2025-06-18 "Error Handling").
     assert unknown.status_code == 200
     assert unknown.json["error"] == {"code": -32602, "message": "Unknown tool: team-notes__search_notes"}
-    assert gateway_names.connection_slug("  Ünïcode / Notes!! ") == "n-code-notes"
-    assert gateway_names.connection_slug("x" * 100) == "x" * gateway_names.SLUG_MAX_LENGTH
-    assert len(gateway_names.visible_name("s", "t" * 300)) == gateway_names.NAME_MAX_LENGTH
+    assert gateway_tools.connection_slug("  Ünïcode / Notes!! ") == "n-code-notes"
+    assert gateway_tools.connection_slug("x" * 100) == "x" * gateway_tools.SLUG_MAX_LENGTH
+    assert len(gateway_tools.visible_name("s", "t" * 300)) == gateway_tools.NAME_MAX_LENGTH
 
 
 def test_tools_list_statement_count_is_constant_as_connections_grow(app, db, world):
