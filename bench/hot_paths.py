@@ -1,6 +1,6 @@
 """In-process hot paths, the baseline revision's code vs the current code, side by side in one run.
 
-    .venv/bin/python bench/hot_paths.py [--scale 1.0] [--repeat 20] [--baseline-rev ebc3788]
+    .venv/bin/python bench/hot_paths.py [--scale 1.0] [--repeat 20] [--baseline-rev ebc3788] [--previous-rev REV]
 
 Seeds the synthetic company of `bench/runtime.py` (bench/seed.py: at scale 1.0 the bench agent has about 100
 installed connections, 95 of them eligible for instructions, and about 3,700 visible tools) on a throwaway PostgreSQL
@@ -11,10 +11,12 @@ database, then times, alternating baseline and current call by call (so noise la
   change); and the current one warm (a turn after no access change).
 - **tools/list rebuild** (the listing built again after an access change): the baseline module's
   `[tool.definition() for tool in tool_map(run).values()]` (`app/services/gateway/tools.py` at `--baseline-rev`) vs
-  the current `list_tool_definitions` with its cache cleared.
+  the current `list_tool_definitions` with its cache cleared; with `--previous-rev`, that revision's
+  `list_tool_definitions` too (cache cleared), and whether its text and the current one are byte for byte the same.
 
 Each operation runs in a fresh app context and session, as a request or a worker turn would. Prints the median and
-p90 milliseconds, statements per call, and the ratio current/baseline. Timings are printed, never asserted.
+p90 milliseconds, the median CPU milliseconds of this process (`time.process_time`: the database's share and other
+processes' load left out), statements per call, and the ratio current/baseline. Timings are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=20, help="timed calls per operation")
     parser.add_argument("--baseline-rev", default="ebc3788")
+    parser.add_argument(
+        "--previous-rev",
+        help="also time this revision's cached listing rebuilt (`list_tool_definitions`, since issue 19)",
+    )
     args = parser.parse_args(argv)
 
     admin_url = args.admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
@@ -147,6 +153,19 @@ def run(args, url: str) -> None:
             "current": in_session(cold_listing),
         },
     }
+    if args.previous_rev:
+        previous_tools = module_at(args.previous_rev, "app/services/gateway/tools.py")
+
+        def previous_listing(run):
+            previous_tools.clear_listings()
+            return previous_tools.list_tool_definitions(run, current_revision(run.company_id))
+
+        groups["tools/list rebuild"][f"previous ({args.previous_rev})"] = in_session(previous_listing)
+        # Byte for byte: the previous revision's listing text and the current one's.
+        same = in_session(previous_listing)().text == in_session(cold_listing)().text
+        print(
+            f"  tools/list rebuild: the previous and current texts are {'identical' if same else 'DIFFERENT'}"
+        )
     # The same answers: the baseline's and the current code's outputs are equal.
     with app.app_context():
         sources = len(snapshot.instruction_sources_for_run(db.session.get(HeartbeatRun, seeded.run_id)))
@@ -169,25 +188,32 @@ def run(args, url: str) -> None:
     event.listen(engine, "before_cursor_execute", count)
     for label, variants in groups.items():
         timings: dict[str, list[float]] = {variant: [] for variant in variants}
+        cpu: dict[str, list[float]] = {variant: [] for variant in variants}
         counts: dict[str, int] = {}
         for variant in variants.values():
             variant()  # warm
         for _ in range(args.repeat):
             for variant_label, variant in variants.items():
                 statements["n"] = 0
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 variant()
+                cpu[variant_label].append((time.process_time() - c0) * 1000)
                 timings[variant_label].append((time.perf_counter() - t0) * 1000)
                 counts[variant_label] = statements["n"]
         base = statistics.median(timings["baseline"])
+        base_cpu = statistics.median(cpu["baseline"])
         print()
         print(label)
-        print(f"  {'variant':34} {'median ms':>10} {'p90 ms':>8} {'stmts':>6} {'x baseline':>11}")
+        print(
+            f"  {'variant':34} {'median ms':>10} {'p90 ms':>8} {'stmts':>6} {'x baseline':>11}"
+            f" {'cpu ms':>8} {'cpu x base':>11}"
+        )
         for variant_label, values in timings.items():
             median = statistics.median(values)
+            median_cpu = statistics.median(cpu[variant_label])
             print(
                 f"  {variant_label:34} {median:10.1f} {percentile(values, 90):8.1f} "
-                f"{counts[variant_label]:6d} {median / base:11.3f}"
+                f"{counts[variant_label]:6d} {median / base:11.3f} {median_cpu:8.1f} {median_cpu / base_cpu:11.3f}"
             )
     event.remove(engine, "before_cursor_execute", count)
     print()

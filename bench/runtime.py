@@ -517,7 +517,7 @@ def run(args, env: dict, url: str, scratch: Path, peer: tuple[str, dict]) -> dic
     from app import create_app
     from app.extensions import db
     from app.models import HeartbeatRun
-    from app.services.gateway.tools import build_listing
+    from app.services.gateway.listing import build_listing
     from app.services.runs.tokens import mint_run_token
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": url})
@@ -531,7 +531,7 @@ def run(args, env: dict, url: str, scratch: Path, peer: tuple[str, dict]) -> dic
         if gateway:
             gateway_rows.connect_echo(seeded.company_id, seeded.agent_id)
             echo_name = gateway_rows.echo_visible_name(
-                build_listing(db.session.get(HeartbeatRun, seeded.run_id))
+                json.loads(build_listing(db.session.get(HeartbeatRun, seeded.run_id)))
             )
         sizes_1x = seed.counts()
         db.session.remove()

@@ -8,6 +8,7 @@ more of the same so the statement counts can be compared as the catalog grows.
 from __future__ import annotations
 
 import copy
+import json
 import random
 import secrets
 import uuid
@@ -210,21 +211,34 @@ def add_connections(seeded: Seeded, slugs: list[str], count: int, bench_agent_in
     _bulk(ConnectionInstall, installs)
     ids = [c["id"] for c in connections]
     words = " ".join(WORDS)
+    # The gateway's stored listing entry, as the ORM writes it with every tool row (`gateway.listing`).
+    from app.services.gateway.listing import stored_entry
+
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}}
     db.session.execute(
         text(
             """
             INSERT INTO connection_tools (id, company_id, connection_id, name, description, input_schema, is_write,
-                                          status, version_hash, first_seen_at, last_seen_at)
+                                          listed_entry, status, version_hash, first_seen_at, last_seen_at)
             SELECT gen_random_uuid(), c.company_id, c.id, 'tool_' || g,
                    'Works with ' || split_part(:words, ' ', 1 + (g * 7 + length(c.name)) % :nwords) || ' and '
                    || split_part(:words, ' ', 1 + (g * 13) % :nwords),
-                   '{"type": "object", "properties": {"query": {"type": "string"}}}'::jsonb, g % 3 = 0,
+                   CAST(:schema AS jsonb), g % 3 = 0,
+                   CASE WHEN g % 3 = 0 THEN :write_entry ELSE :read_entry END,
                    'active', 'v1', now(), now()
             FROM tool_connections c CROSS JOIN generate_series(1, :per) AS g
             WHERE c.id = ANY(:ids)
             """
         ),
-        {"words": words, "nwords": len(WORDS), "per": TOOLS_PER_CONNECTION, "ids": ids},
+        {
+            "words": words,
+            "nwords": len(WORDS),
+            "per": TOOLS_PER_CONNECTION,
+            "ids": ids,
+            "schema": json.dumps(schema),
+            "write_entry": stored_entry(schema, True, None),
+            "read_entry": stored_entry(schema, False, None),
+        },
     )
     # What the indexer keeps for search: the distinct lowercase words of the tools' names and descriptions.
     db.session.execute(

@@ -272,6 +272,9 @@ class ConnectionTool(IdMixin, Model):
     # The provider's `title`, `outputSchema`, `annotations` and `_meta` (only those it gave), passed through in
     # the gateway's listing; null for rows indexed before the column existed.
     listing: Mapped[dict | None] = mapped_column(NullableJSONType)
+    # The tool's gateway `tools/list` entry as JSON text, without name and description (`gateway.listing`, whose
+    # mapper events write it with the columns it is made of); null for rows written without the ORM.
+    listed_entry: Mapped[str | None] = mapped_column(Text)
     is_write: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     status: Mapped[str] = mapped_column(String(20), nullable=False, default="active")
     version_hash: Mapped[str] = mapped_column(String(64), nullable=False)

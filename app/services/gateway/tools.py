@@ -1,64 +1,32 @@
-"""The gateway's visible tool map: `<connection>__<tool>` names, the tools a run may see, cached listings."""
+"""The gateway's visible tool map (the tools a run may see, by visible name: `names`) and its cached listings."""
 
 from __future__ import annotations
 
-import hashlib
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.catalog.loader import get_apps
 from app.core.errors import Forbidden
-from app.core.mcp_messages import tool
 from app.core.raw_json import RawJSON
 from app.models import ConnectionGrant, HeartbeatRun, Membership, ToolConnection
 from app.services.access.effective import (
     ConnectionAccess,
     ToolAccess,
     effective_access,
-    tool_rows_with_actions,
     usable_connections,
-    within_scope_action,
 )
 from app.services.access.revision import RevisionCache
-from app.services.gateway.arguments import (
-    managed_arguments,
-    managed_for_schema,
-    pinned_arguments,
-    project_schema,
-)
+from app.services.gateway.arguments import managed_arguments
+from app.services.gateway.listing import build_listing, tool_definition
+from app.services.gateway.names import NAME_MAX_LENGTH as NAME_MAX_LENGTH
+from app.services.gateway.names import NAME_SEPARATOR as NAME_SEPARATOR
+from app.services.gateway.names import SLUG_MAX_LENGTH as SLUG_MAX_LENGTH
+from app.services.gateway.names import connection_slug as connection_slug
+from app.services.gateway.names import connection_slugs as _slugs
+from app.services.gateway.names import visible_name as visible_name
 
 SERVER_NAME = "switchboard-tool-gateway"
-NAME_SEPARATOR = "__"
-SLUG_MAX_LENGTH = 32
-NAME_MAX_LENGTH = 128
-
-
-# --- naming ------------------------------------------------------------------------------------------------------
-
-
-def connection_slug(name: str) -> str:
-    """The stable, name-safe slug of a connection name (see the module docstring)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", (name or "").lower()).strip("-")
-    slug = slug[:SLUG_MAX_LENGTH].rstrip("-")
-    return slug or "connection"
-
-
-def visible_name(slug: str, tool_name: str) -> str:
-    name = f"{slug}{NAME_SEPARATOR}{tool_name}"
-    if len(name) <= NAME_MAX_LENGTH:
-        return name
-    suffix = "-" + hashlib.sha256(tool_name.encode()).hexdigest()[:8]
-    return name[: NAME_MAX_LENGTH - len(suffix)] + suffix
-
-
-def _slugs(connections: list[ToolConnection]) -> dict[uuid.UUID, str]:
-    base = {c.id: connection_slug(c.name) for c in connections}
-    counts: dict[str, int] = {}
-    for slug in base.values():
-        counts[slug] = counts.get(slug, 0) + 1
-    return {cid: (slug if counts[slug] == 1 else f"{slug}-{cid.hex[:8]}") for cid, slug in base.items()}
 
 
 # --- the visible tool map ----------------------------------------------------------------------------------------
@@ -100,38 +68,6 @@ class GatewayTool:
             self.managed,
             tool.listing,
         )
-
-
-def tool_definition(
-    name: str,
-    tool_name: str,
-    description: str | None,
-    input_schema: dict | None,
-    is_write: bool,
-    connection_name: str,
-    action: str,
-    managed: dict[str, Any],
-    listing: dict | None = None,
-) -> dict:
-    """A tool's `tools/list` entry, as the agent sees it (the one place that shapes it). The provider's `title`,
-    `outputSchema`, annotations and `_meta` pass through; managed arguments leave the input schema only."""
-    description = (description or "").strip()
-    note = f"Tool {tool_name} of the connection {connection_name}."
-    if action == "ask_first":
-        note += " Each call needs approval by the task's responsible person before it runs."
-    listing = listing or {}
-    # readOnlyHint is always there, so agents can tell reads from writes without guessing from names (it agrees with
-    # the provider's hint when it gave one).
-    annotations = dict(listing.get("annotations") or {})
-    annotations.setdefault("readOnlyHint", not is_write)
-    passed_through = {key: listing[key] for key in ("title", "outputSchema", "_meta") if key in listing}
-    return tool(
-        name,
-        f"{description}\n\n{note}" if description else note,
-        project_schema(input_schema, managed),
-        annotations=annotations,
-        **passed_through,
-    )
 
 
 def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool) -> dict[str, GatewayTool]:
@@ -262,54 +198,8 @@ def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> RawJSON:
     return _listings.get_or_build(
         (run.company_id, run.agent_id, run.responsible_user_id),
         access_revision,
-        lambda: RawJSON.of(build_listing(run)),
+        lambda: RawJSON(build_listing(run)),
     )
-
-
-def build_listing(run: HeartbeatRun) -> list[dict]:
-    """`[tool.definition() for tool in tool_map(run).values()]`, without a `GatewayTool` or an ORM row per tool.
-
-    The same decisions in the same order (connections by id, tools by name): the usable connections from tool
-    counts, then the tools of those connections as plain rows with their action, pinned arguments worked out once
-    per connection. A constant number of statements.
-    """
-    usable = usable_connections(
-        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
-    )
-    usable = [access for access in usable if access.has_tools]
-    if not usable:
-        return []
-    slugs = _slugs([a.connection for a in usable])
-    apps = get_apps(a.connection.app_slug for a in usable)
-    connections = {
-        a.connection.id: (
-            slugs[a.connection.id],
-            a.connection.name,
-            pinned_arguments(a.connection, apps.get(a.connection.app_slug)),
-            a.tool_scope,
-        )
-        for a in usable
-    }
-    listing: dict[str, dict] = {}
-    for row in tool_rows_with_actions(list(connections)):
-        slug, connection_name, pinned, scope = connections[row.connection_id]
-        # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
-        action = within_scope_action(scope, row.name, row.action)
-        if action is None or action == "block":
-            continue
-        name = visible_name(slug, row.name)
-        listing[name] = tool_definition(
-            name,
-            row.name,
-            row.description,
-            row.input_schema,
-            row.is_write,
-            connection_name,
-            action,
-            managed_for_schema(pinned, row.input_schema),
-            row.listing,
-        )
-    return list(listing.values())
 
 
 def clear_listings() -> None:

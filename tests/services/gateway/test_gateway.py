@@ -198,7 +198,7 @@ def test_the_listing_is_built_from_plain_rows_as_the_tool_map_would_list_it(app,
     connect(world, "honcho", HONCHO_KEY)  # a managed workspace argument
     patch(world, notes["id"], {"toolPolicies": {"get_note": "block", "search_notes": "allow"}})
     run = db.session.get(type(world.run), world.run.id)
-    listing = gateway_tools.build_listing(run)
+    listing = json.loads(gateway_tools.build_listing(run))
     assert listing == [tool.definition() for tool in gateway_tools.tool_map(run).values()]
     names = [tool["name"] for tool in listing]
     assert len(names) == len(set(names)) and any(name.startswith("honcho") for name in names)

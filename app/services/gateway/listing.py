@@ -1,0 +1,274 @@
+"""The gateway's `tools/list` entries, and the listing of a run as JSON text built from each tool's stored entry.
+
+A tool's entry (`tool_definition`) has a provider's side (input schema, title, outputSchema, annotations, `_meta`,
+whether it writes) and an agent's side (the visible name; the connection's name and the tool's action, in the
+description; managed arguments, out of the input schema). The provider's side changes only when the tool row does,
+so the row keeps it serialized (`ConnectionTool.listed_entry`, written by the mapper events below on every ORM
+insert or update of a tool): the entry's JSON text with an empty name and description. A rebuild of a listing of
+thousands of tools splices each name and description into that text, instead of decoding the stored schemas and
+validating a message model per tool. Tools whose schema managed arguments change, and rows with no stored entry in
+the current format (written without the ORM, or before `ENTRY_FORMAT` changed), take the full path. Both write
+the same keys and values, and a spliced entry is the text the full path writes from the values the row was stored
+with (tests/services/gateway/test_listing_entries.py); PostgreSQL's JSONB does not keep object keys in order, so
+there a schema read back (the full path) may list its keys in another order than the stored entry, which keeps the
+provider's.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import case, event, func, inspect, not_, or_, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Mapper
+
+from app.catalog.loader import get_apps
+from app.core.mcp_messages import tool
+from app.extensions import db
+from app.models import ConnectionTool, HeartbeatRun, ToolPolicy
+from app.services.access.effective import (
+    DEFAULT_TOOL_ACTION,
+    effective_access,
+    usable_connections,
+    within_scope_action,
+)
+from app.services.gateway.arguments import managed_for_schema, pinned_arguments, project_schema
+from app.services.gateway.names import connection_slugs, visible_name
+
+# The description: the provider's, a paragraph, then the note ("Tool <name> of the connection <name>." and, for
+# ask_first, ASK_FIRST_NOTE).
+PARAGRAPH = "\n\n"
+NOTE_HEAD = "Tool "
+ASK_FIRST_NOTE = " Each call needs approval by the task's responsible person before it runs."
+# Stored entries start with this; changing what an entry holds (`tool_definition`) must change it, so that
+# entries stored by older code are no longer spliced (they take the full path until the tools are indexed again).
+ENTRY_FORMAT = "1:"
+_STORED_HEAD = ENTRY_FORMAT + '{"name": ""'
+# Inside a JSON string every `"` is escaped, so this text can only be the description's key and value: the keys
+# before it are `name` and `title`, whose values are strings.
+_EMPTY_DESCRIPTION = '"description": ""'
+
+
+# --- one entry -----------------------------------------------------------------------------------------------------
+
+
+def listed_description(description: str | None, tool_name: str, connection_name: str, action: str) -> str:
+    """The provider's description, then which connection the tool is of and, for ask_first, that calls wait."""
+    description = (description or "").strip()
+    note = f"{NOTE_HEAD}{tool_name}{_note_tail(connection_name, action)}"
+    return f"{description}{PARAGRAPH}{note}" if description else note
+
+
+def _note_tail(connection_name: str, action: str) -> str:
+    """What the description's note says after the tool's name (the same for every tool of the connection)."""
+    tail = f" of the connection {connection_name}."
+    return tail + ASK_FIRST_NOTE if action == "ask_first" else tail
+
+
+def provider_fields(is_write: bool, listing: dict | None) -> dict[str, Any]:
+    """The entry's optional fields by wire name: the provider's `title`, `outputSchema`, `annotations`, `_meta`."""
+    listing = listing or {}
+    # readOnlyHint is always there, so agents can tell reads from writes without guessing from names (it agrees with
+    # the provider's hint when it gave one).
+    annotations = dict(listing.get("annotations") or {})
+    annotations.setdefault("readOnlyHint", not is_write)
+    passed_through = {key: listing[key] for key in ("title", "outputSchema", "_meta") if key in listing}
+    return {"annotations": annotations, **passed_through}
+
+
+def tool_definition(
+    name: str,
+    tool_name: str,
+    description: str | None,
+    input_schema: dict | None,
+    is_write: bool,
+    connection_name: str,
+    action: str,
+    managed: dict[str, Any],
+    listing: dict | None = None,
+) -> dict:
+    """A tool's `tools/list` entry, as the agent sees it (the one place that shapes it). The provider's `title`,
+    `outputSchema`, annotations and `_meta` pass through; managed arguments leave the input schema only."""
+    return tool(
+        name,
+        listed_description(description, tool_name, connection_name, action),
+        project_schema(input_schema, managed),
+        **provider_fields(is_write, listing),
+    )
+
+
+def stored_entry(input_schema: dict | None, is_write: bool, listing: dict | None) -> str | None:
+    """What a tool row keeps of its entry: `ENTRY_FORMAT`, then the entry's JSON text with an empty name and
+    description and no managed argument. None when the provider's fields are not a valid tool (listing such a tool
+    fails as it would have)."""
+    try:
+        entry = tool("", "", project_schema(input_schema, {}), **provider_fields(is_write, listing))
+    except ValidationError:
+        return None
+    return ENTRY_FORMAT + json.dumps(entry)
+
+
+def _escaped(text: str) -> str:
+    """`json.dumps(text)` without its quotes. Escaping is character by character, so the JSON string of a
+    concatenation is the concatenation of its parts' escapes: shared parts are escaped once per connection."""
+    return encode_basestring_ascii(text)[1:-1]
+
+
+_ESCAPED_PARAGRAPH_NOTE_HEAD = _escaped(PARAGRAPH + NOTE_HEAD)
+_ESCAPED_NOTE_HEAD = _escaped(NOTE_HEAD)
+
+
+@dataclass
+class _ConnectionEntries:
+    """Writes the entries of one connection's tools from their stored entries (`spliced`)."""
+
+    slug: str
+    connection_name: str
+    pinned: dict[str, Any]
+    scope: dict[str, str] | None
+    # `_note_tail` per action, escaped, with the description's closing quote.
+    note_tails: dict[str, str] = field(default_factory=dict)
+
+    def spliced(self, stored: str, name: str, tool_name: str, description: str, action: str) -> str:
+        """`json.dumps(tool_definition(...))` of a tool without managed arguments whose stored entry is in the
+        current format (`_tool_rows` tells). Keys stay in the message model's order (name, title, description...)."""
+        at = stored.find(_EMPTY_DESCRIPTION, len(_STORED_HEAD))
+        if not stored.startswith(_STORED_HEAD) or at < 0:
+            # Only a writer that bypasses the ORM could store this; listing the tool without it would list it wrong.
+            raise ValueError("A stored tool entry is not in the current format.")
+        tail = self.note_tails.get(action)
+        if tail is None:
+            tail = self.note_tails[action] = _escaped(_note_tail(self.connection_name, action)) + '"'
+        description = (description or "").strip()
+        return "".join(
+            (
+                '{"name": "',
+                _escaped(name),
+                '"',
+                stored[len(_STORED_HEAD) : at],
+                '"description": "',
+                _escaped(description) + _ESCAPED_PARAGRAPH_NOTE_HEAD if description else _ESCAPED_NOTE_HEAD,
+                _escaped(tool_name),
+                tail,
+                stored[at + len(_EMPTY_DESCRIPTION) :],
+            )
+        )
+
+
+@event.listens_for(ConnectionTool, "before_insert")
+def _store_entry_on_insert(mapper: Mapper, connection: Connection, row: ConnectionTool) -> None:
+    row.listed_entry = stored_entry(row.input_schema, row.is_write, row.listing)
+
+
+@event.listens_for(ConnectionTool, "before_update")
+def _store_entry_on_update(mapper: Mapper, connection: Connection, row: ConnectionTool) -> None:
+    attributes = inspect(row).attrs
+    changed = any(attributes[key].history.has_changes() for key in ("input_schema", "is_write", "listing"))
+    # A row stored without one, or in an older format, gets it the next time its tools are indexed.
+    if changed or not (row.listed_entry or "").startswith(_STORED_HEAD):
+        row.listed_entry = stored_entry(row.input_schema, row.is_write, row.listing)
+
+
+# --- the listing of a run ------------------------------------------------------------------------------------------
+
+
+def build_listing(run: HeartbeatRun) -> str:
+    """`json.dumps([tool.definition() for tool in tools.tool_map(run).values()])`, from plain rows and stored text.
+
+    The same decisions in the same order (connections by id, tools by name): the usable connections from tool
+    counts, then the tools of those connections as plain rows with their action and stored entry, pinned arguments
+    worked out once per connection. A constant number of statements (one for the tools).
+    """
+    usable = usable_connections(
+        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
+    )
+    usable = [access for access in usable if access.has_tools]
+    if not usable:
+        return "[]"
+    slugs = connection_slugs([a.connection for a in usable])
+    apps = get_apps(a.connection.app_slug for a in usable)
+    connections = {
+        a.connection.id: _ConnectionEntries(
+            slugs[a.connection.id],
+            a.connection.name,
+            pinned_arguments(a.connection, apps.get(a.connection.app_slug)),
+            a.tool_scope,
+        )
+        for a in usable
+    }
+    pinned_ids = [connection_id for connection_id, c in connections.items() if c.pinned]
+    entries: dict[str, str] = {}
+    for (
+        connection_id,
+        tool_name,
+        description,
+        stored,
+        full_path,
+        input_schema,
+        is_write,
+        listing,
+        action,
+    ) in _tool_rows(list(connections), pinned_ids):
+        connection = connections[connection_id]
+        # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
+        action = within_scope_action(connection.scope, tool_name, action)
+        if action is None or action == "block":
+            continue
+        name = visible_name(connection.slug, tool_name)
+        if not full_path:
+            entries[name] = connection.spliced(stored, name, tool_name, description, action)
+            continue
+        definition = tool_definition(
+            name,
+            tool_name,
+            description,
+            input_schema,
+            is_write,
+            connection.connection_name,
+            action,
+            managed_for_schema(connection.pinned, input_schema),
+            listing,
+        )
+        entries[name] = json.dumps(definition)
+    return "[" + ", ".join(entries.values()) + "]"
+
+
+def _tool_rows(connection_ids: list[uuid.UUID], pinned_ids: list[uuid.UUID]) -> list:
+    """The active tools of the connections with their action (no policy row: ask first), by connection and name.
+
+    The decoded `input_schema`, `is_write` and `listing` come only for the tools that take the full path
+    (`full_path`: of a connection that pins arguments, or with no stored entry in the current format); the others
+    read as None and are written from their stored entry.
+    """
+    full_path = or_(
+        ConnectionTool.connection_id.in_(pinned_ids),
+        ConnectionTool.listed_entry.is_(None),
+        not_(ConnectionTool.listed_entry.startswith(_STORED_HEAD, autoescape=True)),
+    )
+    return list(
+        db.session.execute(
+            select(
+                ConnectionTool.connection_id,
+                ConnectionTool.name,
+                ConnectionTool.description,
+                ConnectionTool.listed_entry,
+                full_path.label("full_path"),
+                case((full_path, ConnectionTool.input_schema)).label("input_schema"),
+                case((full_path, ConnectionTool.is_write)).label("is_write"),
+                case((full_path, ConnectionTool.listing)).label("listing"),
+                func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION).label("action"),
+            )
+            .outerjoin(
+                ToolPolicy,
+                (ToolPolicy.connection_id == ConnectionTool.connection_id)
+                & (ToolPolicy.tool_name == ConnectionTool.name),
+            )
+            .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
+            .order_by(ConnectionTool.connection_id, ConnectionTool.name)
+        )
+    )
