@@ -51,7 +51,9 @@ def _scope_statement(run: HeartbeatRun, agent: Any, issue: Any) -> Select[Any]:
     )
 
 
-def _check_scope(run: HeartbeatRun, agent_company_id: uuid.UUID | None, issue_company_id: uuid.UUID | None) -> None:
+def _check_scope(
+    run: HeartbeatRun, agent_company_id: uuid.UUID | None, issue_company_id: uuid.UUID | None
+) -> None:
     """Refuse a run whose agent (None: missing) or task belongs to another company."""
     if agent_company_id != run.company_id:
         raise Forbidden("The run's agent does not belong to the run's company")
