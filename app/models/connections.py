@@ -103,6 +103,11 @@ class CatalogState(Model):
     ingested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+def config_method_key(config: dict | None) -> str | None:
+    """The connection method a connection's public configuration names."""
+    return (config or {}).get("connectionMethodKey")
+
+
 class ToolConnection(IdMixin, TimestampMixin, Model):
     __tablename__ = "tool_connections"
     __table_args__ = (
@@ -140,7 +145,7 @@ class ToolConnection(IdMixin, TimestampMixin, Model):
 
     @property
     def method_key(self) -> str | None:
-        return (self.config or {}).get("connectionMethodKey")
+        return config_method_key(self.config)
 
     @property
     def method_config(self) -> dict:

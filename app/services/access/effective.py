@@ -22,19 +22,27 @@ The rule, "can this agent use this connection now", in one place (every caller a
 1-4 make `usable_now` (the gateway lists and calls such connections); `is_ready` adds "at least one tool passes 5"
 (readiness, continuation delivery, card completion). Instructions reach an agent for connections with an identity and
 a permitted tool whatever their health (`serves_instructions`).
+
+`effective_access` answers with models. `eligible_access` answers the same question with plain rows of only the
+columns an eligibility caller reads (`ConnectionRow`, `GrantRow`): the same statements and the same rule, without
+building ORM objects or decoding JSON columns nobody reads (the instruction resolver, rebuilt after every access
+change, asks it for about a hundred connections).
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Select, func, or_, select
+from sqlalchemy import BindParameter, ColumnElement, Select, Uuid, bindparam, func, or_, select
 
 from app.extensions import db
 from app.models import (
+    CatalogApp,
     ConnectionGrant,
     ConnectionInstall,
     ConnectionTool,
@@ -42,11 +50,13 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
-from app.models.connections import ATTENTION_HEALTH
+from app.models.connections import ATTENTION_HEALTH, config_method_key
 from app.models.tenancy import MANAGE_CONNECTIONS
 from app.services.access import scopes
 
 DEFAULT_TOOL_ACTION = "ask_first"
+# An id in a query: a value, or a bound parameter of the statements built once (`_statements`).
+SqlUuid = uuid.UUID | BindParameter[uuid.UUID]
 CONFIGURE_FORBIDDEN = (
     "Only the connection creator or a connection manager can configure, reconnect, or delete this connection"
 )
@@ -58,10 +68,89 @@ class ToolAccess:
     action: str
 
 
+class HasHealth(Protocol):
+    """A connection model or a plain row of its columns: what the health step reads."""
+
+    @property
+    def health_status(self) -> str | None: ...
+
+
+class ConnectionFields(HasHealth, Protocol):
+    """What the rule reads of a connection: a `ToolConnection` or a `ConnectionRow`."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+
+class GrantFields(Protocol):
+    """What the rule reads of a grant (`select_grant`, `has_identity`): a `ConnectionGrant` or a `GrantRow`."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+    @property
+    def connection_id(self) -> uuid.UUID: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def is_default(self) -> bool: ...
+    @property
+    def subject_user_id(self) -> uuid.UUID | None: ...
+    @property
+    def subject_agent_id(self) -> uuid.UUID | None: ...
+
+
+ConnectionT = TypeVar("ConnectionT", bound=ConnectionFields)
+GrantT = TypeVar("GrantT", bound=GrantFields)
+# `ConnectionAccess`'s own parameters are unbounded: mypy checks the bound of a type argument such as
+# `ConnectionAccess[ToolConnection, ...]` while the models are still half analysed (their import cycle) and refuses
+# it. The two properties that read the protocols say so with a cast.
+_Connection = TypeVar("_Connection")
+_Grant = TypeVar("_Grant")
+
+
+class ConnectionRow(NamedTuple):
+    """The columns of a connection an eligibility caller reads (`eligible_access`), named as on `ToolConnection`.
+
+    `catalog_version` is the content hash of its app's cached catalog row (None when the catalog has no such app),
+    read in the same statement, for `loader.get_app_versions`.
+    """
+
+    id: uuid.UUID
+    app_slug: str
+    name: str
+    status: str
+    enabled: bool
+    health_status: str
+    config: dict
+    agent_instructions: dict | None
+    catalog_version: str | None
+
+    @property
+    def method_key(self) -> str | None:
+        return config_method_key(self.config)
+
+
+class GrantRow(NamedTuple):
+    """The columns of a grant the rule reads, named as on `ConnectionGrant`."""
+
+    id: uuid.UUID
+    connection_id: uuid.UUID
+    kind: str
+    status: str
+    is_default: bool
+    subject_user_id: uuid.UUID | None
+    subject_agent_id: uuid.UUID | None
+
+
 @dataclass
-class ConnectionAccess:
-    connection: ToolConnection
-    grant: ConnectionGrant | None
+class ConnectionAccess(Generic[_Connection, _Grant]):
+    """One installed, live connection of an agent with the identity selected for the run (models from
+    `effective_access`, plain rows from `eligible_access`)."""
+
+    connection: _Connection
+    grant: _Grant | None
     tools: list[ToolAccess] = field(default_factory=list)
     # With `with_tools=False` only these are loaded (readiness needs no tool rows): whether the connection has an
     # active tool at all, and one that is not blocked.
@@ -87,12 +176,13 @@ class ConnectionAccess:
     @property
     def has_identity(self) -> bool:
         """Rule step 3: an active identity this run may act as."""
-        return self.grant is not None and self.grant.status == "active"
+        grant = cast("GrantFields | None", self.grant)
+        return grant is not None and grant.status == "active"
 
     @property
     def is_healthy(self) -> bool:
         """Rule step 4."""
-        return connection_is_healthy(self.connection)
+        return connection_is_healthy(cast(HasHealth, self.connection))
 
     @property
     def usable_now(self) -> bool:
@@ -125,19 +215,14 @@ def live_clause() -> ColumnElement[bool]:
     return (ToolConnection.status == "active") & ToolConnection.enabled.is_(True)
 
 
-class HasHealth(Protocol):
-    """A connection model or a plain row of its columns: what the health step reads."""
-
-    @property
-    def health_status(self) -> str | None: ...
-
-
 def connection_is_healthy(connection: HasHealth) -> bool:
     """Rule step 4: no health status that asks for attention (anything with a `health_status`: rows or models)."""
     return connection.health_status not in ATTENTION_HEALTH
 
 
-def usable_connections(accesses: list[ConnectionAccess]) -> list[ConnectionAccess]:
+def usable_connections(
+    accesses: list[ConnectionAccess[ConnectionT, GrantT]],
+) -> list[ConnectionAccess[ConnectionT, GrantT]]:
     """The connections of `accesses` the agent may use now (rule steps 1-4), in order."""
     return [access for access in accesses if access.usable_now]
 
@@ -150,7 +235,7 @@ def connection_access(
     *,
     with_tools: bool = False,
     responsible_membership: Membership | None = None,
-) -> ConnectionAccess | None:
+) -> ConnectionAccess[ToolConnection, ConnectionGrant] | None:
     """The agent's access to one connection, or None when rule steps 1-2 fail (not installed for it, not live)."""
     found = effective_access(
         company_id,
@@ -179,10 +264,10 @@ def can_configure(membership: Membership | None, connection: ToolConnection) -> 
 
 
 def select_grant(
-    grants: list[ConnectionGrant],
+    grants: list[GrantT],
     agent_id: uuid.UUID | None,
     responsible_user_id: uuid.UUID | None,
-) -> ConnectionGrant | None:
+) -> GrantT | None:
     """Pick the identity for one connection from its grants (see module docstring).
 
     `responsible_user_id` is the run's responsible person while they are an active member with write access (else
@@ -207,8 +292,8 @@ def select_grant(
     return None
 
 
-def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID) -> Select[ToolConnection]:
-    """Connections installed for the agent, either directly or company-wide."""
+def installed_clause(company_id: SqlUuid, agent_id: SqlUuid) -> ColumnElement[bool]:
+    """Rule step 1 as SQL, for queries over `ToolConnection`: installed for the agent, directly or company-wide."""
     installed = select(ConnectionInstall.connection_id).where(
         ConnectionInstall.company_id == company_id,
         or_(
@@ -216,9 +301,12 @@ def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID) -> S
             (ConnectionInstall.target_type == "agent") & (ConnectionInstall.target_id == agent_id),
         ),
     )
-    return select(ToolConnection).where(
-        ToolConnection.company_id == company_id, ToolConnection.id.in_(installed)
-    )
+    return (ToolConnection.company_id == company_id) & ToolConnection.id.in_(installed)
+
+
+def installed_connections_query(company_id: uuid.UUID, agent_id: uuid.UUID) -> Select[ToolConnection]:
+    """Connections installed for the agent, either directly or company-wide."""
+    return select(ToolConnection).where(installed_clause(company_id, agent_id))
 
 
 def responsible_identity(
@@ -248,7 +336,7 @@ def effective_access(
     include_inactive: bool = False,
     with_tools: bool = True,
     responsible_membership: Membership | None = None,
-) -> list[ConnectionAccess]:
+) -> list[ConnectionAccess[ToolConnection, ConnectionGrant]]:
     """Every installed connection of the agent with its selected identity and tools (policy applied).
 
     `with_tools=False` loads only whether each connection has a tool and one that is not blocked (two EXISTS
@@ -257,28 +345,110 @@ def effective_access(
     `responsible_membership` is the responsible person's membership when the caller has just loaded it (runtime
     calls do), saving a query.
     """
-    query = installed_connections_query(company_id, agent_id).add_columns(
-        scopes.agent_scope_column(agent_id), scopes.company_wide_column()
-    )
-    if not with_tools:
-        query = query.add_columns(*tool_presence_columns())
-    if not include_inactive:
-        query = query.where(live_clause())
-    if connection_ids is not None:
-        query = query.where(ToolConnection.id.in_(connection_ids))
-    rows = db.session.execute(query.order_by(ToolConnection.id)).all()
+    connections, grants = _statements(False, include_inactive, with_tools, connection_ids is not None)
+    params = _params(company_id, agent_id, connection_ids)
+    rows = db.session.execute(connections, params).all()
     if not rows:
         return []
-    connections = [row[0] for row in rows]
-    # Connections the agent reaches only through an access card's scoped install (see `scopes`).
-    scoped = {row[0].id: dict(row[1]) for row in rows if row[1] is not None and not row[2]}
-    ids = [c.id for c in connections]
-    grants_by_connection: dict[uuid.UUID, list[ConnectionGrant]] = defaultdict(list)
-    for grant in db.session.scalars(select(ConnectionGrant).where(ConnectionGrant.connection_id.in_(ids))):
-        grants_by_connection[grant.connection_id].append(grant)
+    found = [(row[0], row[1:]) for row in rows]
+    granted = db.session.scalars(grants, params)
     responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
+    return _accesses(found, granted, agent_id, responsible, with_tools)
+
+
+def eligible_access(
+    company_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    responsible_user_id: uuid.UUID | None = None,
+    *,
+    connection_ids: list[uuid.UUID] | None = None,
+    responsible_membership: Membership | None = None,
+) -> list[ConnectionAccess[ConnectionRow, GrantRow]]:
+    """`effective_access(..., with_tools=False)` as plain rows (`ConnectionRow`, `GrantRow`): the same statements
+    and the same answer, for callers that decide eligibility and read only those columns."""
+    connections, grants = _statements(True, False, False, connection_ids is not None)
+    params = _params(company_id, agent_id, connection_ids)
+    rows = db.session.execute(connections, params).all()
+    if not rows:
+        return []
+    width = len(ConnectionRow._fields)
+    found = [(ConnectionRow(*row[:width]), row[width:]) for row in rows]
+    granted = (GrantRow(*row) for row in db.session.execute(grants, params))
+    responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
+    return _accesses(found, granted, agent_id, responsible, with_tools=False)
+
+
+# The statements' parameters: built once per variant and reused, so a call neither builds nor keys SQL again.
+_COMPANY = bindparam("company_id", type_=Uuid)
+_AGENT = bindparam("agent_id", type_=Uuid)
+_CONNECTION_IDS = bindparam("connection_ids", type_=Uuid, expanding=True)
+
+
+def _params(
+    company_id: uuid.UUID, agent_id: uuid.UUID, connection_ids: list[uuid.UUID] | None
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"company_id": company_id, "agent_id": agent_id}
+    if connection_ids is not None:
+        params["connection_ids"] = list(connection_ids)
+    return params
+
+
+@functools.cache
+def _statements(
+    plain: bool, include_inactive: bool, with_tools: bool, by_ids: bool
+) -> tuple[Select[Any], Select[Any]]:
+    """The connections statement and the grants statement of one variant (`plain`: the columns of `ConnectionRow`
+    and `GrantRow`, else the models).
+
+    Connections: the agent's installed (and, unless `include_inactive`, live) connections, each followed by its
+    access card scope, whether it is installed company-wide and, without tools, the two presence columns. Grants:
+    every grant of those connections (named by the same criteria rather than by a list of ids).
+    """
+    criteria = [installed_clause(_COMPANY, _AGENT)]
+    if not include_inactive:
+        criteria.append(live_clause())
+    if by_ids:
+        criteria.append(ToolConnection.id.in_(_CONNECTION_IDS))
+    if plain:
+        catalog_version = (
+            select(CatalogApp.content_hash)
+            .where(CatalogApp.slug == ToolConnection.app_slug)
+            .correlate(ToolConnection)
+            .scalar_subquery()
+        )
+        entities: tuple[Any, ...] = (
+            *(getattr(ToolConnection, name) for name in ConnectionRow._fields[:-1]),
+            catalog_version,
+        )
+        grant_columns: tuple[Any, ...] = tuple(getattr(ConnectionGrant, name) for name in GrantRow._fields)
+    else:
+        entities, grant_columns = (ToolConnection,), (ConnectionGrant,)
+    connections = select(*entities, scopes.agent_scope_column(_AGENT), scopes.company_wide_column()).where(
+        *criteria
+    )
     if not with_tools:
-        presence = {row[0].id: (bool(row[3]), bool(row[4])) for row in rows}
+        connections = connections.add_columns(*tool_presence_columns())
+    grants = select(*grant_columns).where(
+        ConnectionGrant.connection_id.in_(select(ToolConnection.id).where(*criteria))
+    )
+    return connections.order_by(ToolConnection.id), grants
+
+
+def _accesses(
+    found: Sequence[tuple[ConnectionT, Sequence[Any]]],
+    grants: Iterable[GrantT],
+    agent_id: uuid.UUID,
+    responsible: uuid.UUID | None,
+    with_tools: bool,
+) -> list[ConnectionAccess[ConnectionT, GrantT]]:
+    """Rule steps 3 and 5 over the connections of `_access_query` (each with the columns after its entities)."""
+    grants_by_connection: dict[uuid.UUID, list[GrantT]] = defaultdict(list)
+    for grant in grants:
+        grants_by_connection[grant.connection_id].append(grant)
+    # Connections the agent reaches only through an access card's scoped install (see `scopes`).
+    scoped = {c.id: dict(extra[0]) for c, extra in found if extra[0] is not None and not extra[1]}
+    if not with_tools:
+        presence = {c.id: (bool(extra[2]), bool(extra[3])) for c, extra in found}
         if scoped:
             presence.update(_scoped_presence(scoped))
         return [
@@ -289,9 +459,9 @@ def effective_access(
                 any_usable_tools=presence[c.id][1],
                 tool_scope=scoped.get(c.id),
             )
-            for c in connections
+            for c, _ in found
         ]
-    tools_by_connection = tools_with_policies(ids)
+    tools_by_connection = tools_with_policies([c.id for c, _ in found])
     return [
         ConnectionAccess(
             connection=c,
@@ -299,7 +469,7 @@ def effective_access(
             tools=_within_scope(tools_by_connection.get(c.id, []), scoped.get(c.id)),
             tool_scope=scoped.get(c.id),
         )
-        for c in connections
+        for c, _ in found
     ]
 
 

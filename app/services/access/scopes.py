@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Exists, ScalarSelect, exists, select
+from sqlalchemy import BindParameter, Exists, ScalarSelect, exists, select
 
 from app.models import ConnectionInstall, ConnectionTool, ToolConnection
 
@@ -23,7 +23,7 @@ def stricter(first: str, second: str) -> str:
     return first if STRICTNESS.get(first, 1) >= STRICTNESS.get(second, 1) else second
 
 
-def agent_scope_column(agent_id: uuid.UUID) -> ScalarSelect[Any]:
+def agent_scope_column(agent_id: uuid.UUID | BindParameter[uuid.UUID]) -> ScalarSelect[Any]:
     """The agent's own install's scope for the connection in the query (null when unscoped or absent)."""
     return (
         select(ConnectionInstall.tool_scope)
