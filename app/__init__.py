@@ -73,6 +73,11 @@ def register_extensions(app: Flask) -> None:
 
         with app.app_context():
             enable_sqlite_pragmas(db.engine)
+    else:
+        from app.core import db_liveness
+
+        with app.app_context():
+            db_liveness.install(db.engine)
 
 
 def register_blueprints(app: Flask) -> None:

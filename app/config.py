@@ -15,6 +15,8 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet
 
+from app.core import db_liveness
+
 
 def _instance_secret(instance_path: Path, name: str, make: Callable[[], str]) -> str:
     """Read a generated secret from the instance folder, creating it (mode 0600) on first use."""
@@ -71,7 +73,8 @@ def load_config(instance_path: str) -> dict:
     public_base_url = (env.get("PUBLIC_BASE_URL") or "http://127.0.0.1:5000").rstrip("/")
     return {
         "SQLALCHEMY_DATABASE_URI": database_url,
-        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
+        # No `pool_pre_ping` (a round trip per checkout): `app.core.db_liveness` checks the socket instead.
+        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_recycle": db_liveness.RECYCLE_SECONDS},
         "SECRET_KEY": env.get("SECRET_KEY")
         or _instance_secret(inst, "secret_key", lambda: secrets.token_hex(32)),
         "ENCRYPTION_KEY": env.get("SWITCHBOARD_ENCRYPTION_KEY")

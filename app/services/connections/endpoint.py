@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 
 from flask import current_app
-from sqlalchemy import select
+from sqlalchemy import Select, bindparam, select
 
 from app.catalog.loader import get_method
 from app.catalog.schema import URL_VARIABLE, AppDefinition, Method
@@ -122,16 +123,24 @@ def config_headers(method: Method, config: dict) -> dict[str, str]:
     return headers
 
 
+@functools.cache
+def _connection_with_secrets_statement() -> Select:
+    """`connection_with_secrets`' statement for `connection_id` and `grant_id` parameters, built once."""
+    return (
+        select(ToolConnection, ConnectionGrant, GrantSecret.key, GrantSecret.ciphertext)
+        .join(ConnectionGrant, ConnectionGrant.connection_id == ToolConnection.id)
+        .outerjoin(GrantSecret, GrantSecret.grant_id == ConnectionGrant.id)
+        .where(ToolConnection.id == bindparam("connection_id"), ConnectionGrant.id == bindparam("grant_id"))
+    )
+
+
 def connection_with_secrets(
     connection_id: uuid.UUID, grant_id: uuid.UUID
 ) -> tuple[ToolConnection | None, ConnectionGrant | None, dict[str, str]]:
     """The connection, its grant `grant_id` and the grant's decrypted credentials, in one statement (a gateway call
     pays this on every call). (None, None, {}) when the grant is not the connection's."""
     rows = db.session.execute(
-        select(ToolConnection, ConnectionGrant, GrantSecret.key, GrantSecret.ciphertext)
-        .join(ConnectionGrant, ConnectionGrant.connection_id == ToolConnection.id)
-        .outerjoin(GrantSecret, GrantSecret.grant_id == ConnectionGrant.id)
-        .where(ToolConnection.id == connection_id, ConnectionGrant.id == grant_id)
+        _connection_with_secrets_statement(), {"connection_id": connection_id, "grant_id": grant_id}
     ).all()
     if not rows:
         return None, None, {}

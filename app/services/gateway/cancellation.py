@@ -62,17 +62,18 @@ def watcher(run_id: uuid.UUID, request_id: object) -> Callable[[], bool]:
     """Whether a cancellation of this call was recorded since it started (safe to call from any thread)."""
     engine = db.engine
     since = datetime.now(UTC) - SLACK
-    query = (
-        select(GatewayCancellation.id)
-        .where(
-            GatewayCancellation.run_id == run_id,
-            GatewayCancellation.request_key == provider_calls.request_key(request_id),
-            GatewayCancellation.created_at >= since,
-        )
-        .limit(1)
-    )
 
     def cancelled() -> bool:
+        # Built when first asked: most calls end before the first poll, and building it costs a statement's CPU.
+        query = (
+            select(GatewayCancellation.id)
+            .where(
+                GatewayCancellation.run_id == run_id,
+                GatewayCancellation.request_key == provider_calls.request_key(request_id),
+                GatewayCancellation.created_at >= since,
+            )
+            .limit(1)
+        )
         try:
             with engine.connect() as connection:
                 return connection.execute(query).first() is not None
