@@ -39,6 +39,7 @@ frozen = test_gateway_protocol.frozen
 PROJECT_ROOT = ROOT
 GUNICORN = Path(sys.executable).parent / "gunicorn"
 PATIENCE = 30.0  # an upper bound for waiting on another process; never asserted
+BOOT_PATIENCE = 120.0  # a gunicorn worker importing the app on a loaded machine
 CALL_TIMEOUT = 20  # the provider call's own timeout: a cancellation must end the call long before it
 
 
@@ -48,19 +49,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE
+def _wait_until(condition, what: str, patience: float = PATIENCE) -> None:
+    deadline = time.monotonic() + patience
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting: {what}")
         time.sleep(0.02)
 
 
-def _listening(port: int) -> bool:
+def _serving(port: int) -> bool:
+    """The worker answers (gunicorn's master listens before its worker has imported the app, which can take many
+    seconds on a loaded machine: a call sent then would spend the test's patience waiting for the import)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
         return False
 
 
@@ -89,7 +91,7 @@ def gunicorn_server(app, tmp_path: Path, provider_url: str) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_until(lambda: process.poll() is not None or _listening(port), "gunicorn listening")
+        _wait_until(lambda: process.poll() is not None or _serving(port), "gunicorn serving", BOOT_PATIENCE)
         assert process.poll() is None, "gunicorn exited"
         yield f"http://127.0.0.1:{port}{URL}"
     finally:
