@@ -25,6 +25,7 @@ Nothing here reads Flask's request or touches the database."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import logging
@@ -141,6 +142,10 @@ def _event_loop() -> asyncio.AbstractEventLoop:
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="switchboard-provider-loop", daemon=True).start()
             _loop, _loop_pid = loop, os.getpid()
+            # Close the pooled sessions while the loop still runs: providers see each session end (DELETE), and
+            # the SDK's transports are not left for the garbage collector to finalize in another task at exit
+            # ("Attempted to exit cancel scope in a different task").
+            atexit.register(close_sessions)
         return _loop
 
 

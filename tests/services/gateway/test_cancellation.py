@@ -117,17 +117,15 @@ def test_a_cancellation_in_another_process_cancels_the_call(app, db, world, froz
         "params": {"name": "slow__wait_for_release", "arguments": {"label": "a"}},
     }
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "call-1"}}
-    answers: list[tuple[dict, float]] = []
+    answers: list[dict] = []
     with (
         gunicorn_server(app, tmp_path, frozen.url) as calling,
         gunicorn_server(app, tmp_path, frozen.url) as other,
     ):
 
         def agent_call():
-            started = time.monotonic()
             with httpx.Client(timeout=60) as http:
-                answer = http.post(calling, json=call, headers=bearer(world.token)).json()
-            answers.append((answer, time.monotonic() - started))
+                answers.append(http.post(calling, json=call, headers=bearer(world.token)).json())
 
         caller = threading.Thread(target=agent_call)
         caller.start()
@@ -139,10 +137,11 @@ def test_a_cancellation_in_another_process_cancels_the_call(app, db, world, froz
         assert not caller.is_alive()
         # The provider was told: one more POST, its notifications/cancelled.
         _wait_until(lambda: _posts(frozen) == told_before + 1, "the provider told to stop")
-    ((answer, seconds),) = answers
+    (answer,) = answers
     assert answer["result"]["isError"] is True
-    assert answer["result"]["structuredContent"]["reasonCode"] == "cancelled"
-    assert seconds < CALL_TIMEOUT  # cancelled, not timed out
+    assert (
+        answer["result"]["structuredContent"]["reasonCode"] == "cancelled"
+    )  # not "timeout": no clock needed
     assert json.dumps(answer).count("released") == 0  # the provider never answered it
     db.session.expire_all()
     (row,) = db.session.scalars(select(GatewayCancellation)).all()
