@@ -248,8 +248,15 @@ def test_indexing_a_tool_again_rewrites_its_entry_and_the_next_listing_shows_it(
     varied = world.connections["varied"]
 
     def listed(name: str) -> dict:
+        """The tool of `varied` (its twin has a tool of the same name, and which comes first depends on ids)."""
         answer = rpc(client, world.token, "tools/list")
-        return next(t for t in answer.json["result"]["tools"] if t["name"].endswith(f"__{name}"))
+        note = f"Tool {name} of the connection {varied.name}."
+        (tool,) = [
+            t
+            for t in answer.json["result"]["tools"]
+            if t["name"].endswith(f"__{name}") and note in t["description"]
+        ]
+        return tool
 
     assert listed("titled")["title"] == 'A "quoted" title'
     row = db.session.scalars(
