@@ -14,12 +14,13 @@ the key as its grant's credential and an allowed `echo` tool. Three one-client v
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 import requests
@@ -150,24 +151,39 @@ def call_body(visible_name: str) -> dict:
 
 
 class OpenSession:
-    """One SDK client session kept open on a loop of its own: the provider's own cost (as `bench/calls.py`)."""
+    """One SDK client session kept open on a loop of its own: the provider's own cost (as `bench/calls.py`).
+
+    One task owns it from opening to closing (the SDK's task groups must end in the task that entered them).
+    """
 
     def __init__(self, url: str, headers: dict):
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.url, self.headers = url, headers
-        asyncio.run_coroutine_threadsafe(self._open(), self.loop).result(30)
+        self._opened: concurrent.futures.Future = concurrent.futures.Future()
+        self._owner = asyncio.run_coroutine_threadsafe(self._own(), self.loop)
+        self._opened.result(30)
 
-    async def _open(self) -> None:
+    async def _own(self) -> None:
         import httpx2
         from mcp import ClientSession
         from mcp.client.streamable_http import streamable_http_client
 
-        self.stack = AsyncExitStack()
-        http = await self.stack.enter_async_context(httpx2.AsyncClient(headers=self.headers))
-        read, write = await self.stack.enter_async_context(streamable_http_client(self.url, http_client=http))
-        self.session = await self.stack.enter_async_context(ClientSession(read, write))
-        await self.session.initialize()
+        self._closing = asyncio.Event()
+        try:
+            async with (
+                httpx2.AsyncClient(headers=self.headers) as http,
+                streamable_http_client(self.url, http_client=http) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                self.session = session
+                self._opened.set_result(None)
+                await self._closing.wait()
+        except BaseException as exc:
+            if not self._opened.done():
+                self._opened.set_exception(exc)
+            raise
 
     def call(self) -> bool:
         result = asyncio.run_coroutine_threadsafe(
@@ -175,7 +191,9 @@ class OpenSession:
         ).result(30)
         return not result.is_error
 
-    # Never closed: the session's task group must end in the task that opened it; the loop is a daemon thread.
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self._closing.set)
+        self._owner.result(30)
 
 
 def http_caller(url: str, body: dict, token: str):

@@ -579,6 +579,8 @@ def run(args, env: dict, url: str, scratch: Path, peer: tuple[str, dict]) -> dic
             for mode, count in wake_turns.items():
                 if count:
                     wake_ms[mode] += workers.turn(mode, count, rng)
+        if direct is not None:
+            direct.close()
         for result in [*load.values(), *pages.values(), *one_client.values()]:
             print(
                 f"  measured {result.label}: {result.requests} requests, {result.errors} errors", flush=True

@@ -510,36 +510,15 @@ def tool_presence_columns() -> tuple[ColumnElement[bool], ColumnElement[bool]]:
     )
     not_blocked = active.outerjoin(
         ToolPolicy,
-        (ToolPolicy.connection_id == ConnectionTool.connection_id)
-        & (ToolPolicy.tool_name == ConnectionTool.name),
+        policy_of_tool(),
     ).where(func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION) != "block")
     return active.exists().label("any_tools"), not_blocked.exists().label("any_usable_tools")
 
 
-def tool_rows_with_actions(connection_ids: list[uuid.UUID]) -> list:
-    """`tools_with_policies` as plain rows (connection_id, name, description, input_schema, is_write, listing, action),
-    ordered by connection and name, for callers that read thousands of tools and keep none (gateway listings)."""
-    if not connection_ids:
-        return []
-    return list(
-        db.session.execute(
-            select(
-                ConnectionTool.connection_id,
-                ConnectionTool.name,
-                ConnectionTool.description,
-                ConnectionTool.input_schema,
-                ConnectionTool.is_write,
-                ConnectionTool.listing,
-                func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION).label("action"),
-            )
-            .outerjoin(
-                ToolPolicy,
-                (ToolPolicy.connection_id == ConnectionTool.connection_id)
-                & (ToolPolicy.tool_name == ConnectionTool.name),
-            )
-            .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
-            .order_by(ConnectionTool.connection_id, ConnectionTool.name)
-        )
+def policy_of_tool() -> ColumnElement[bool]:
+    """How a tool row meets its policy row (outer joins: no policy row means the default action, ask first)."""
+    return (ToolPolicy.connection_id == ConnectionTool.connection_id) & (
+        ToolPolicy.tool_name == ConnectionTool.name
     )
 
 
@@ -549,8 +528,7 @@ def tools_with_policies(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, list
         select(ConnectionTool, ToolPolicy.action)
         .outerjoin(
             ToolPolicy,
-            (ToolPolicy.connection_id == ConnectionTool.connection_id)
-            & (ToolPolicy.tool_name == ConnectionTool.name),
+            policy_of_tool(),
         )
         .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
         .order_by(ConnectionTool.name)

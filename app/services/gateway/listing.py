@@ -34,6 +34,7 @@ from app.models import ConnectionTool, HeartbeatRun, ToolPolicy
 from app.services.access.effective import (
     DEFAULT_TOOL_ACTION,
     effective_access,
+    policy_of_tool,
     usable_connections,
     within_scope_action,
 )
@@ -265,8 +266,7 @@ def _tool_rows(connection_ids: list[uuid.UUID], pinned_ids: list[uuid.UUID]) -> 
             )
             .outerjoin(
                 ToolPolicy,
-                (ToolPolicy.connection_id == ConnectionTool.connection_id)
-                & (ToolPolicy.tool_name == ConnectionTool.name),
+                policy_of_tool(),
             )
             .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
             .order_by(ConnectionTool.connection_id, ConnectionTool.name)
