@@ -31,6 +31,28 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+class AcceptedTokens(RunningMcpServer):
+    """A peer that records fingerprints of the bearer tokens it accepted (never the tokens themselves)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._accepted: list[str] = []
+
+    def _accept(self, token: str) -> None:
+        with self._lock:
+            self._accepted.append(token_digest(token))
+
+    @property
+    def accepted_token_digests(self) -> list[str]:
+        with self._lock:
+            return list(self._accepted)
+
+    def reset(self) -> None:
+        super().reset()
+        with self._lock:
+            self._accepted.clear()
+
+
 class _IntrospectionGate:
     def __init__(self, app: Any, owner: OAuthMcpServer):
         self.app = app
@@ -67,14 +89,13 @@ class _IntrospectionGate:
         )
 
 
-class OAuthMcpServer(RunningMcpServer):
+class OAuthMcpServer(AcceptedTokens):
     """A notes-like MCP server whose gate trusts tokens the issuer's introspection endpoint calls active."""
 
     def __init__(self, name: str, *, issuer: str, introspection_client: tuple[str, str]):
         super().__init__(name)
         self.issuer = issuer.rstrip("/")
         self.introspection_client = introspection_client
-        self._accepted: list[str] = []
 
     @property
     def resource_metadata_url(self) -> str:
@@ -102,20 +123,6 @@ class OAuthMcpServer(RunningMcpServer):
         audience = info.get("aud")
         audiences = audience if isinstance(audience, list) else [audience]
         return info.get("active") is True and self.url in audiences
-
-    def _accept(self, token: str) -> None:
-        with self._lock:
-            self._accepted.append(token_digest(token))
-
-    @property
-    def accepted_token_digests(self) -> list[str]:
-        with self._lock:
-            return list(self._accepted)
-
-    def reset(self) -> None:
-        super().reset()
-        with self._lock:
-            self._accepted.clear()
 
     def _gate(self, app: Any) -> Any:
         """Bearer tokens are checked by introspection at the issuer instead of an API key."""

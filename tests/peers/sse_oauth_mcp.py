@@ -29,8 +29,8 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 
-from tests.peers.mcp_servers import RequestRecord, RunningMcpServer, _send_json
-from tests.peers.oauth_mcp import INTROSPECTION_TIMEOUT, token_digest
+from tests.peers.mcp_servers import RequestRecord, _send_json
+from tests.peers.oauth_mcp import INTROSPECTION_TIMEOUT, AcceptedTokens
 
 WELL_KNOWN_RESOURCE = "/.well-known/oauth-protected-resource"
 
@@ -119,7 +119,7 @@ class _RecordingGate:
         await self.app(scope, receive, recording_send)
 
 
-class SseOAuthMcpServer(RunningMcpServer):
+class SseOAuthMcpServer(AcceptedTokens):
     """A docs-like MCP server on HTTP+SSE whose SDK auth trusts tokens the issuer's introspection calls active."""
 
     def __init__(
@@ -134,7 +134,6 @@ class SseOAuthMcpServer(RunningMcpServer):
         self.issuer = issuer.rstrip("/")
         self.introspection_client = introspection_client
         self.metadata_path = metadata_path
-        self._accepted: list[str] = []
         # The resource URL (and so the SDK's settings) names the port: reserve one before building the server.
         self.port = _free_port()
         root_handlers, root_level = list(logging.root.handlers), logging.root.level
@@ -168,20 +167,6 @@ class SseOAuthMcpServer(RunningMcpServer):
             (key, value.replace(standard, moved) if key.lower() == b"www-authenticate" else value)
             for key, value in headers
         ]
-
-    def _accept(self, token: str) -> None:
-        with self._lock:
-            self._accepted.append(token_digest(token))
-
-    @property
-    def accepted_token_digests(self) -> list[str]:
-        with self._lock:
-            return list(self._accepted)
-
-    def reset(self) -> None:
-        super().reset()
-        with self._lock:
-            self._accepted.clear()
 
     def _gate(self, app: Any) -> Any:
         """The SDK checks the tokens itself; this layer only records (and may move the metadata)."""
