@@ -55,12 +55,18 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# The suite spends about half its time waiting (servers booting, browsers, peers): two pytest-xdist workers, whole
+# files per worker (module fixtures start their servers once); each worker has its own SQLite file and PostgreSQL
+# database (tests/conftest.py). `make test PYTEST_WORKERS=0` runs in one process.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+
 test: install peers lint
 	@echo "== pytest on SQLite =="
-	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/pytest -p no:cacheprovider $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 	@if [ -n "$$TEST_DATABASE_URL" ]; then \
 		echo "== pytest on PostgreSQL =="; \
-		SWITCHBOARD_TEST_DATABASE_URL="$$TEST_DATABASE_URL" $(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS); \
+		SWITCHBOARD_TEST_DATABASE_URL="$$TEST_DATABASE_URL" $(BIN)/pytest -p no:cacheprovider $(PYTEST_PARALLEL) $(PYTEST_ARGS); \
 	else echo "TEST_DATABASE_URL is not set: skipped the PostgreSQL pass"; fi
 
 clean:

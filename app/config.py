@@ -19,15 +19,26 @@ from app.core import db_liveness
 
 
 def _instance_secret(instance_path: Path, name: str, make: Callable[[], str]) -> str:
-    """Read a generated secret from the instance folder, creating it (mode 0600) on first use."""
+    """Read a generated secret from the instance folder, creating it (mode 0600) on first use.
+
+    Several processes may start at once on a fresh instance folder (gunicorn workers, a worker beside the server):
+    the secret is written whole to a private file first and then published with a hard link, which fails if another
+    process published first; the loser then reads the winner's, so all agree and none reads a half-written file."""
     path = instance_path / name
     if path.exists():
         return path.read_text().strip()
     instance_path.mkdir(parents=True, exist_ok=True)
     value = make()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(value)
+    draft = instance_path / f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(value)
+        os.link(draft, path)
+    except FileExistsError:
+        return path.read_text().strip()
+    finally:
+        draft.unlink(missing_ok=True)
     return value
 
 

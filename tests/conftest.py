@@ -21,6 +21,7 @@ from cryptography.fernet import Fernet
 from flask import has_app_context
 from flask.testing import FlaskClient
 from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
 
 from tests import factories
@@ -29,7 +30,9 @@ pytest_plugins = ["tests.peers.fixtures", "tests.peers.oidc_fixtures"]
 
 TEST_DATABASE_URL = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "")
 _TMP = Path(tempfile.mkdtemp(prefix="switchboard-tests-"))
-os.environ.setdefault("SWITCHBOARD_INSTANCE_PATH", str(_TMP / "instance"))
+# Each test process (each pytest-xdist worker too: they inherit the controller's environment) has its own instance
+# folder, so generated secrets and files never cross processes.
+os.environ["SWITCHBOARD_INSTANCE_PATH"] = str(_TMP / "instance")
 # Tables that hold reference data loaded once per session (not per-test state).
 PRESERVED_TABLES = {"alembic_version", "catalog_apps", "catalog_state"}
 
@@ -55,8 +58,44 @@ def _database_url() -> str:
         url = TEST_DATABASE_URL
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url[len("postgresql://") :]
-        return url
+        return _worker_database(url)
     return f"sqlite:///{_TMP / 'test.db'}"
+
+
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+def _worker_database(url: str) -> str:
+    """Under pytest-xdist each worker process gets a PostgreSQL database of its own, `<name>_<worker>`, created
+    from the configured one's server (the SQLite file is already per process). Without xdist: the configured one."""
+    if not _XDIST_WORKER:
+        return url
+    configured = make_url(url)
+    worker_url = configured.set(database=f"{configured.database}_{_XDIST_WORKER}")
+    name = worker_url.database
+    if name not in _CREATED_WORKER_DATABASES:
+        admin = create_engine(configured, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        _CREATED_WORKER_DATABASES.add(name)
+    return worker_url.render_as_string(hide_password=False)
+
+
+_CREATED_WORKER_DATABASES: set[str] = set()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Drop the worker databases this process created (the configured database is the caller's to drop)."""
+    if not _CREATED_WORKER_DATABASES:
+        return
+    configured = make_url(TEST_DATABASE_URL).set(drivername="postgresql+psycopg")
+    admin = create_engine(configured, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        for name in sorted(_CREATED_WORKER_DATABASES):
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
 
 
 def _reset_postgres(url: str) -> None:

@@ -10,13 +10,14 @@ import pytest
 
 from tests.conftest import TEST_CONFIG
 
+# Fixed ids (any id will do: the tables are missing): pytest-xdist workers must collect the same test names.
 COMMANDS_THAT_NEED_TABLES = [
     ["catalog", "ingest"],
     ["catalog", "ingest", "--definitions-only"],
     ["demo"],
     ["api-keys", "create", "--email", "nobody@example.com"],
-    ["runs", "open", "--agent", str(uuid.uuid4()), "--issue", "ACME-1"],
-    ["runs", "close", str(uuid.uuid4())],
+    ["runs", "open", "--agent", str(uuid.UUID(int=1)), "--issue", "ACME-1"],
+    ["runs", "close", str(uuid.UUID(int=2))],
     ["worker", "--once"],
 ]
 
