@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, Uuid, bindparam, select, update
+from sqlalchemy.orm import contains_eager, joinedload
 
 from app.core.errors import Conflict, Forbidden, Unprocessable
 from app.extensions import db
@@ -23,20 +25,48 @@ def create_company(name: str, issue_prefix: str | None = None) -> Company:
     return company
 
 
-def get_membership(company_id: uuid.UUID, user_id: uuid.UUID) -> Membership | None:
+def get_membership(
+    company_id: uuid.UUID, user_id: uuid.UUID, *, with_company: bool = False
+) -> Membership | None:
+    """The person's membership of the company, if any; `with_company` loads the company in the same statement
+    (board pages show its name in the header)."""
+    if with_company:
+        return db.session.scalar(_membership_with_company(), {"company_id": company_id, "user_id": user_id})
     return db.session.scalar(
         select(Membership).where(Membership.company_id == company_id, Membership.user_id == user_id)
     )
 
 
 def active_memberships(user: User) -> list[Membership]:
-    return list(
-        db.session.scalars(
-            select(Membership)
-            .join(Company)
-            .where(Membership.user_id == user.id, Membership.status == "active")
-            .order_by(Company.name)
+    """The person's active memberships by company name, each with its company (one statement: the header shows
+    the current company's name and the others' in the company switcher)."""
+    return list(db.session.scalars(_active_memberships(), {"user_id": user.id}))
+
+
+# Every board page runs one of these two: built once, for their parameters (building a statement cost about as
+# much CPU as running it).
+
+
+@functools.cache
+def _membership_with_company() -> Select:
+    return (
+        select(Membership)
+        .options(joinedload(Membership.company, innerjoin=True))
+        .where(
+            Membership.company_id == bindparam("company_id", type_=Uuid),
+            Membership.user_id == bindparam("user_id", type_=Uuid),
         )
+    )
+
+
+@functools.cache
+def _active_memberships() -> Select:
+    return (
+        select(Membership)
+        .join(Company)
+        .options(contains_eager(Membership.company))
+        .where(Membership.user_id == bindparam("user_id", type_=Uuid), Membership.status == "active")
+        .order_by(Company.name)
     )
 
 

@@ -7,6 +7,7 @@ import uuid
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, ScalarSelect, case, func, select
+from sqlalchemy.orm import joinedload
 
 from app.adapters import EXECUTABLE_ADAPTERS
 from app.core.errors import Unprocessable
@@ -49,7 +50,10 @@ def create_issue(
 def list_issues(
     company_id: uuid.UUID, *, status: str | None = None, assignee_agent_id: uuid.UUID | None = None
 ) -> list[Issue]:
-    query = select(Issue).where(Issue.company_id == company_id)
+    """The company's tasks, newest first, each with its assignee's id and name (one statement: the list shows
+    the assignee of every task, and loading each agent on its own cost a statement per agent)."""
+    assignee = joinedload(Issue.assignee_agent).load_only(Agent.id, Agent.name)
+    query = select(Issue).options(assignee).where(Issue.company_id == company_id)
     if status:
         query = query.where(Issue.status == status)
     if assignee_agent_id:

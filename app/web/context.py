@@ -28,11 +28,19 @@ def parse_uuid(value: object) -> uuid.UUID:
 
 
 def membership_for(company_id: uuid.UUID) -> Membership:
-    membership = get_membership(company_id, current_user.id)
+    membership = get_membership(company_id, current_user.id, with_company=True)
     if membership is None or not membership.is_active_member:
         abort(404)
     g.membership = membership
     return membership
+
+
+def remember_company(company_id: uuid.UUID) -> None:
+    """Keep the company the person works in for the next page. Written only when it changes: writing the same
+    value marked the session modified, so every page (and every badge poll) signed and sent the cookie again."""
+    value = str(company_id)
+    if session.get("company_id") != value:
+        session["company_id"] = value
 
 
 def current_membership() -> Membership:
@@ -42,7 +50,7 @@ def current_membership() -> Membership:
         abort(404)
     chosen = session.get("company_id")
     membership = next((m for m in memberships if str(m.company_id) == chosen), memberships[0])
-    session["company_id"] = str(membership.company_id)
+    remember_company(membership.company_id)
     g.membership = membership
     g.memberships = memberships
     return membership
@@ -62,7 +70,7 @@ def load_scoped(model: type[Owned], object_id: object) -> tuple[Owned, Membershi
     if obj is None:
         abort(404)
     membership = membership_for(obj.company_id)
-    session["company_id"] = str(obj.company_id)
+    remember_company(obj.company_id)
     return obj, membership
 
 

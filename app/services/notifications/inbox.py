@@ -7,12 +7,13 @@ A card counts as open while it is pending on a task that is not closed; everythi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, case, func, not_, select
+from sqlalchemy import ColumnElement, Select, Uuid, and_, bindparam, case, func, not_, select
 
 from app.extensions import db
 from app.models import Issue, ThreadInteraction, keys
@@ -25,7 +26,9 @@ TABS = (OPEN, DONE)
 LIMIT = 200
 
 
-def _mine(company_id: uuid.UUID, user_id: uuid.UUID) -> ColumnElement[bool]:
+def _mine(
+    company_id: uuid.UUID | ColumnElement[uuid.UUID], user_id: uuid.UUID | ColumnElement[uuid.UUID]
+) -> ColumnElement[bool]:
     return and_(
         ThreadInteraction.company_id == company_id,
         ThreadInteraction.addressee_user_id == user_id,
@@ -63,14 +66,12 @@ class InboxVersion:
     tag: str
 
 
-def inbox_version(company_id: uuid.UUID, user_id: uuid.UUID) -> InboxVersion:
-    """How many cards are open, and a tag that changes when a card arrives or moves to done (one statement).
-
-    Phase changes of an open card (the person opened its dialog) do not change the tag, so a poll never replaces a
-    card the person is working in.
-    """
+@functools.cache
+def _version_statement() -> Select:
+    """`inbox_version`'s aggregate for `company_id` and `user_id` parameters, built once: every board page shows
+    the badge, and building the statement cost about as much CPU as running it."""
     is_open = _open()
-    row = db.session.execute(
+    return (
         select(
             func.coalesce(func.sum(case((is_open, 1), else_=0)), 0),
             func.count(ThreadInteraction.id),
@@ -79,8 +80,17 @@ def inbox_version(company_id: uuid.UUID, user_id: uuid.UUID) -> InboxVersion:
         )
         .select_from(ThreadInteraction)
         .join(Issue, Issue.id == ThreadInteraction.issue_id)
-        .where(_mine(company_id, user_id))
-    ).one()
+        .where(_mine(bindparam("company_id", type_=Uuid), bindparam("user_id", type_=Uuid)))
+    )
+
+
+def inbox_version(company_id: uuid.UUID, user_id: uuid.UUID) -> InboxVersion:
+    """How many cards are open, and a tag that changes when a card arrives or moves to done (one statement).
+
+    Phase changes of an open card (the person opened its dialog) do not change the tag, so a poll never replaces a
+    card the person is working in.
+    """
+    row = db.session.execute(_version_statement(), {"company_id": company_id, "user_id": user_id}).one()
     open_count, total, newest, last_resolved = row
     raw = f"{open_count}:{total}:{as_utc(newest) if newest else ''}:{as_utc(last_resolved) if last_resolved else ''}"
     return InboxVersion(int(open_count or 0), hashlib.sha256(raw.encode()).hexdigest()[:16])

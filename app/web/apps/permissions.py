@@ -288,7 +288,7 @@ def save_tool_policy(connection_id: str) -> ResponseReturnValue:
         return render_template(
             "apps/_tool_row.html",
             connection=connection,
-            tool=tool,
+            tools=[tool],
             can_configure=True,
             action_labels=ACTION_LABELS,
             saved=status == 200,
