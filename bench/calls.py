@@ -20,10 +20,8 @@ each variant's ratio to the open session. Timings are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -31,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gateway_rows import peer_process  # noqa: E402  (bench/gateway_rows.py, beside this file)
+from gateway_rows import OpenSession, peer_process  # noqa: E402  (bench/gateway_rows.py, beside this file)
 from hot_paths import module_at, percentile  # noqa: E402  (bench/hot_paths.py, beside this file)
 
 PEER = """
@@ -41,33 +39,6 @@ server = start_notes_server()
 print(server.url, flush=True)
 threading.Event().wait()
 """
-
-
-class OpenSession:
-    """One SDK session kept open on a loop of its own (the floor)."""
-
-    def __init__(self, url: str, headers: dict):
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.url, self.headers = url, headers
-        self.ready = asyncio.run_coroutine_threadsafe(self._open(), self.loop).result()
-
-    async def _open(self):
-        from contextlib import AsyncExitStack
-
-        import httpx2
-        from mcp import ClientSession
-        from mcp.client.streamable_http import streamable_http_client
-
-        self.stack = AsyncExitStack()
-        http = await self.stack.enter_async_context(httpx2.AsyncClient(headers=self.headers))
-        read, write = await self.stack.enter_async_context(streamable_http_client(self.url, http_client=http))
-        self.session = await self.stack.enter_async_context(ClientSession(read, write))
-        await self.session.initialize()
-        return True
-
-    def call(self, name: str, arguments: dict):
-        return asyncio.run_coroutine_threadsafe(self.session.call_tool(name, arguments), self.loop).result()
 
 
 def new_session_call(url: str, headers: dict, name: str, arguments: dict):
@@ -105,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         tool, arguments = "get_note", {"note_id": "n1"}
         old = module_at(args.baseline_rev, "app/services/connections/provider_mcp.py")
         fresh = module_at(args.fresh_rev, "app/services/connections/provider_mcp.py")
-        session = OpenSession(url, headers)
+        session = OpenSession(url, headers)  # closed in the task that opened it (below)
         variants = {
             "direct, open session": lambda: session.call(tool, arguments),
             "direct, new session": lambda: new_session_call(url, headers, tool, arguments),
@@ -119,15 +90,19 @@ def main(argv: list[str] | None = None) -> None:
                 url, headers=headers, tool_name=tool, arguments=arguments
             ),
         }
-        for variant in variants.values():
-            for _ in range(3):
-                variant()  # warm
-        timings: dict[str, list[float]] = {label: [] for label in variants}
-        for _ in range(args.calls):
-            for label, variant in variants.items():
-                t0 = time.perf_counter()
-                variant()
-                timings[label].append((time.perf_counter() - t0) * 1000)
+        try:
+            for variant in variants.values():
+                for _ in range(3):
+                    variant()  # warm
+            timings: dict[str, list[float]] = {label: [] for label in variants}
+            for _ in range(args.calls):
+                for label, variant in variants.items():
+                    t0 = time.perf_counter()
+                    variant()
+                    timings[label].append((time.perf_counter() - t0) * 1000)
+        finally:
+            session.close()
+            provider_mcp.close_sessions()
         floor = statistics.median(timings["direct, open session"])
         print(f"peer {url}; {args.calls} calls per variant, taking turns; baseline {args.baseline_rev}")
         print(f"{'variant':28} {'median ms':>10} {'p90 ms':>8} {'x open session':>15}")

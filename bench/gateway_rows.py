@@ -151,7 +151,8 @@ def call_body(visible_name: str) -> dict:
 
 
 class OpenSession:
-    """One SDK client session kept open on a loop of its own: the provider's own cost (as `bench/calls.py`).
+    """One SDK client session kept open on a loop of its own: the provider's own cost (`bench/runtime.py`'s and
+    `bench/calls.py`'s floor).
 
     One task owns it from opening to closing (the SDK's task groups must end in the task that entered them).
     """
@@ -185,9 +186,10 @@ class OpenSession:
                 self._opened.set_exception(exc)
             raise
 
-    def call(self) -> bool:
+    def call(self, name: str = ECHO_TOOL, arguments: dict | None = None) -> bool:
+        """Call `name` (the echo tool by default) once; whether it succeeded."""
         result = asyncio.run_coroutine_threadsafe(
-            self.session.call_tool(ECHO_TOOL, ECHO_ARGUMENTS), self.loop
+            self.session.call_tool(name, ECHO_ARGUMENTS if arguments is None else arguments), self.loop
         ).result(30)
         return not result.is_error
 

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import time
-import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
-from app.catalog.loader import get_app, get_method
-from app.catalog.schema import AppDefinition, Transport
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.activity import record_activity, record_activity_now
-from app.services.connections import endpoint, provider_errors, provider_limits, provider_mcp
+from app.services.connections import provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.gateway import resource_uris
 from app.services.gateway.approval_cards import _approval_step
@@ -29,15 +25,23 @@ from app.services.gateway.results import (
     PreparedCall,
     _refusal,
 )
+from app.services.gateway.targets import ProviderTarget, call_timeout, provider_target
 from app.services.gateway.tools import call_target
-from app.services.oauth import tokens as oauth_tokens
 from app.services.oauth.errors import ReauthorizationRequired
 
 if TYPE_CHECKING:
     from app.services.runtime.context import RunContext
 
+__all__ = [
+    "ProviderTarget",
+    "call_timeout",
+    "execute_call",
+    "prepare_call",
+    "prepare_target",
+    "provider_target",
+]
+
 ACTIVITY_ACTION = "tool_gateway.call"
-DEFAULT_CALL_TIMEOUT = 30.0
 
 
 def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
@@ -82,24 +86,6 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
     return prepared
 
 
-@dataclass(frozen=True)
-class ProviderTarget:
-    """Where and how to reach the provider for one prepared call (plain values: no database object)."""
-
-    url: str
-    headers: dict
-    scrub: list[str]
-    guard: frozenset[str] | None
-    timeout: float
-    transport: Transport = "mcp_remote"
-
-
-def call_timeout(app_definition: AppDefinition | None) -> float:
-    """The call timeout: the app definition's `callTimeoutSeconds`, else `PROVIDER_CALL_TIMEOUT_SECONDS`."""
-    own = getattr(app_definition, "callTimeoutSeconds", None)
-    return float(own or current_app.config.get("PROVIDER_CALL_TIMEOUT_SECONDS", DEFAULT_CALL_TIMEOUT))
-
-
 def provider_limits_from_config() -> provider_limits.Limits:
     config = current_app.config
     return provider_limits.Limits(
@@ -130,45 +116,6 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
         prepared.result = _refusal(PROVIDER_ERROR, err.message)
         _record(prepared, outcome=PROVIDER_ERROR)
         return None
-
-
-def provider_target(
-    connection_id: uuid.UUID, grant_id: uuid.UUID, app_definition: AppDefinition | None = None
-) -> ProviderTarget:
-    """How to reach the connection's provider as that grant (see `prepare_target`); ServiceError when it cannot be
-    reached any more (the grant ended, the app left the catalog, the credential cannot be sent).
-
-    The connection, its identity and the identity's credentials come in one statement (read again after an OAuth
-    refresh). `app_definition`: the one the tool was resolved with, parsed under the same access revision (a
-    catalog change raises every revision); looked up when the caller has none.
-    """
-    connection, grant, secrets = endpoint.connection_with_secrets(connection_id, grant_id)
-    if connection is None or grant is None or grant.status != "active":
-        raise ServiceError("The connection is no longer available to this agent.")
-    if app_definition is None:
-        app_definition = get_app(connection.app_slug)
-    method = get_method(app_definition, connection.method_key) if app_definition else None
-    if app_definition is None or method is None:
-        raise ServiceError("The connection's app is no longer in the catalog.")
-    access_token = None
-    if method.auth == "oauth":
-        access_token = oauth_tokens.get_valid_access_token(connection, grant)
-        secrets = endpoint.stored_secrets(grant)  # a refresh may have stored new tokens
-    try:
-        url, headers = endpoint.connection_endpoint(connection, app_definition, grant, secrets)
-    except ValueError:
-        raise ServiceError("The stored credential cannot be sent to the provider; reconnect it.") from None
-    if access_token:
-        headers = {**headers, "Authorization": f"Bearer {access_token}"}
-    scrub = [v for v in [*secrets.values(), access_token or ""] if isinstance(v, str) and len(v) >= 6]
-    return ProviderTarget(
-        url=url,
-        headers=headers,
-        scrub=scrub,
-        guard=endpoint.provider_guard(connection, method, secrets),
-        timeout=call_timeout(app_definition),
-        transport=method.transport,
-    )
 
 
 def scrub(value: Any, secrets: list[str]) -> Any:

@@ -67,6 +67,11 @@ def _is_due(tenant: dict | None) -> bool:
     return time.time() >= float(expires_at) - REFRESH_SKEW_SECONDS
 
 
+def access_token_due(tenant: dict | None) -> bool:
+    """Whether a grant's access token (its expiry kept in `provider_tenant`) is due for refresh."""
+    return _is_due(tenant)
+
+
 def get_valid_access_token(connection: ToolConnection, grant: ConnectionGrant) -> str:
     """The grant's access token, refreshed first when expiry minus the skew has passed.
 

@@ -220,10 +220,11 @@ def test_call_statement_count_does_not_grow_with_the_agents_tools(app, db, world
         return len(statements)
 
     connect(world, "github", NOTES_KEY, name="Notes 1")
-    one = call_statements()
+    call_statements()  # also builds the provider target, kept while its inputs are unchanged (`gateway.targets`)
+    connect(world, "honcho", HONCHO_KEY)
+    one = call_statements()  # the tool resolved afresh after an access change
     for n in range(2, 6):
         connect(world, "github", NOTES_KEY, name=f"Notes {n}")
-    connect(world, "honcho", HONCHO_KEY)
     assert call_statements() == one
 
 
