@@ -24,10 +24,11 @@ shape and step-4 test are in `rows`):
 (readiness, continuation delivery, card completion). Instructions reach an agent for connections with an identity and
 a permitted tool whatever their health (`serves_instructions`).
 
-`effective_access` answers with models. `eligible_access` answers the same question with plain rows of only the
-columns an eligibility caller reads (`ConnectionRow`, `GrantRow`): the same statements and the same rule, without
-building ORM objects or decoding JSON columns nobody reads (the instruction resolver, rebuilt after every access
-change, asks it for about a hundred connections).
+`effective_access` answers with models. `eligible.eligible_access` answers the same question with plain rows of only the
+columns an eligibility caller reads (`ConnectionRow`, `GrantRow`): the same rule in one statement (the connections
+joined to the grants that could serve the run and to the responsible person's membership), without building ORM
+objects or decoding JSON columns until they are read (the instruction resolver, rebuilt after every access change,
+asks it for about a hundred connections).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, Select, Uuid, bindparam, func, or_, select
+from sqlalchemy import BindParameter, ColumnElement, Select, Text, Uuid, bindparam, cast, func, or_, select
 
 from app.extensions import db
 from app.models import (
@@ -62,7 +63,7 @@ from app.services.access.rows import (
 )
 
 DEFAULT_TOOL_ACTION = "ask_first"
-# An id in a query: a value, or a bound parameter of the statements built once (`_statements`).
+# An id in a query: a value, or a bound parameter of the statements built once (`access_statements`).
 SqlUuid = uuid.UUID | BindParameter[uuid.UUID]
 CONFIGURE_FORBIDDEN = (
     "Only the connection creator or a connection manager can configure, reconnect, or delete this connection"
@@ -204,46 +205,24 @@ def effective_access(
     `responsible_membership` is the responsible person's membership when the caller has just loaded it (runtime
     calls do), saving a query.
     """
-    connections, grants = _statements(False, include_inactive, with_tools, connection_ids is not None)
-    params = _params(company_id, agent_id, connection_ids)
+    connections, grants = access_statements(False, include_inactive, with_tools, connection_ids is not None)
+    params = access_params(company_id, agent_id, connection_ids)
     rows = db.session.execute(connections, params).all()
     if not rows:
         return []
     found = [(row[0], row[1:]) for row in rows]
     granted = db.session.scalars(grants, params)
     responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
-    return _accesses(found, granted, agent_id, responsible, with_tools)
-
-
-def eligible_access(
-    company_id: uuid.UUID,
-    agent_id: uuid.UUID,
-    responsible_user_id: uuid.UUID | None = None,
-    *,
-    connection_ids: list[uuid.UUID] | None = None,
-    responsible_membership: Membership | None = None,
-) -> list[ConnectionAccess[ConnectionRow, GrantRow]]:
-    """`effective_access(..., with_tools=False)` as plain rows (`ConnectionRow`, `GrantRow`): the same statements
-    and the same answer, for callers that decide eligibility and read only those columns."""
-    connections, grants = _statements(True, False, False, connection_ids is not None)
-    params = _params(company_id, agent_id, connection_ids)
-    rows = db.session.execute(connections, params).all()
-    if not rows:
-        return []
-    width = len(ConnectionRow._fields)
-    found = [(ConnectionRow(*row[:width]), row[width:]) for row in rows]
-    granted = (GrantRow(*row) for row in db.session.execute(grants, params))
-    responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
-    return _accesses(found, granted, agent_id, responsible, with_tools=False)
+    return accesses_of(found, granted, agent_id, responsible, with_tools)
 
 
 # The statements' parameters: built once per variant and reused, so a call neither builds nor keys SQL again.
-_COMPANY = bindparam("company_id", type_=Uuid)
-_AGENT = bindparam("agent_id", type_=Uuid)
-_CONNECTION_IDS = bindparam("connection_ids", type_=Uuid, expanding=True)
+COMPANY_PARAM = bindparam("company_id", type_=Uuid)
+AGENT_PARAM = bindparam("agent_id", type_=Uuid)
+CONNECTION_IDS_PARAM = bindparam("connection_ids", type_=Uuid, expanding=True)
 
 
-def _params(
+def access_params(
     company_id: uuid.UUID, agent_id: uuid.UUID, connection_ids: list[uuid.UUID] | None
 ) -> dict[str, Any]:
     params: dict[str, Any] = {"company_id": company_id, "agent_id": agent_id}
@@ -253,7 +232,7 @@ def _params(
 
 
 @functools.cache
-def _statements(
+def access_statements(
     plain: bool, include_inactive: bool, with_tools: bool, by_ids: bool
 ) -> tuple[Select[Any], Select[Any]]:
     """The connections statement and the grants statement of one variant (`plain`: the columns of `ConnectionRow`
@@ -263,11 +242,11 @@ def _statements(
     access card scope, whether it is installed company-wide and, without tools, the two presence columns. Grants:
     every grant of those connections (named by the same criteria rather than by a list of ids).
     """
-    criteria = [installed_clause(_COMPANY, _AGENT)]
+    criteria = [installed_clause(COMPANY_PARAM, AGENT_PARAM)]
     if not include_inactive:
         criteria.append(live_clause())
     if by_ids:
-        criteria.append(ToolConnection.id.in_(_CONNECTION_IDS))
+        criteria.append(ToolConnection.id.in_(CONNECTION_IDS_PARAM))
     if plain:
         catalog_version = (
             select(CatalogApp.content_hash)
@@ -276,15 +255,17 @@ def _statements(
             .scalar_subquery()
         )
         entities: tuple[Any, ...] = (
-            *(getattr(ToolConnection, name) for name in ConnectionRow._fields[:-1]),
+            *(getattr(ToolConnection, name) for name in ConnectionRow._fields[:-3]),
+            cast(ToolConnection.config, Text),
+            cast(ToolConnection.agent_instructions, Text),
             catalog_version,
         )
         grant_columns: tuple[Any, ...] = tuple(getattr(ConnectionGrant, name) for name in GrantRow._fields)
     else:
         entities, grant_columns = (ToolConnection,), (ConnectionGrant,)
-    connections = select(*entities, scopes.agent_scope_column(_AGENT), scopes.company_wide_column()).where(
-        *criteria
-    )
+    connections = select(
+        *entities, scopes.agent_scope_column(AGENT_PARAM), scopes.company_wide_column()
+    ).where(*criteria)
     if not with_tools:
         connections = connections.add_columns(*tool_presence_columns())
     grants = select(*grant_columns).where(
@@ -293,14 +274,14 @@ def _statements(
     return connections.order_by(ToolConnection.id), grants
 
 
-def _accesses(
+def accesses_of(
     found: Sequence[tuple[ConnectionT, Sequence[Any]]],
     grants: Iterable[GrantT],
     agent_id: uuid.UUID,
     responsible: uuid.UUID | None,
     with_tools: bool,
 ) -> list[ConnectionAccess[ConnectionT, GrantT]]:
-    """Rule steps 3 and 5 over the connections of `_access_query` (each with the columns after its entities)."""
+    """Rule steps 3 and 5 over the connections of `access_statements` (each with the columns after its entities)."""
     grants_by_connection: dict[uuid.UUID, list[GrantT]] = defaultdict(list)
     for grant in grants:
         grants_by_connection[grant.connection_id].append(grant)

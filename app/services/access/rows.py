@@ -10,6 +10,7 @@ decided in `effective`.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, Protocol, TypeVar, cast
@@ -69,8 +70,10 @@ _Grant = TypeVar("_Grant")
 class ConnectionRow(NamedTuple):
     """The columns of a connection an eligibility caller reads (`eligible_access`), named as on `ToolConnection`.
 
-    `catalog_version` is the content hash of its app's cached catalog row (None when the catalog has no such app),
-    read in the same statement, for `loader.get_app_versions`.
+    `config_json` and `agent_instructions_json` are those JSON columns as the database's text (None for SQL NULL),
+    decoded only when read (`config`, `agent_instructions`): a caller that keeps what it derives from them can key it
+    on the text and skip decoding. `catalog_version` is the content hash of its app's cached catalog row (None when
+    the catalog has no such app), read in the same statement, for `loader.get_app_versions`.
     """
 
     id: uuid.UUID
@@ -79,9 +82,18 @@ class ConnectionRow(NamedTuple):
     status: str
     enabled: bool
     health_status: str
-    config: dict
-    agent_instructions: dict | None
+    config_json: str
+    agent_instructions_json: str | None
     catalog_version: str | None
+
+    @property
+    def config(self) -> dict:
+        return cast(dict, json.loads(self.config_json))
+
+    @property
+    def agent_instructions(self) -> dict | None:
+        text = self.agent_instructions_json
+        return None if text is None else cast("dict | None", json.loads(text))
 
     @property
     def method_key(self) -> str | None:
