@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, Protocol, TypeVar, cast
 
 from app.models import ConnectionTool
-from app.models.connections import ATTENTION_HEALTH, config_method_key
+from app.models.connections import ATTENTION_HEALTH, config_method_key, config_method_values
 
 
 @dataclass
@@ -98,6 +98,10 @@ class ConnectionRow(NamedTuple):
     @property
     def method_key(self) -> str | None:
         return config_method_key(self.config)
+
+    @property
+    def method_config(self) -> dict:
+        return config_method_values(self.config)
 
 
 class GrantRow(NamedTuple):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from app.catalog.loader import get_method
 from app.catalog.schema import AppDefinition
@@ -25,7 +25,18 @@ def managed_arguments(
     return managed_for_schema(pinned_arguments(connection, app_definition), input_schema)
 
 
-def pinned_arguments(connection: ToolConnection, app_definition: AppDefinition | None) -> dict[str, Any]:
+class ConfiguredConnection(Protocol):
+    """What pinned arguments read of a connection: a `ToolConnection` or a plain `ConnectionRow`."""
+
+    @property
+    def method_key(self) -> str | None: ...
+    @property
+    def method_config(self) -> dict: ...
+
+
+def pinned_arguments(
+    connection: ConfiguredConnection, app_definition: AppDefinition | None
+) -> dict[str, Any]:
     """Every tool argument the connection's public configuration pins, whatever the tool (once per connection)."""
     if app_definition is None:
         return {}

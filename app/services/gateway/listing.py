@@ -31,14 +31,14 @@ from app.extensions import db
 from app.models import ConnectionTool, HeartbeatRun, ToolPolicy
 from app.services.access.effective import (
     DEFAULT_TOOL_ACTION,
-    effective_access,
     policy_of_tool,
     usable_connections,
     within_scope_action,
 )
+from app.services.access.eligible import eligible_access
 from app.services.connections.tool_index import STORED_HEAD, provider_fields
 from app.services.gateway.arguments import managed_for_schema, pinned_arguments, project_schema
-from app.services.gateway.names import connection_slugs, visible_name
+from app.services.gateway.names import NAME_SEPARATOR, connection_slugs, visible_name
 
 # The description: the provider's, a paragraph, then the note ("Tool <name> of the connection <name>." and, for
 # ask_first, ASK_FIRST_NOTE).
@@ -95,6 +95,8 @@ def _escaped(text: str) -> str:
 
 _ESCAPED_PARAGRAPH_NOTE_HEAD = _escaped(PARAGRAPH + NOTE_HEAD)
 _ESCAPED_NOTE_HEAD = _escaped(NOTE_HEAD)
+_STORED_HEAD_LENGTH = len(STORED_HEAD)
+_EMPTY_DESCRIPTION_LENGTH = len(_EMPTY_DESCRIPTION)
 
 
 @dataclass
@@ -107,29 +109,36 @@ class _ConnectionEntries:
     scope: dict[str, str] | None
     # `_note_tail` per action, escaped, with the description's closing quote.
     note_tails: dict[str, str] = field(default_factory=dict)
+    # The entry's opening up to its name, then the slug and separator a visible name starts with, escaped.
+    name_head: str = ""
+
+    def __post_init__(self) -> None:
+        self.name_head = '{"name": "' + _escaped(self.slug + NAME_SEPARATOR)
 
     def spliced(self, stored: str, name: str, tool_name: str, description: str, action: str) -> str:
         """`json.dumps(tool_definition(...))` of a tool without managed arguments whose stored entry is in the
         current format (`_tool_rows` tells). Keys stay in the message model's order (name, title, description...)."""
-        at = stored.find(_EMPTY_DESCRIPTION, len(STORED_HEAD))
-        if not stored.startswith(STORED_HEAD) or at < 0:
+        at = stored.find(_EMPTY_DESCRIPTION, _STORED_HEAD_LENGTH)
+        if at < 0 or not stored.startswith(STORED_HEAD):
             # Only a writer that bypasses the ORM could store this; listing the tool without it would list it wrong.
             raise ValueError("A stored tool entry is not in the current format.")
         tail = self.note_tails.get(action)
         if tail is None:
             tail = self.note_tails[action] = _escaped(_note_tail(self.connection_name, action)) + '"'
         description = (description or "").strip()
+        escaped_tool_name = _escaped(tool_name)
+        # A visible name is the slug, the separator and the tool's name unless it had to be shortened.
+        plain_name = len(name) == len(self.slug) + len(NAME_SEPARATOR) + len(tool_name)
         return "".join(
             (
-                '{"name": "',
-                _escaped(name),
+                self.name_head + escaped_tool_name if plain_name else '{"name": "' + _escaped(name),
                 '"',
-                stored[len(STORED_HEAD) : at],
+                stored[_STORED_HEAD_LENGTH:at],
                 '"description": "',
                 _escaped(description) + _ESCAPED_PARAGRAPH_NOTE_HEAD if description else _ESCAPED_NOTE_HEAD,
-                _escaped(tool_name),
+                escaped_tool_name,
                 tail,
-                stored[at + len(_EMPTY_DESCRIPTION) :],
+                stored[at + _EMPTY_DESCRIPTION_LENGTH :],
             )
         )
 
@@ -144,9 +153,7 @@ def build_listing(run: HeartbeatRun) -> str:
     counts, then the tools of those connections as plain rows with their action and stored entry, pinned arguments
     worked out once per connection. A constant number of statements (one for the tools).
     """
-    usable = usable_connections(
-        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
-    )
+    usable = usable_connections(eligible_access(run.company_id, run.agent_id, run.responsible_user_id))
     usable = [access for access in usable if access.has_tools]
     if not usable:
         return "[]"
@@ -163,6 +170,9 @@ def build_listing(run: HeartbeatRun) -> str:
     }
     pinned_ids = [connection_id for connection_id, c in connections.items() if c.pinned]
     entries: dict[str, str] = {}
+    # Rows come by connection: the connection is looked up when it changes (UUIDs hash and compare in Python).
+    current: int | None = None
+    connection = next(iter(connections.values()))
     for (
         connection_id,
         tool_name,
@@ -174,9 +184,11 @@ def build_listing(run: HeartbeatRun) -> str:
         listing,
         action,
     ) in _tool_rows(list(connections), pinned_ids):
-        connection = connections[connection_id]
-        # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
-        action = within_scope_action(connection.scope, tool_name, action)
+        if connection_id.int != current:
+            current, connection = connection_id.int, connections[connection_id]
+        if connection.scope is not None:
+            # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
+            action = within_scope_action(connection.scope, tool_name, action)
         if action is None or action == "block":
             continue
         name = visible_name(connection.slug, tool_name)

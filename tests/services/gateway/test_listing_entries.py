@@ -20,6 +20,7 @@ from app.services.connections import tool_index
 from app.services.connections.audience import add_agent_install
 from app.services.gateway import listing as gateway_listing
 from app.services.gateway import tools as gateway_tools
+from app.services.gateway.names import visible_name
 from tests.conftest import count_statements
 from tests.doors import rpc
 
@@ -181,6 +182,22 @@ def test_a_spliced_entry_is_the_full_paths_text_byte_for_byte(tool_name, action,
         )
         == spliced
     )
+
+
+@pytest.mark.parametrize("tool_name", ["x" * 117, "x" * 118, "ü_" * 70])
+def test_a_spliced_entry_of_a_shortened_visible_name_is_the_full_paths_text(tool_name):
+    """A visible name longer than the limit is shortened (`visible_name`): the splice writes that name, not the
+    slug and the tool's name."""
+    description, schema, is_write, listing, _ = VARIED["plain_read"]
+    name = visible_name("some-slug", tool_name)
+    entries = gateway_listing._ConnectionEntries("some-slug", "Plain", {}, None)
+    spliced = entries.spliced(
+        tool_index.stored_entry(schema, is_write, listing), name, tool_name, description, "allow"
+    )
+    full = gateway_listing.tool_definition(
+        name, tool_name, description, schema, is_write, "Plain", "allow", {}, listing
+    )
+    assert spliced == json.dumps(full)
 
 
 def test_rebuilt_listing_is_the_full_paths_listing(db, world):
