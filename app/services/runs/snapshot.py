@@ -169,7 +169,8 @@ class _Prepared:
 
 # Per connection, keyed by everything its part of a snapshot depends on (its id, name, app, configuration and
 # instructions as the database's text, and its app's catalog version): a resolution after an access change that
-# left a connection alone composes it from here without decoding or rendering it again.
+# left a connection alone composes it from here without decoding or rendering it again. The key names the content
+# itself, so entries are filed under one constant revision (0) and never go stale, only out (least recently used).
 PREPARED_CACHE_SIZE = 4096
 _prepared_connections: RevisionCache[_Prepared] = RevisionCache(PREPARED_CACHE_SIZE)
 
