@@ -212,7 +212,7 @@ def add_connections(seeded: Seeded, slugs: list[str], count: int, bench_agent_in
     ids = [c["id"] for c in connections]
     words = " ".join(WORDS)
     # The gateway's stored listing entry, as the ORM writes it with every tool row (`gateway.listing`).
-    from app.services.gateway.listing import stored_entry
+    from app.services.connections.tool_index import stored_entry
 
     schema = {"type": "object", "properties": {"query": {"type": "string"}}}
     db.session.execute(

@@ -108,6 +108,11 @@ def config_method_key(config: dict | None) -> str | None:
     return (config or {}).get("connectionMethodKey")
 
 
+def config_method_values(config: dict | None) -> dict:
+    """The values a connection's public configuration gives its method's fields (a copy)."""
+    return dict((config or {}).get("methodConfig") or {})
+
+
 class ToolConnection(IdMixin, TimestampMixin, Model):
     __tablename__ = "tool_connections"
     __table_args__ = (
@@ -149,7 +154,7 @@ class ToolConnection(IdMixin, TimestampMixin, Model):
 
     @property
     def method_config(self) -> dict:
-        return dict((self.config or {}).get("methodConfig") or {})
+        return config_method_values(self.config)
 
 
 class ConnectionGrant(IdMixin, TimestampMixin, Model):

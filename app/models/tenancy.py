@@ -102,9 +102,12 @@ class Membership(IdMixin, TimestampMixin, Model):
     @property
     def has_write_access(self) -> bool:
         """Write access means an active membership with a role other than viewer."""
-        return (
-            self.status == MembershipStatus.ACTIVE and self.role in Role.values() and self.role != Role.VIEWER
-        )
+        return self.write_access(self.status, self.role)
+
+    @staticmethod
+    def write_access(status: str | None, role: str | None) -> bool:
+        """`has_write_access` of a membership's status and role read as plain columns (None: no membership)."""
+        return status == MembershipStatus.ACTIVE and role in Role.values() and role != Role.VIEWER
 
     def has_permission(self, permission: str) -> bool:
         if not self.has_write_access:

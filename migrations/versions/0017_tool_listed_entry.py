@@ -1,7 +1,7 @@
 """tool listed entry: each tool's gateway `tools/list` entry kept serialized
 
 Adds the nullable `connection_tools.listed_entry` column: the tool's entry as JSON text without its name and
-description (`app/services/gateway/listing.py`), so a listing rebuild splices strings instead of decoding schemas.
+description (`stored_entry`, `app/services/connections/tool_index.py`), so a listing rebuild splices strings instead of decoding schemas.
 Existing rows are backfilled here with the application's own `stored_entry` (the text must be exactly what the
 gateway writes, so it is not restated here); a row left null, or stored in an older format, is listed the full way
 until its tools are indexed again.
@@ -32,7 +32,7 @@ def upgrade():
 
 
 def backfill():
-    from app.services.gateway.listing import stored_entry
+    from app.services.connections.tool_index import stored_entry
 
     tools = sa.table(
         "connection_tools",

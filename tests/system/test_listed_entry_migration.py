@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from app.models.base import JSONType, NullableJSONType
-from app.services.gateway.listing import ENTRY_FORMAT, stored_entry
+from app.services.connections.tool_index import ENTRY_FORMAT, stored_entry
 from tests.system.test_migrations import app_on, fresh_database
 
 BEFORE = "0016_gateway_run_state"

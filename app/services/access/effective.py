@@ -11,7 +11,8 @@ A personal identity belongs to its person: it serves only runs whose responsible
 standing delegation of a personal grant to an agent (written when the owner answers a card) records the owner's
 consent; it never lets the agent act as the owner on a run someone else is responsible for.
 
-The rule, "can this agent use this connection now", in one place (every caller asks `ConnectionAccess`):
+The rule, "can this agent use this connection now", in one place (every caller asks `ConnectionAccess`, whose
+shape and step-4 test are in `rows`):
 
 1. the connection is installed for the agent, directly or for the whole company (`installed_connections_query`);
 2. it is live: set up, neither disconnected nor archived, and enabled (`connection_is_live`);
@@ -23,10 +24,11 @@ The rule, "can this agent use this connection now", in one place (every caller a
 (readiness, continuation delivery, card completion). Instructions reach an agent for connections with an identity and
 a permitted tool whatever their health (`serves_instructions`).
 
-`effective_access` answers with models. `eligible_access` answers the same question with plain rows of only the
-columns an eligibility caller reads (`ConnectionRow`, `GrantRow`): the same statements and the same rule, without
-building ORM objects or decoding JSON columns nobody reads (the instruction resolver, rebuilt after every access
-change, asks it for about a hundred connections).
+`effective_access` answers with models. `eligible.eligible_access` answers the same question with plain rows of only the
+columns an eligibility caller reads (`ConnectionRow`, `GrantRow`): the same rule in one statement (the connections
+joined to the grants that could serve the run and to the responsible person's membership), without building ORM
+objects or decoding JSON columns until they are read (the instruction resolver, rebuilt after every access change,
+asks it for about a hundred connections).
 """
 
 from __future__ import annotations
@@ -35,10 +37,9 @@ import functools
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
+from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, Select, Uuid, bindparam, func, or_, select
+from sqlalchemy import BindParameter, ColumnElement, Select, Text, Uuid, bindparam, cast, func, or_, select
 
 from app.extensions import db
 from app.models import (
@@ -50,159 +51,23 @@ from app.models import (
     ToolConnection,
     ToolPolicy,
 )
-from app.models.connections import ATTENTION_HEALTH, config_method_key
 from app.models.tenancy import MANAGE_CONNECTIONS
 from app.services.access import scopes
+from app.services.access.rows import (
+    ConnectionAccess,
+    ConnectionRow,
+    ConnectionT,
+    GrantRow,
+    GrantT,
+    ToolAccess,
+)
 
 DEFAULT_TOOL_ACTION = "ask_first"
-# An id in a query: a value, or a bound parameter of the statements built once (`_statements`).
+# An id in a query: a value, or a bound parameter of the statements built once (`access_statements`).
 SqlUuid = uuid.UUID | BindParameter[uuid.UUID]
 CONFIGURE_FORBIDDEN = (
     "Only the connection creator or a connection manager can configure, reconnect, or delete this connection"
 )
-
-
-@dataclass
-class ToolAccess:
-    tool: ConnectionTool
-    action: str
-
-
-class HasHealth(Protocol):
-    """A connection model or a plain row of its columns: what the health step reads."""
-
-    @property
-    def health_status(self) -> str | None: ...
-
-
-class ConnectionFields(HasHealth, Protocol):
-    """What the rule reads of a connection: a `ToolConnection` or a `ConnectionRow`."""
-
-    @property
-    def id(self) -> uuid.UUID: ...
-
-
-class GrantFields(Protocol):
-    """What the rule reads of a grant (`select_grant`, `has_identity`): a `ConnectionGrant` or a `GrantRow`."""
-
-    @property
-    def id(self) -> uuid.UUID: ...
-    @property
-    def connection_id(self) -> uuid.UUID: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def is_default(self) -> bool: ...
-    @property
-    def subject_user_id(self) -> uuid.UUID | None: ...
-    @property
-    def subject_agent_id(self) -> uuid.UUID | None: ...
-
-
-ConnectionT = TypeVar("ConnectionT", bound=ConnectionFields)
-GrantT = TypeVar("GrantT", bound=GrantFields)
-# `ConnectionAccess`'s own parameters are unbounded: mypy checks the bound of a type argument such as
-# `ConnectionAccess[ToolConnection, ...]` while the models are still half analysed (their import cycle) and refuses
-# it. The two properties that read the protocols say so with a cast.
-_Connection = TypeVar("_Connection")
-_Grant = TypeVar("_Grant")
-
-
-class ConnectionRow(NamedTuple):
-    """The columns of a connection an eligibility caller reads (`eligible_access`), named as on `ToolConnection`.
-
-    `catalog_version` is the content hash of its app's cached catalog row (None when the catalog has no such app),
-    read in the same statement, for `loader.get_app_versions`.
-    """
-
-    id: uuid.UUID
-    app_slug: str
-    name: str
-    status: str
-    enabled: bool
-    health_status: str
-    config: dict
-    agent_instructions: dict | None
-    catalog_version: str | None
-
-    @property
-    def method_key(self) -> str | None:
-        return config_method_key(self.config)
-
-
-class GrantRow(NamedTuple):
-    """The columns of a grant the rule reads, named as on `ConnectionGrant`."""
-
-    id: uuid.UUID
-    connection_id: uuid.UUID
-    kind: str
-    status: str
-    is_default: bool
-    subject_user_id: uuid.UUID | None
-    subject_agent_id: uuid.UUID | None
-
-
-@dataclass
-class ConnectionAccess(Generic[_Connection, _Grant]):
-    """One installed, live connection of an agent with the identity selected for the run (models from
-    `effective_access`, plain rows from `eligible_access`)."""
-
-    connection: _Connection
-    grant: _Grant | None
-    tools: list[ToolAccess] = field(default_factory=list)
-    # With `with_tools=False` only these are loaded (readiness needs no tool rows): whether the connection has an
-    # active tool at all, and one that is not blocked.
-    any_tools: bool | None = None
-    any_usable_tools: bool | None = None
-    # The access card's scope when the agent reaches this connection only through one (see `scopes`); callers that
-    # read plain tool rows themselves (gateway listings) apply it with `within_scope_action`.
-    tool_scope: dict[str, str] | None = None
-
-    @property
-    def usable_tools(self) -> list[ToolAccess]:
-        return [t for t in self.tools if t.action != "block"]
-
-    @property
-    def has_tools(self) -> bool:
-        return bool(self.tools) if self.any_tools is None else self.any_tools
-
-    @property
-    def has_usable_tools(self) -> bool:
-        """At least one tool that is allowed or asks first (blocked tools do not count)."""
-        return bool(self.usable_tools) if self.any_usable_tools is None else self.any_usable_tools
-
-    @property
-    def has_identity(self) -> bool:
-        """Rule step 3: an active identity this run may act as."""
-        grant = cast("GrantFields | None", self.grant)
-        return grant is not None and grant.status == "active"
-
-    @property
-    def is_healthy(self) -> bool:
-        """Rule step 4."""
-        return connection_is_healthy(cast(HasHealth, self.connection))
-
-    @property
-    def usable_now(self) -> bool:
-        """Rule steps 1-4 (steps 1 and 2 hold for every access `effective_access` returns by default)."""
-        return self.has_identity and self.is_healthy
-
-    @property
-    def is_ready(self) -> bool:
-        """Installed, enabled, healthy, with a usable identity and at least one permitted tool."""
-        return self.usable_now and self.has_usable_tools
-
-    @property
-    def serves_instructions(self) -> bool:
-        """An identity and a permitted tool: the connection's instructions reach the agent (health aside)."""
-        return self.has_identity and self.has_usable_tools
-
-    @property
-    def callable_tool_names(self) -> set[str]:
-        """Names of the tools the agent may call now (none unless `usable_now`); needs `with_tools=True`."""
-        return {t.tool.name for t in self.usable_tools} if self.usable_now else set()
 
 
 def connection_is_live(connection: ToolConnection) -> bool:
@@ -213,11 +78,6 @@ def connection_is_live(connection: ToolConnection) -> bool:
 def live_clause() -> ColumnElement[bool]:
     """`connection_is_live` as SQL, for queries over `ToolConnection`."""
     return (ToolConnection.status == "active") & ToolConnection.enabled.is_(True)
-
-
-def connection_is_healthy(connection: HasHealth) -> bool:
-    """Rule step 4: no health status that asks for attention (anything with a `health_status`: rows or models)."""
-    return connection.health_status not in ATTENTION_HEALTH
 
 
 def usable_connections(
@@ -345,46 +205,24 @@ def effective_access(
     `responsible_membership` is the responsible person's membership when the caller has just loaded it (runtime
     calls do), saving a query.
     """
-    connections, grants = _statements(False, include_inactive, with_tools, connection_ids is not None)
-    params = _params(company_id, agent_id, connection_ids)
+    connections, grants = access_statements(False, include_inactive, with_tools, connection_ids is not None)
+    params = access_params(company_id, agent_id, connection_ids)
     rows = db.session.execute(connections, params).all()
     if not rows:
         return []
     found = [(row[0], row[1:]) for row in rows]
     granted = db.session.scalars(grants, params)
     responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
-    return _accesses(found, granted, agent_id, responsible, with_tools)
-
-
-def eligible_access(
-    company_id: uuid.UUID,
-    agent_id: uuid.UUID,
-    responsible_user_id: uuid.UUID | None = None,
-    *,
-    connection_ids: list[uuid.UUID] | None = None,
-    responsible_membership: Membership | None = None,
-) -> list[ConnectionAccess[ConnectionRow, GrantRow]]:
-    """`effective_access(..., with_tools=False)` as plain rows (`ConnectionRow`, `GrantRow`): the same statements
-    and the same answer, for callers that decide eligibility and read only those columns."""
-    connections, grants = _statements(True, False, False, connection_ids is not None)
-    params = _params(company_id, agent_id, connection_ids)
-    rows = db.session.execute(connections, params).all()
-    if not rows:
-        return []
-    width = len(ConnectionRow._fields)
-    found = [(ConnectionRow(*row[:width]), row[width:]) for row in rows]
-    granted = (GrantRow(*row) for row in db.session.execute(grants, params))
-    responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
-    return _accesses(found, granted, agent_id, responsible, with_tools=False)
+    return accesses_of(found, granted, agent_id, responsible, with_tools)
 
 
 # The statements' parameters: built once per variant and reused, so a call neither builds nor keys SQL again.
-_COMPANY = bindparam("company_id", type_=Uuid)
-_AGENT = bindparam("agent_id", type_=Uuid)
-_CONNECTION_IDS = bindparam("connection_ids", type_=Uuid, expanding=True)
+COMPANY_PARAM = bindparam("company_id", type_=Uuid)
+AGENT_PARAM = bindparam("agent_id", type_=Uuid)
+CONNECTION_IDS_PARAM = bindparam("connection_ids", type_=Uuid, expanding=True)
 
 
-def _params(
+def access_params(
     company_id: uuid.UUID, agent_id: uuid.UUID, connection_ids: list[uuid.UUID] | None
 ) -> dict[str, Any]:
     params: dict[str, Any] = {"company_id": company_id, "agent_id": agent_id}
@@ -394,7 +232,7 @@ def _params(
 
 
 @functools.cache
-def _statements(
+def access_statements(
     plain: bool, include_inactive: bool, with_tools: bool, by_ids: bool
 ) -> tuple[Select[Any], Select[Any]]:
     """The connections statement and the grants statement of one variant (`plain`: the columns of `ConnectionRow`
@@ -404,11 +242,11 @@ def _statements(
     access card scope, whether it is installed company-wide and, without tools, the two presence columns. Grants:
     every grant of those connections (named by the same criteria rather than by a list of ids).
     """
-    criteria = [installed_clause(_COMPANY, _AGENT)]
+    criteria = [installed_clause(COMPANY_PARAM, AGENT_PARAM)]
     if not include_inactive:
         criteria.append(live_clause())
     if by_ids:
-        criteria.append(ToolConnection.id.in_(_CONNECTION_IDS))
+        criteria.append(ToolConnection.id.in_(CONNECTION_IDS_PARAM))
     if plain:
         catalog_version = (
             select(CatalogApp.content_hash)
@@ -417,15 +255,17 @@ def _statements(
             .scalar_subquery()
         )
         entities: tuple[Any, ...] = (
-            *(getattr(ToolConnection, name) for name in ConnectionRow._fields[:-1]),
+            *(getattr(ToolConnection, name) for name in ConnectionRow._fields[:-3]),
+            cast(ToolConnection.config, Text),
+            cast(ToolConnection.agent_instructions, Text),
             catalog_version,
         )
         grant_columns: tuple[Any, ...] = tuple(getattr(ConnectionGrant, name) for name in GrantRow._fields)
     else:
         entities, grant_columns = (ToolConnection,), (ConnectionGrant,)
-    connections = select(*entities, scopes.agent_scope_column(_AGENT), scopes.company_wide_column()).where(
-        *criteria
-    )
+    connections = select(
+        *entities, scopes.agent_scope_column(AGENT_PARAM), scopes.company_wide_column()
+    ).where(*criteria)
     if not with_tools:
         connections = connections.add_columns(*tool_presence_columns())
     grants = select(*grant_columns).where(
@@ -434,14 +274,14 @@ def _statements(
     return connections.order_by(ToolConnection.id), grants
 
 
-def _accesses(
+def accesses_of(
     found: Sequence[tuple[ConnectionT, Sequence[Any]]],
     grants: Iterable[GrantT],
     agent_id: uuid.UUID,
     responsible: uuid.UUID | None,
     with_tools: bool,
 ) -> list[ConnectionAccess[ConnectionT, GrantT]]:
-    """Rule steps 3 and 5 over the connections of `_access_query` (each with the columns after its entities)."""
+    """Rule steps 3 and 5 over the connections of `access_statements` (each with the columns after its entities)."""
     grants_by_connection: dict[uuid.UUID, list[GrantT]] = defaultdict(list)
     for grant in grants:
         grants_by_connection[grant.connection_id].append(grant)

@@ -182,18 +182,28 @@ class RevisionCache(Generic[T]):
         self._lock = threading.Lock()
 
     def get_or_build(self, key: Hashable, revision: int, build: Callable[[], T]) -> T:
+        found = self.get(key, revision)
+        if found is not None:
+            return found
+        value = build()
+        self.put(key, revision, value)
+        return value
+
+    def get(self, key: Hashable, revision: int) -> T | None:
+        """The value kept for `key` under `revision`, or None."""
         with self._lock:
             cached = self._entries.get(key)
             if cached is not None and cached[0] == revision:
                 self._entries.move_to_end(key)
                 return cached[1]
-        value = build()
+        return None
+
+    def put(self, key: Hashable, revision: int, value: T) -> None:
         with self._lock:
             self._entries[key] = (revision, value)
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
-        return value
 
     def clear(self) -> None:
         with self._lock:

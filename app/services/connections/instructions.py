@@ -136,24 +136,66 @@ class InstructionSource:
     context: dict | None
 
 
+@dataclass(frozen=True)
+class BlockParts:
+    """A connection's snapshot block around its grant: `head`, then the grant id as JSON, then `tail`. Everything
+    but the grant depends only on the connection's name, app, configuration, instructions and app definition, so
+    a caller may keep it per connection (`block_parts`)."""
+
+    head: str
+    tail: str
+
+    def block(self, grant_id: str) -> str:
+        return self.head + _json(grant_id) + self.tail
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def block_parts(
+    connection_id: str,
+    connection_name: str,
+    connector: str,
+    method: str | None,
+    setting: dict | None,
+    context: dict | None,
+) -> BlockParts | None:
+    """The block of one eligible connection without its grant, or None when it contributes none (instructions
+    missing, unparsable or disabled; a required configuration value missing).
+
+    The provenance is the JSON object `{connectionId, connectionName, grantId, connector, method, template?,
+    context}`, written member by member exactly as `json.dumps` writes that object with these separators."""
+    parsed = parse_setting(setting)
+    if parsed is None or not parsed.enabled or context is None:
+        return None
+    head = f'{BLOCK_PREFIX}{{"connectionId":{_json(connection_id)},"connectionName":{_json(connection_name)},"grantId":'
+    template = ""
+    if parsed.template is not None:
+        template = f',"template":{_json({"id": parsed.template.id, "version": parsed.template.version})}'
+    tail = f',"connector":{_json(connector)},"method":{_json(method)}{template},"context":{_json(context)}}}'
+    return BlockParts(head=head, tail=f"{tail}\n\n{parsed.text}")
+
+
+def source_block(source: InstructionSource) -> str | None:
+    parts = block_parts(
+        source.connection_id,
+        source.connection_name,
+        source.connector,
+        source.method,
+        source.setting,
+        source.context,
+    )
+    return parts.block(source.grant_id) if parts is not None else None
+
+
 def compose_snapshot(sources: list[InstructionSource]) -> dict | None:
-    blocks = []
-    for source in sorted(sources, key=lambda s: s.connection_id):
-        setting = parse_setting(source.setting)
-        if setting is None or not setting.enabled or source.context is None:
-            continue
-        provenance: dict[str, Any] = {
-            "connectionId": source.connection_id,
-            "connectionName": source.connection_name,
-            "grantId": source.grant_id,
-            "connector": source.connector,
-            "method": source.method,
-        }
-        if setting.template is not None:
-            provenance["template"] = {"id": setting.template.id, "version": setting.template.version}
-        provenance["context"] = source.context
-        data = json.dumps(provenance, separators=(",", ":"), ensure_ascii=False)
-        blocks.append(f"{BLOCK_PREFIX}{data}\n\n{setting.text}")
+    blocks = (source_block(source) for source in sorted(sources, key=lambda s: s.connection_id))
+    return snapshot_of([block for block in blocks if block is not None])
+
+
+def snapshot_of(blocks: list[str]) -> dict | None:
+    """The snapshot of the blocks in order (sorted by connection id), or None when there are none."""
     if not blocks:
         return None
     text = f"{SNAPSHOT_HEADER}\n\n{SNAPSHOT_INTRO}\n\n" + BLOCK_SEPARATOR.join(blocks)

@@ -1,11 +1,25 @@
-"""The provider's tools as indexed at setup: versions, write flags and search text."""
+"""The provider's tools as indexed at setup: versions, write flags, search text, and each tool's stored entry.
+
+A tool's gateway `tools/list` entry has a provider's side (input schema, title, outputSchema, annotations, `_meta`,
+whether it writes), which changes only when the tool row does, so the row keeps it serialized
+(`ConnectionTool.listed_entry`, written by the mapper events below on every ORM insert or update of a tool): the
+entry's JSON text with an empty name and description and no managed argument (`stored_entry`). The gateway only
+reads it: `app/services/gateway/listing.py` splices each agent's side (visible name, description note, managed
+arguments) into that text.
+"""
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
-from sqlalchemy import select
+from pydantic import ValidationError
+from sqlalchemy import event, inspect, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Mapper
 
+from app.core import mcp_messages
 from app.extensions import db
 from app.models import (
     ConnectionTool,
@@ -61,3 +75,58 @@ def tool_search_text(tools: list[ProviderTool]) -> str:
     for tool in tools:
         words.update(SEARCH_WORD.findall(f"{tool.name} {tool.description or ''}".lower()))
     return " ".join(sorted(words))
+
+
+# --- the stored entry ----------------------------------------------------------------------------------------------
+
+# Stored entries start with this; changing what an entry holds (the gateway's `tool_definition`) must change it, so that
+# entries stored by older code are no longer spliced (they take the full path until the tools are indexed again).
+ENTRY_FORMAT = "1:"
+STORED_HEAD = ENTRY_FORMAT + '{"name": ""'
+
+
+def provider_fields(is_write: bool, listing: dict | None) -> dict[str, Any]:
+    """The entry's optional fields by wire name: the provider's `title`, `outputSchema`, `annotations`, `_meta`."""
+    listing = listing or {}
+    # readOnlyHint is always there, so agents can tell reads from writes without guessing from names (it agrees with
+    # the provider's hint when it gave one).
+    annotations = dict(listing.get("annotations") or {})
+    annotations.setdefault("readOnlyHint", not is_write)
+    passed_through = {key: listing[key] for key in ("title", "outputSchema", "_meta") if key in listing}
+    return {"annotations": annotations, **passed_through}
+
+
+def listed_schema(input_schema: dict | None) -> dict:
+    """The input schema an entry lists before managed arguments are taken out (the gateway's `project_schema`):
+    the provider's when it names a type (the same object), else a copy typed `object` (an empty object schema for
+    none)."""
+    if input_schema and "type" in input_schema:
+        return input_schema
+    schema = dict(input_schema or {}) or {"type": "object", "properties": {}}
+    schema.setdefault("type", "object")
+    return schema
+
+
+def stored_entry(input_schema: dict | None, is_write: bool, listing: dict | None) -> str | None:
+    """What a tool row keeps of its entry: `ENTRY_FORMAT`, then the entry's JSON text with an empty name and
+    description and no managed argument. None when the provider's fields are not a valid tool (listing such a tool
+    fails as it would have)."""
+    try:
+        entry = mcp_messages.tool("", "", listed_schema(input_schema), **provider_fields(is_write, listing))
+    except ValidationError:
+        return None
+    return ENTRY_FORMAT + json.dumps(entry)
+
+
+@event.listens_for(ConnectionTool, "before_insert")
+def _store_entry_on_insert(mapper: Mapper, connection: Connection, row: ConnectionTool) -> None:
+    row.listed_entry = stored_entry(row.input_schema, row.is_write, row.listing)
+
+
+@event.listens_for(ConnectionTool, "before_update")
+def _store_entry_on_update(mapper: Mapper, connection: Connection, row: ConnectionTool) -> None:
+    attributes = inspect(row).attrs
+    changed = any(attributes[key].history.has_changes() for key in ("input_schema", "is_write", "listing"))
+    # A row stored without one, or in an older format, gets it the next time its tools are indexed.
+    if changed or not (row.listed_entry or "").startswith(STORED_HEAD):
+        row.listed_entry = stored_entry(row.input_schema, row.is_write, row.listing)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from app.catalog.loader import get_method
 from app.catalog.schema import AppDefinition
 from app.models import ToolConnection
 from app.services.activity import SECRET_KEY_HINTS
+from app.services.connections.tool_index import listed_schema
 
 REDACTED = "[redacted]"
 
@@ -24,7 +25,18 @@ def managed_arguments(
     return managed_for_schema(pinned_arguments(connection, app_definition), input_schema)
 
 
-def pinned_arguments(connection: ToolConnection, app_definition: AppDefinition | None) -> dict[str, Any]:
+class ConfiguredConnection(Protocol):
+    """What pinned arguments read of a connection: a `ToolConnection` or a plain `ConnectionRow`."""
+
+    @property
+    def method_key(self) -> str | None: ...
+    @property
+    def method_config(self) -> dict: ...
+
+
+def pinned_arguments(
+    connection: ConfiguredConnection, app_definition: AppDefinition | None
+) -> dict[str, Any]:
     """Every tool argument the connection's public configuration pins, whatever the tool (once per connection)."""
     if app_definition is None:
         return {}
@@ -59,19 +71,18 @@ def project_schema(input_schema: dict | None, managed: dict[str, Any]) -> dict:
     Copies only the levels it changes (a listing projects thousands of schemas); nested values are shared with
     the stored schema and never modified. A schema with nothing to change is returned as it is.
     """
-    if not managed and input_schema and "type" in input_schema:
-        return input_schema
-    schema = dict(input_schema or {}) or {"type": "object", "properties": {}}
-    schema.setdefault("type", "object")
-    if managed:
-        properties = schema.get("properties")
-        if isinstance(properties, dict):
-            schema["properties"] = {k: v for k, v in properties.items() if k not in managed}
-        required = schema.get("required")
-        if isinstance(required, list):
-            schema["required"] = [r for r in required if r not in managed]
-            if not schema["required"]:
-                del schema["required"]
+    schema = listed_schema(input_schema)
+    if not managed:
+        return schema
+    schema = dict(schema)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        schema["properties"] = {k: v for k, v in properties.items() if k not in managed}
+    required = schema.get("required")
+    if isinstance(required, list):
+        schema["required"] = [r for r in required if r not in managed]
+        if not schema["required"]:
+            del schema["required"]
     return schema
 
 

@@ -21,7 +21,8 @@ from sqlalchemy.orm.attributes import flag_modified
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import HeartbeatRun, ThreadInteraction, ToolConnection
-from app.services.access.effective import connection_is_healthy, effective_access
+from app.services.access.effective import effective_access
+from app.services.access.rows import connection_is_healthy
 from app.services.gateway.tools import NAME_SEPARATOR, connection_slug
 from app.services.intents import service as intents_service
 from app.services.runtime import request as runtime_request

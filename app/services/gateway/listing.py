@@ -3,14 +3,15 @@
 A tool's entry (`tool_definition`) has a provider's side (input schema, title, outputSchema, annotations, `_meta`,
 whether it writes) and an agent's side (the visible name; the connection's name and the tool's action, in the
 description; managed arguments, out of the input schema). The provider's side changes only when the tool row does,
-so the row keeps it serialized (`ConnectionTool.listed_entry`, written by the mapper events below on every ORM
-insert or update of a tool): the entry's JSON text with an empty name and description. A rebuild of a listing of
-thousands of tools splices each name and description into that text, instead of decoding the stored schemas and
-validating a message model per tool. Tools whose schema managed arguments change, and rows with no stored entry in
-the current format (written without the ORM, or before `ENTRY_FORMAT` changed), take the full path. Both write
-the same keys and values, and a spliced entry is the text the full path writes from the values the row was stored
-with (tests/services/gateway/test_listing_entries.py); PostgreSQL's JSONB does not keep object keys in order, so
-there a schema read back (the full path) may list its keys in another order than the stored entry, which keeps the
+so the row keeps it serialized (`ConnectionTool.listed_entry`, written by the connections service when a tool row is
+inserted or updated through the ORM: `app/services/connections/tool_index.py`): the entry's JSON text with an empty
+name and description. This module only reads it: a rebuild of a listing of thousands of tools splices each name and
+description into that text, instead of decoding the stored schemas and validating a message model per tool. Tools
+whose schema managed arguments change, and rows with no stored entry in the current format (written without the
+ORM, or before `ENTRY_FORMAT` changed), take the full path. Both write the same keys and values, and a spliced entry
+is the text the full path writes from the values the row was stored with
+(tests/services/gateway/test_listing_entries.py); PostgreSQL's JSONB does not keep object keys in order, so there a
+schema read back (the full path) may list its keys in another order than the stored entry, which keeps the
 provider's.
 """
 
@@ -22,10 +23,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from pydantic import ValidationError
-from sqlalchemy import case, event, func, inspect, not_, or_, select
-from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Mapper
+from sqlalchemy import case, func, not_, or_, select
 
 from app.catalog.loader import get_apps
 from app.core.mcp_messages import tool
@@ -33,23 +31,20 @@ from app.extensions import db
 from app.models import ConnectionTool, HeartbeatRun, ToolPolicy
 from app.services.access.effective import (
     DEFAULT_TOOL_ACTION,
-    effective_access,
     policy_of_tool,
     usable_connections,
     within_scope_action,
 )
+from app.services.access.eligible import eligible_access
+from app.services.connections.tool_index import STORED_HEAD, provider_fields
 from app.services.gateway.arguments import managed_for_schema, pinned_arguments, project_schema
-from app.services.gateway.names import connection_slugs, visible_name
+from app.services.gateway.names import NAME_SEPARATOR, connection_slugs, visible_name
 
 # The description: the provider's, a paragraph, then the note ("Tool <name> of the connection <name>." and, for
 # ask_first, ASK_FIRST_NOTE).
 PARAGRAPH = "\n\n"
 NOTE_HEAD = "Tool "
 ASK_FIRST_NOTE = " Each call needs approval by the task's responsible person before it runs."
-# Stored entries start with this; changing what an entry holds (`tool_definition`) must change it, so that
-# entries stored by older code are no longer spliced (they take the full path until the tools are indexed again).
-ENTRY_FORMAT = "1:"
-_STORED_HEAD = ENTRY_FORMAT + '{"name": ""'
 # Inside a JSON string every `"` is escaped, so this text can only be the description's key and value: the keys
 # before it are `name` and `title`, whose values are strings.
 _EMPTY_DESCRIPTION = '"description": ""'
@@ -69,17 +64,6 @@ def _note_tail(connection_name: str, action: str) -> str:
     """What the description's note says after the tool's name (the same for every tool of the connection)."""
     tail = f" of the connection {connection_name}."
     return tail + ASK_FIRST_NOTE if action == "ask_first" else tail
-
-
-def provider_fields(is_write: bool, listing: dict | None) -> dict[str, Any]:
-    """The entry's optional fields by wire name: the provider's `title`, `outputSchema`, `annotations`, `_meta`."""
-    listing = listing or {}
-    # readOnlyHint is always there, so agents can tell reads from writes without guessing from names (it agrees with
-    # the provider's hint when it gave one).
-    annotations = dict(listing.get("annotations") or {})
-    annotations.setdefault("readOnlyHint", not is_write)
-    passed_through = {key: listing[key] for key in ("title", "outputSchema", "_meta") if key in listing}
-    return {"annotations": annotations, **passed_through}
 
 
 def tool_definition(
@@ -103,17 +87,6 @@ def tool_definition(
     )
 
 
-def stored_entry(input_schema: dict | None, is_write: bool, listing: dict | None) -> str | None:
-    """What a tool row keeps of its entry: `ENTRY_FORMAT`, then the entry's JSON text with an empty name and
-    description and no managed argument. None when the provider's fields are not a valid tool (listing such a tool
-    fails as it would have)."""
-    try:
-        entry = tool("", "", project_schema(input_schema, {}), **provider_fields(is_write, listing))
-    except ValidationError:
-        return None
-    return ENTRY_FORMAT + json.dumps(entry)
-
-
 def _escaped(text: str) -> str:
     """`json.dumps(text)` without its quotes. Escaping is character by character, so the JSON string of a
     concatenation is the concatenation of its parts' escapes: shared parts are escaped once per connection."""
@@ -122,6 +95,8 @@ def _escaped(text: str) -> str:
 
 _ESCAPED_PARAGRAPH_NOTE_HEAD = _escaped(PARAGRAPH + NOTE_HEAD)
 _ESCAPED_NOTE_HEAD = _escaped(NOTE_HEAD)
+_STORED_HEAD_LENGTH = len(STORED_HEAD)
+_EMPTY_DESCRIPTION_LENGTH = len(_EMPTY_DESCRIPTION)
 
 
 @dataclass
@@ -134,45 +109,38 @@ class _ConnectionEntries:
     scope: dict[str, str] | None
     # `_note_tail` per action, escaped, with the description's closing quote.
     note_tails: dict[str, str] = field(default_factory=dict)
+    # The entry's opening up to its name, then the slug and separator a visible name starts with, escaped.
+    name_head: str = ""
+
+    def __post_init__(self) -> None:
+        self.name_head = '{"name": "' + _escaped(self.slug + NAME_SEPARATOR)
 
     def spliced(self, stored: str, name: str, tool_name: str, description: str, action: str) -> str:
         """`json.dumps(tool_definition(...))` of a tool without managed arguments whose stored entry is in the
         current format (`_tool_rows` tells). Keys stay in the message model's order (name, title, description...)."""
-        at = stored.find(_EMPTY_DESCRIPTION, len(_STORED_HEAD))
-        if not stored.startswith(_STORED_HEAD) or at < 0:
+        at = stored.find(_EMPTY_DESCRIPTION, _STORED_HEAD_LENGTH)
+        if at < 0 or not stored.startswith(STORED_HEAD):
             # Only a writer that bypasses the ORM could store this; listing the tool without it would list it wrong.
             raise ValueError("A stored tool entry is not in the current format.")
         tail = self.note_tails.get(action)
         if tail is None:
             tail = self.note_tails[action] = _escaped(_note_tail(self.connection_name, action)) + '"'
         description = (description or "").strip()
+        escaped_tool_name = _escaped(tool_name)
+        # A visible name is the slug, the separator and the tool's name unless it had to be shortened.
+        plain_name = len(name) == len(self.slug) + len(NAME_SEPARATOR) + len(tool_name)
         return "".join(
             (
-                '{"name": "',
-                _escaped(name),
+                self.name_head + escaped_tool_name if plain_name else '{"name": "' + _escaped(name),
                 '"',
-                stored[len(_STORED_HEAD) : at],
+                stored[_STORED_HEAD_LENGTH:at],
                 '"description": "',
                 _escaped(description) + _ESCAPED_PARAGRAPH_NOTE_HEAD if description else _ESCAPED_NOTE_HEAD,
-                _escaped(tool_name),
+                escaped_tool_name,
                 tail,
-                stored[at + len(_EMPTY_DESCRIPTION) :],
+                stored[at + _EMPTY_DESCRIPTION_LENGTH :],
             )
         )
-
-
-@event.listens_for(ConnectionTool, "before_insert")
-def _store_entry_on_insert(mapper: Mapper, connection: Connection, row: ConnectionTool) -> None:
-    row.listed_entry = stored_entry(row.input_schema, row.is_write, row.listing)
-
-
-@event.listens_for(ConnectionTool, "before_update")
-def _store_entry_on_update(mapper: Mapper, connection: Connection, row: ConnectionTool) -> None:
-    attributes = inspect(row).attrs
-    changed = any(attributes[key].history.has_changes() for key in ("input_schema", "is_write", "listing"))
-    # A row stored without one, or in an older format, gets it the next time its tools are indexed.
-    if changed or not (row.listed_entry or "").startswith(_STORED_HEAD):
-        row.listed_entry = stored_entry(row.input_schema, row.is_write, row.listing)
 
 
 # --- the listing of a run ------------------------------------------------------------------------------------------
@@ -185,9 +153,7 @@ def build_listing(run: HeartbeatRun) -> str:
     counts, then the tools of those connections as plain rows with their action and stored entry, pinned arguments
     worked out once per connection. A constant number of statements (one for the tools).
     """
-    usable = usable_connections(
-        effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False)
-    )
+    usable = usable_connections(eligible_access(run.company_id, run.agent_id, run.responsible_user_id))
     usable = [access for access in usable if access.has_tools]
     if not usable:
         return "[]"
@@ -204,6 +170,9 @@ def build_listing(run: HeartbeatRun) -> str:
     }
     pinned_ids = [connection_id for connection_id, c in connections.items() if c.pinned]
     entries: dict[str, str] = {}
+    # Rows come by connection: the connection is looked up when it changes (UUIDs hash and compare in Python).
+    current: int | None = None
+    connection = next(iter(connections.values()))
     for (
         connection_id,
         tool_name,
@@ -215,9 +184,11 @@ def build_listing(run: HeartbeatRun) -> str:
         listing,
         action,
     ) in _tool_rows(list(connections), pinned_ids):
-        connection = connections[connection_id]
-        # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
-        action = within_scope_action(connection.scope, tool_name, action)
+        if connection_id.int != current:
+            current, connection = connection_id.int, connections[connection_id]
+        if connection.scope is not None:
+            # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
+            action = within_scope_action(connection.scope, tool_name, action)
         if action is None or action == "block":
             continue
         name = visible_name(connection.slug, tool_name)
@@ -249,7 +220,7 @@ def _tool_rows(connection_ids: list[uuid.UUID], pinned_ids: list[uuid.UUID]) -> 
     full_path = or_(
         ConnectionTool.connection_id.in_(pinned_ids),
         ConnectionTool.listed_entry.is_(None),
-        not_(ConnectionTool.listed_entry.startswith(_STORED_HEAD, autoescape=True)),
+        not_(ConnectionTool.listed_entry.startswith(STORED_HEAD, autoescape=True)),
     )
     return list(
         db.session.execute(

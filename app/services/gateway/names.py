@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-
-from app.models import ToolConnection
+from collections.abc import Sequence
+from typing import Protocol
 
 NAME_SEPARATOR = "__"
 SLUG_MAX_LENGTH = 32
@@ -29,7 +29,16 @@ def visible_name(slug: str, tool_name: str) -> str:
     return name[: NAME_MAX_LENGTH - len(suffix)] + suffix
 
 
-def connection_slugs(connections: list[ToolConnection]) -> dict[uuid.UUID, str]:
+class NamedConnection(Protocol):
+    """What slugs read of a connection: a `ToolConnection` or a plain `ConnectionRow`."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+    @property
+    def name(self) -> str: ...
+
+
+def connection_slugs(connections: Sequence[NamedConnection]) -> dict[uuid.UUID, str]:
     """Each connection's slug among these (the ones the agent sees): a shared slug gets the id's first 8 hex."""
     base = {c.id: connection_slug(c.name) for c in connections}
     counts: dict[str, int] = {}

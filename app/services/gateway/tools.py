@@ -10,13 +10,9 @@ from app.catalog.loader import get_apps
 from app.core.errors import Forbidden
 from app.core.raw_json import RawJSON
 from app.models import ConnectionGrant, HeartbeatRun, Membership, ToolConnection
-from app.services.access.effective import (
-    ConnectionAccess,
-    ToolAccess,
-    effective_access,
-    usable_connections,
-)
+from app.services.access.effective import effective_access, usable_connections
 from app.services.access.revision import RevisionCache
+from app.services.access.rows import ConnectionAccess, ToolAccess
 from app.services.gateway.arguments import managed_arguments
 from app.services.gateway.listing import build_listing, tool_definition
 from app.services.gateway.names import NAME_MAX_LENGTH as NAME_MAX_LENGTH

@@ -22,9 +22,9 @@ from app.services import notifications  # notifications: issue 15
 from app.services.access.effective import (
     can_manage_connections,
     connection_access,
-    connection_is_healthy,
     connection_is_live,
 )
+from app.services.access.rows import connection_is_healthy
 from app.services.activity import record_activity
 from app.services.connections.audience import add_agent_install
 from app.services.intents.access_requests import ACCESS_REQUEST_KEY, requested_scope

@@ -12,8 +12,11 @@ The eligible sources depend only on rows that raise the company's access revisio
 instructions and configuration, grants, installs, tools, policies, memberships, the cached catalog), so a process
 keeps them, and the snapshot composed from them, per audience (company, agent, responsible person) under that
 revision: a turn after no access change costs one statement (the run scope's company checks and the revision). A
-transaction that has itself changed such rows builds afresh. A rebuild reads plain rows (`eligible_access`), each
-with its app's catalog version, so the parsed catalog answers without another statement.
+transaction that has itself changed such rows builds afresh. A rebuild reads plain rows (`eligible_access`, one
+statement), each with its app's catalog version, so the parsed catalog answers without another statement; and each
+connection's part of the snapshot (its block but for the grant, its method and public context) is kept per
+connection under everything it depends on (`_prepared`), so a rebuild after a change elsewhere decodes and renders
+only the connections that changed. The composed text is the one `compose_snapshot` writes.
 
 `prepare_invocation` builds the `Invocation` an adapter executes. It resolves once per turn and freezes the result on
 the run (`context_snapshot["paperclipTurn"]`): preparing the same active turn again returns the same snapshot and
@@ -24,6 +27,7 @@ payload template, environment, wake context) and then written by the server."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +37,17 @@ from app.catalog.loader import get_app_versions
 from app.core.errors import Forbidden
 from app.extensions import db
 from app.models import AccessRevision, Agent, HeartbeatRun, Issue
-from app.services.access.effective import eligible_access
+from app.models.connections import config_method_key
+from app.services.access.eligible import eligible_access
 from app.services.access.revision import RevisionCache, changed_in_this_transaction, revision_column
-from app.services.connections.instructions import InstructionSource, compose_snapshot, instruction_context
+from app.services.access.rows import ConnectionRow
+from app.services.connections.instructions import (
+    BlockParts,
+    InstructionSource,
+    block_parts,
+    instruction_context,
+    snapshot_of,
+)
 
 # --- the resolver ------------------------------------------------------------------------------------------------
 
@@ -104,40 +116,91 @@ def instruction_sources_for_run(run: HeartbeatRun) -> list[InstructionSource]:
     return list(_resolution(run).sources)
 
 
-def clear_instruction_sources() -> None:
+def clear_instruction_sources(*, prepared: bool = False) -> None:
+    """Forget the resolutions (what an access change does to them); with `prepared`, each connection's part too."""
     _resolutions.clear()
+    if prepared:
+        _prepared_connections.clear()
 
 
 def _build(run: HeartbeatRun) -> _Resolution:
-    sources = _build_sources(run)
-    return _Resolution(sources=sources, snapshot=compose_snapshot(sources))
-
-
-def _build_sources(run: HeartbeatRun) -> list[InstructionSource]:
     eligible = [
         (access.connection, access.grant)
         for access in eligible_access(run.company_id, run.agent_id, run.responsible_user_id)
         # `serves_instructions` implies a grant; the None test narrows the type for the checker.
         if access.grant is not None
         and access.serves_instructions
-        and access.connection.agent_instructions is not None
+        and access.connection.agent_instructions_json is not None
     ]
+    prepared = _prepared(row for row, _ in eligible)
+    sources, blocks = [], []
+    for connection, grant in eligible:
+        found = prepared[connection.id]
+        if found.setting is None:
+            continue  # the column holds JSON null
+        grant_id = str(grant.id)
+        sources.append(
+            InstructionSource(
+                connection_id=found.connection_id,
+                connection_name=connection.name,
+                grant_id=grant_id,
+                connector=connection.app_slug,
+                method=found.method,
+                setting=found.setting,
+                context=found.context,
+            )
+        )
+        if found.parts is not None:
+            blocks.append((found.connection_id, found.parts.block(grant_id)))
+    blocks.sort(key=lambda block: block[0])
+    return _Resolution(sources=sources, snapshot=snapshot_of([block for _, block in blocks]))
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What one connection contributes whatever the grant (callers never modify `setting` or `context`)."""
+
+    connection_id: str
+    method: str | None
+    setting: dict | None
+    context: dict | None
+    parts: BlockParts | None
+
+
+# Per connection, keyed by everything its part of a snapshot depends on (its id, name, app, configuration and
+# instructions as the database's text, and its app's catalog version): a resolution after an access change that
+# left a connection alone composes it from here without decoding or rendering it again. The key names the content
+# itself, so entries are filed under one constant revision (0) and never go stale, only out (least recently used).
+PREPARED_CACHE_SIZE = 4096
+_prepared_connections: RevisionCache[_Prepared] = RevisionCache(PREPARED_CACHE_SIZE)
+
+
+def _prepared_key(row: ConnectionRow) -> tuple:
+    return (row.id, row.name, row.app_slug, row.catalog_version, row.config_json, row.agent_instructions_json)
+
+
+def _prepared(rows: Iterable[ConnectionRow]) -> dict[uuid.UUID, _Prepared]:
+    found: dict[uuid.UUID, _Prepared] = {}
+    missing = []
+    for row in rows:
+        hit = _prepared_connections.get(_prepared_key(row), 0)
+        if hit is None:
+            missing.append(row)
+        else:
+            found[row.id] = hit
     # Each row carries its app's catalog version: the parsed definitions answer without another statement.
     apps = get_app_versions(
-        {(c.app_slug, c.catalog_version) for c, _ in eligible if c.catalog_version is not None}
+        {(c.app_slug, c.catalog_version) for c in missing if c.catalog_version is not None}
     )
-    return [
-        InstructionSource(
-            connection_id=str(connection.id),
-            connection_name=connection.name,
-            grant_id=str(grant.id),
-            connector=connection.app_slug,
-            method=connection.method_key,
-            setting=connection.agent_instructions,
-            context=instruction_context(apps.get(connection.app_slug), connection.config or {}),
-        )
-        for connection, grant in eligible
-    ]
+    for row in missing:
+        config, setting = row.config, row.agent_instructions
+        method = config_method_key(config)
+        context = instruction_context(apps.get(row.app_slug), config or {})
+        connection_id = str(row.id)
+        parts = block_parts(connection_id, row.name, row.app_slug, method, setting, context)
+        found[row.id] = _Prepared(connection_id, method, setting, context, parts)
+        _prepared_connections.put(_prepared_key(row), 0, found[row.id])
+    return found
 
 
 def resolve_instructions_for_run(run: HeartbeatRun) -> dict | None:

@@ -6,7 +6,8 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
-from app.services.access.effective import ConnectionAccess, connection_is_healthy, effective_access
+from app.services.access.effective import effective_access
+from app.services.access.rows import ConnectionAccess, connection_is_healthy
 from app.services.intents import service as intents_service
 from app.services.runtime.context import RunContext
 

@@ -18,8 +18,9 @@ from app.models import (
     ToolConnection,
 )
 from app.models.connections import CUSTOM_APP_SLUG
-from app.services.access.effective import ConnectionAccess, effective_access
+from app.services.access.effective import effective_access
 from app.services.access.revision import RevisionCache
+from app.services.access.rows import ConnectionAccess
 from app.services.intents import service as intents_service
 from app.services.runtime.context import RunContext
 from app.services.runtime.readiness import Readiness, readiness

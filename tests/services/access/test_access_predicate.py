@@ -17,11 +17,11 @@ from app.models import ConnectionGrant, ConnectionInstall, ConnectionTool, ToolC
 from app.models.connections import ATTENTION_HEALTH
 from app.services.access.effective import (
     connection_access,
-    connection_is_healthy,
     connection_is_live,
     effective_access,
     usable_connections,
 )
+from app.services.access.rows import connection_is_healthy
 from app.services.intents.service import grant_in_audience, reusable_by
 
 HEALTH = ("healthy", "unchecked", "needs_attention", "error")

@@ -16,9 +16,11 @@ from sqlalchemy import select, update
 
 from app.models import ConnectionTool, HeartbeatRun
 from app.services.access.revision import current_revision
+from app.services.connections import tool_index
 from app.services.connections.audience import add_agent_install
 from app.services.gateway import listing as gateway_listing
 from app.services.gateway import tools as gateway_tools
+from app.services.gateway.names import visible_name
 from tests.conftest import count_statements
 from tests.doors import rpc
 
@@ -168,7 +170,7 @@ def test_a_spliced_entry_is_the_full_paths_text_byte_for_byte(tool_name, action,
     name = f"some-slug__{tool_name}"
     entries = gateway_listing._ConnectionEntries("some-slug", connection_name, {}, None)
     spliced = entries.spliced(
-        gateway_listing.stored_entry(schema, is_write, listing), name, tool_name, description, action
+        tool_index.stored_entry(schema, is_write, listing), name, tool_name, description, action
     )
     full = gateway_listing.tool_definition(
         name, tool_name, description, schema, is_write, connection_name, action, {}, listing
@@ -176,10 +178,26 @@ def test_a_spliced_entry_is_the_full_paths_text_byte_for_byte(tool_name, action,
     assert spliced == json.dumps(full)
     assert (
         entries.spliced(
-            gateway_listing.stored_entry(schema, is_write, listing), name, tool_name, description, action
+            tool_index.stored_entry(schema, is_write, listing), name, tool_name, description, action
         )
         == spliced
     )
+
+
+@pytest.mark.parametrize("tool_name", ["x" * 117, "x" * 118, "ü_" * 70])
+def test_a_spliced_entry_of_a_shortened_visible_name_is_the_full_paths_text(tool_name):
+    """A visible name longer than the limit is shortened (`visible_name`): the splice writes that name, not the
+    slug and the tool's name."""
+    description, schema, is_write, listing, _ = VARIED["plain_read"]
+    name = visible_name("some-slug", tool_name)
+    entries = gateway_listing._ConnectionEntries("some-slug", "Plain", {}, None)
+    spliced = entries.spliced(
+        tool_index.stored_entry(schema, is_write, listing), name, tool_name, description, "allow"
+    )
+    full = gateway_listing.tool_definition(
+        name, tool_name, description, schema, is_write, "Plain", "allow", {}, listing
+    )
+    assert spliced == json.dumps(full)
 
 
 def test_rebuilt_listing_is_the_full_paths_listing(db, world):
@@ -217,7 +235,7 @@ def test_every_row_written_through_the_orm_has_a_stored_entry_and_only_pinned_to
     stored = db.session.scalars(
         select(ConnectionTool.listed_entry).where(ConnectionTool.connection_id.in_(ids))
     )
-    assert all(entry.startswith(gateway_listing.ENTRY_FORMAT) for entry in stored)
+    assert all(entry.startswith(tool_index.ENTRY_FORMAT) for entry in stored)
     rows = gateway_listing._tool_rows(ids, [world.connections["honcho"].id])
     full = {row.name for row in rows if row.full_path}
     assert full == {"save_memory", "list_memories"}
@@ -285,7 +303,7 @@ def test_an_update_of_other_columns_fills_a_missing_entry(db, world):
     ).one()
     row.version_hash = "v2"  # what indexing the tools again does to an unchanged tool (it sets every column)
     db.session.commit()
-    assert row.listed_entry == gateway_listing.stored_entry(row.input_schema, row.is_write, row.listing)
+    assert row.listed_entry == tool_index.stored_entry(row.input_schema, row.is_write, row.listing)
     assert_same_listing(db, rebuilt_listing(db, world.run.id), full_path_listing(db, world.run.id))
 
 
@@ -313,7 +331,5 @@ def test_listing_statements_do_not_grow_with_tools(db, make, world):
 
 
 def test_an_invalid_provider_field_stores_no_entry(db):
-    assert gateway_listing.stored_entry(SCHEMA, False, {"annotations": {"readOnlyHint": "maybe"}}) is None
-    assert gateway_listing.stored_entry(SCHEMA, False, {"title": "ok"}).startswith(
-        gateway_listing.ENTRY_FORMAT
-    )
+    assert tool_index.stored_entry(SCHEMA, False, {"annotations": {"readOnlyHint": "maybe"}}) is None
+    assert tool_index.stored_entry(SCHEMA, False, {"title": "ok"}).startswith(tool_index.ENTRY_FORMAT)

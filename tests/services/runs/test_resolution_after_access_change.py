@@ -13,11 +13,12 @@ import pytest
 from sqlalchemy import select
 
 from app.models import ConnectionGrant, ConnectionInstall
-from app.services.access.effective import effective_access, eligible_access
+from app.services.access.effective import effective_access
+from app.services.access.eligible import eligible_access
 from app.services.connections.instructions import BLOCK_PREFIX
 from app.services.runs.snapshot import clear_instruction_sources, resolve_instructions_for_run
 from tests.conftest import count_statements
-from tests.services.runs.test_run_instructions import add_connection, run_for
+from tests.services.runs.test_run_instructions import add_connection, honcho_config, run_for
 
 
 @pytest.fixture
@@ -130,6 +131,7 @@ def test_the_plain_rows_answer_as_the_models_do(db, make, team):
     company, owner, agent, issue = team
     other = make.member(company, "member")
     viewer = make.member(company, "viewer")
+    other_agent = make.agent(company)
     connections = [
         add_connection(db, company),
         add_connection(db, company, grants=[("user", owner)]),
@@ -140,7 +142,16 @@ def test_the_plain_rows_answer_as_the_models_do(db, make, team):
         add_connection(db, company, tools={"delete": "block"}),
         add_connection(db, company, tools={}),
         add_connection(db, company, instructions=None),
+        # Two active organization grants, neither the default (below): ambiguous, no identity.
+        add_connection(db, company),
+        # Another agent's own grant never serves this agent; the organization's does.
+        add_connection(db, company, grants=[("agent", other_agent), ("organization", None)]),
     ]
+    ambiguous, others = connections[-2:]
+    grant_of(db, ambiguous).is_default = False
+    make.grant(ambiguous, "organization")
+    make.grant(ambiguous, "organization", default=True, status="revoked")  # a revoked default decides nothing
+    make.grant(others, "agent", subject=agent, status="revoked")
     grant_of(db, connections[0]).status = "revoked"
     connections[1].health_status = "error"
     install = db.session.scalars(
@@ -181,6 +192,10 @@ def test_the_plain_rows_answer_as_the_models_do(db, make, team):
         assert answer(eligible_access(company.id, agent.id, subject, connection_ids=some)) == answer(
             effective_access(company.id, agent.id, subject, connection_ids=some, with_tools=False)
         )
+    (undecided,) = eligible_access(company.id, agent.id, owner.id, connection_ids=[ambiguous.id])
+    (organization,) = eligible_access(company.id, agent.id, owner.id, connection_ids=[others.id])
+    assert undecided.grant is None and organization.grant is not None
+    assert organization.grant.kind == "organization"
     (row,) = eligible_access(company.id, agent.id, owner.id, connection_ids=[connections[1].id])
     assert row.connection.method_key == connections[1].method_key == "custom-none"
     assert row.connection.catalog_version is not None  # the custom app is in the cached catalog
@@ -202,6 +217,49 @@ def test_a_rebuild_costs_the_same_statements_for_ten_times_the_connections(db, t
         counts.append(len(statements))
         db.session.rollback()
     assert counts[0] == counts[1]
-    # The run, its scope with the revision, the connections (with their catalog versions), their grants, the
-    # responsible person's membership: the parsed catalog needs no statement of its own.
-    assert counts[0] <= 5
+    # The run, its scope with the revision, and one statement for the connections with their catalog versions,
+    # the grants that could serve the run and the responsible person's membership: the parsed catalog needs none.
+    assert counts[0] <= 3
+
+
+def test_each_connection_part_kept_across_rebuilds_follows_what_it_depends_on(db, make, team):
+    """A rebuild after an access change reuses each connection's part of the snapshot (kept per connection under
+    its name, app, configuration, instructions and catalog version): a change to any of them is seen, and the
+    answer is always the one composed with nothing kept."""
+    company, owner, agent, issue = team
+    honcho = add_connection(db, company, slug="honcho", config=honcho_config("one"))
+    custom, other = add_connection(db, company), add_connection(db, company)
+    run = run_for(db, agent, issue, owner)
+
+    def rebuilt() -> dict | None:
+        clear_instruction_sources()  # an access change elsewhere: the connections' parts stay kept
+        kept = resolve_instructions_for_run(run)
+        clear_instruction_sources(prepared=True)
+        assert resolve_instructions_for_run(run) == kept  # the same text with nothing kept
+        clear_instruction_sources()
+        assert resolve_instructions_for_run(run) == kept
+        return kept
+
+    first = rebuilt()
+    assert first is not None and first["text"].count(BLOCK_PREFIX) == 3
+    changes = [
+        lambda: setattr(custom, "name", "Renamed handbook"),
+        lambda: setattr(honcho, "config", honcho_config("two")),
+        lambda: setattr(other, "agent_instructions", {"enabled": True, "text": "Another text."}),
+        lambda: setattr(other, "agent_instructions", {"enabled": False, "text": "Another text."}),
+        lambda: setattr(honcho, "config", honcho_config(None)),  # a required value missing: no block
+    ]
+    seen = [first["text"]]
+    for change in changes:
+        change()
+        db.session.commit()
+        snapshot = rebuilt()
+        assert snapshot is not None and snapshot["text"] not in seen
+        seen.append(snapshot["text"])
+    assert '"connectionName":"Renamed handbook"' in seen[1] and '"workspaceId":"two"' in seen[2]
+    assert "Another text." in seen[3] and "Another text." not in seen[4]
+    assert seen[5].count(BLOCK_PREFIX) == 1 and str(honcho.id) not in seen[5]
+
+    # A grant changing hands changes only the grant in the kept part's block.
+    mine = make.grant(custom, "agent", subject=agent)
+    assert provenance(rebuilt())[str(custom.id)] == str(mine.id)
