@@ -67,7 +67,8 @@ _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
 def _worker_database(url: str) -> str:
     """Under pytest-xdist each worker process gets a PostgreSQL database of its own, `<name>_<worker>`, created
-    from the configured one's server (the SQLite file is already per process). Without xdist: the configured one."""
+    afresh on the configured one's server (the SQLite file is already per process). Without xdist: the configured
+    one."""
     if not _XDIST_WORKER:
         return url
     configured = make_url(url)
@@ -83,19 +84,9 @@ def _worker_database(url: str) -> str:
     return worker_url.render_as_string(hide_password=False)
 
 
+# Created once per process. They are not dropped at the end: threads of the last tests may still hold connections
+# (dropping them WITH (FORCE) printed their tracebacks); the next run drops and re-creates them, and CI drops them.
 _CREATED_WORKER_DATABASES: set[str] = set()
-
-
-def pytest_sessionfinish(session, exitstatus):
-    """Drop the worker databases this process created (the configured database is the caller's to drop)."""
-    if not _CREATED_WORKER_DATABASES:
-        return
-    configured = make_url(TEST_DATABASE_URL).set(drivername="postgresql+psycopg")
-    admin = create_engine(configured, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        for name in sorted(_CREATED_WORKER_DATABASES):
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def _reset_postgres(url: str) -> None:
