@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
-from sqlalchemy import BindParameter, ColumnElement, Select, Uuid, bindparam, func, or_, select
+from sqlalchemy import BindParameter, ColumnElement, Select, String, Uuid, bindparam, func, or_, select
 
 from app.extensions import db
 from app.models import (
@@ -346,7 +346,7 @@ def effective_access(
     calls do), saving a query.
     """
     connections, grants = _statements(False, include_inactive, with_tools, connection_ids is not None)
-    params = _params(company_id, agent_id, connection_ids)
+    params = _params(company_id, agent_id, connection_ids, None)
     rows = db.session.execute(connections, params).all()
     if not rows:
         return []
@@ -362,12 +362,15 @@ def eligible_access(
     responsible_user_id: uuid.UUID | None = None,
     *,
     connection_ids: list[uuid.UUID] | None = None,
+    app_slug: str | None = None,
     responsible_membership: Membership | None = None,
 ) -> list[ConnectionAccess[ConnectionRow, GrantRow]]:
     """`effective_access(..., with_tools=False)` as plain rows (`ConnectionRow`, `GrantRow`): the same statements
-    and the same answer, for callers that decide eligibility and read only those columns."""
-    connections, grants = _statements(True, False, False, connection_ids is not None)
-    params = _params(company_id, agent_id, connection_ids)
+    and the same answer, for callers that decide eligibility and read only those columns.
+
+    `app_slug` keeps only the connections of that app (`connection_ids`, if also given, narrows further)."""
+    connections, grants = _statements(True, False, False, connection_ids is not None, app_slug is not None)
+    params = _params(company_id, agent_id, connection_ids, app_slug)
     rows = db.session.execute(connections, params).all()
     if not rows:
         return []
@@ -382,20 +385,23 @@ def eligible_access(
 _COMPANY = bindparam("company_id", type_=Uuid)
 _AGENT = bindparam("agent_id", type_=Uuid)
 _CONNECTION_IDS = bindparam("connection_ids", type_=Uuid, expanding=True)
+_APP_SLUG = bindparam("app_slug", type_=String)
 
 
 def _params(
-    company_id: uuid.UUID, agent_id: uuid.UUID, connection_ids: list[uuid.UUID] | None
+    company_id: uuid.UUID, agent_id: uuid.UUID, connection_ids: list[uuid.UUID] | None, app_slug: str | None
 ) -> dict[str, Any]:
     params: dict[str, Any] = {"company_id": company_id, "agent_id": agent_id}
     if connection_ids is not None:
         params["connection_ids"] = list(connection_ids)
+    if app_slug is not None:
+        params["app_slug"] = app_slug
     return params
 
 
 @functools.cache
 def _statements(
-    plain: bool, include_inactive: bool, with_tools: bool, by_ids: bool
+    plain: bool, include_inactive: bool, with_tools: bool, by_ids: bool, by_app: bool = False
 ) -> tuple[Select[Any], Select[Any]]:
     """The connections statement and the grants statement of one variant (`plain`: the columns of `ConnectionRow`
     and `GrantRow`, else the models).
@@ -409,6 +415,8 @@ def _statements(
         criteria.append(live_clause())
     if by_ids:
         criteria.append(ToolConnection.id.in_(_CONNECTION_IDS))
+    if by_app:
+        criteria.append(ToolConnection.app_slug == _APP_SLUG)
     if plain:
         catalog_version = (
             select(CatalogApp.content_hash)
