@@ -39,7 +39,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, Select, Text, Uuid, bindparam, cast, func, or_, select
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    Text,
+    Uuid,
+    bindparam,
+    cast,
+    func,
+    or_,
+    select,
+)
 
 from app.extensions import db
 from app.models import (
@@ -220,20 +231,26 @@ def effective_access(
 COMPANY_PARAM = bindparam("company_id", type_=Uuid)
 AGENT_PARAM = bindparam("agent_id", type_=Uuid)
 CONNECTION_IDS_PARAM = bindparam("connection_ids", type_=Uuid, expanding=True)
+APP_SLUG_PARAM: BindParameter[str] = bindparam("app_slug")  # typed by the column it is compared with
 
 
 def access_params(
-    company_id: uuid.UUID, agent_id: uuid.UUID, connection_ids: list[uuid.UUID] | None
+    company_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    connection_ids: list[uuid.UUID] | None,
+    app_slug: str | None = None,
 ) -> dict[str, Any]:
     params: dict[str, Any] = {"company_id": company_id, "agent_id": agent_id}
     if connection_ids is not None:
         params["connection_ids"] = list(connection_ids)
+    if app_slug is not None:
+        params["app_slug"] = app_slug
     return params
 
 
 @functools.cache
 def access_statements(
-    plain: bool, include_inactive: bool, with_tools: bool, by_ids: bool
+    plain: bool, include_inactive: bool, with_tools: bool, by_ids: bool, by_app: bool = False
 ) -> tuple[Select[Any], Select[Any]]:
     """The connections statement and the grants statement of one variant (`plain`: the columns of `ConnectionRow`
     and `GrantRow`, else the models).
@@ -247,6 +264,8 @@ def access_statements(
         criteria.append(live_clause())
     if by_ids:
         criteria.append(ToolConnection.id.in_(CONNECTION_IDS_PARAM))
+    if by_app:
+        criteria.append(ToolConnection.app_slug == APP_SLUG_PARAM)
     if plain:
         catalog_version = (
             select(CatalogApp.content_hash)

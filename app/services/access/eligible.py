@@ -31,13 +31,16 @@ def eligible_access(
     responsible_user_id: uuid.UUID | None = None,
     *,
     connection_ids: list[uuid.UUID] | None = None,
+    app_slug: str | None = None,
 ) -> list[ConnectionAccess[ConnectionRow, GrantRow]]:
     """`effective_access(..., with_tools=False)` as plain rows (`ConnectionRow`, `GrantRow`): the same answer, for
     callers that decide eligibility and read only those columns, in one statement (`_eligible_statement`): each
-    connection joined to the grants `select_grant` could pick and to the responsible person's membership."""
-    params = access_params(company_id, agent_id, connection_ids)
+    connection joined to the grants `select_grant` could pick and to the responsible person's membership.
+    `app_slug` keeps only the connections of that app (`connection_ids`, if also given, narrows further)."""
+    params = access_params(company_id, agent_id, connection_ids, app_slug)
     params["responsible_user_id"] = responsible_user_id
-    rows = db.session.execute(_eligible_statement(connection_ids is not None), params).all()
+    statement = _eligible_statement(connection_ids is not None, app_slug is not None)
+    rows = db.session.execute(statement, params).all()
     if not rows:
         return []
     width, extras, grant_width = len(ConnectionRow._fields), EXTRA_COLUMNS, len(GrantRow._fields)
@@ -60,13 +63,13 @@ _RESPONSIBLE = bindparam("responsible_user_id", type_=Uuid)
 
 
 @functools.cache
-def _eligible_statement(by_ids: bool) -> Select[Any]:
+def _eligible_statement(by_ids: bool, by_app: bool) -> Select[Any]:
     """`eligible_access`'s one statement: the plain connections statement, each connection joined (outer) to its
     grants that `select_grant` could pick for this run (active; the organization's, this agent's, or the
     responsible person's: it never drops one it would choose) and to the responsible person's membership (its
     status and role, last, the same on every row: `Membership.write_access`). A connection comes once per such
     grant, or once with null grant columns."""
-    connections, _ = access_statements(True, False, False, by_ids)
+    connections, _ = access_statements(True, False, False, by_ids, by_app)
     candidate = (
         (ConnectionGrant.connection_id == ToolConnection.id)
         & (ConnectionGrant.status == "active")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 
-from sqlalchemy import select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.exc import IntegrityError
 
 from app.core.errors import Conflict
@@ -35,6 +36,30 @@ def _pending_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
             ThreadInteraction.status == "pending",
         )
         .execution_options(populate_existing=True)
+    )
+
+
+@functools.cache
+def _pending_id_statement() -> Select[uuid.UUID]:
+    """`_pending_by_key` for the id alone, built once (three parameters: company, task, key)."""
+    return select(ThreadInteraction.id).where(
+        ThreadInteraction.company_id == bindparam("company_id"),
+        ThreadInteraction.issue_id == bindparam("issue_id"),
+        ThreadInteraction.idempotency_key == bindparam("key"),
+        ThreadInteraction.status == "pending",
+    )
+
+
+def pending_card_id(issue: Issue, key: str) -> uuid.UUID | None:
+    """The id of the card pending under this key on the task, read without a lock (a repeat request's answer).
+
+    Safe without the task lock: a card is only created pending under that lock, after the checks that could
+    refuse it (a decline in this continuation: see `runtime.request`), so a card found pending passed them. A
+    resolution or expiry racing this read either committed before it (the card is no longer pending and is not
+    found) or commits after it (the request answered first, as if it had come first).
+    """
+    return db.session.scalar(
+        _pending_id_statement(), {"company_id": issue.company_id, "issue_id": issue.id, "key": key}
     )
 
 

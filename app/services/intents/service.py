@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import Exists, exists, or_, select
 
@@ -127,6 +127,11 @@ def grant_in_audience_clause(user_id: uuid.UUID | None, agent_id: uuid.UUID | No
     )
 
 
+def is_catalog_slug(slug: str) -> bool:
+    """A slug `resolve_service` looks up in the catalog (neither a configured connection nor the custom app)."""
+    return slug != CUSTOM_APP_SLUG and not slug.startswith(CONNECTION_PREFIX)
+
+
 def parse_connection_service(slug: str) -> uuid.UUID | None:
     """The connection id of `connection:<uuid>`; identifiers are never interpreted as URLs."""
     if not slug.startswith(CONNECTION_PREFIX):
@@ -154,7 +159,7 @@ def resolve_service(
         ):
             return None
         return configured_service(connection)
-    if slug == CUSTOM_APP_SLUG or slug.startswith(CONNECTION_PREFIX):
+    if not is_catalog_slug(slug):
         return None
     app_definition = get_app(slug)
     return catalog_service(app_definition) if app_definition is not None else None
@@ -171,3 +176,10 @@ def matching_connections(company_id: uuid.UUID, slug: str) -> list[ToolConnectio
     else:
         query = query.where(ToolConnection.app_slug == slug)
     return list(db.session.scalars(query.order_by(ToolConnection.id)))
+
+
+class MatchingRow(NamedTuple):
+    """What readiness reads of a matching connection, as a plain row (`runtime.lookup`)."""
+
+    id: uuid.UUID
+    health_status: str

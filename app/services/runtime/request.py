@@ -6,6 +6,7 @@ import uuid
 
 from sqlalchemy import false, or_, select
 
+from app.catalog.loader import get_app_versions
 from app.core.errors import Conflict, Forbidden, Unprocessable
 from app.extensions import db
 from app.models import (
@@ -13,10 +14,13 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
 )
+from app.models.keys import card_key
 from app.services.access.effective import connection_access
+from app.services.access.eligible import eligible_access
 from app.services.intents import access_requests, creation
 from app.services.intents import card as intents_card
 from app.services.intents import service as intents_service
+from app.services.runtime import lookup
 from app.services.runtime.context import RunContext, _uuid
 from app.services.runtime.readiness import _accesses_by_service, readiness
 
@@ -92,6 +96,8 @@ def request_connection(
     Naming a connection or tools makes it an access request: ready when the agent may already use every tool
     asked for, else a card asking to grant exactly those (see `intents.access_requests`).
     """
+    if connection_id is None and not tool_names and intents_service.is_catalog_slug(slug):
+        return _request_catalog_service(ctx, slug)
     service = intents_service.resolve_service(ctx.run.company_id, slug, ctx.responsible_user_id, ctx.agent.id)
     if service is None or not service.available or not service.methods:
         raise Unprocessable(f"Connection service {slug} is not available")
@@ -103,22 +109,82 @@ def request_connection(
             return _request_access(ctx, service, target, tool_names)
     state = readiness(service, accesses, matching)
     if state.state == "ready":
-        return {
-            "version": 1,
-            "service": service.slug,
-            "state": "ready",
-            "connectionId": str(state.connection_id),
-            "interactionId": None,
-            "instruction": f"{service.name} is connected and available in this run. Use its installed tools.",
-        }
+        return _ready(service, state.connection_id)
     if state.admin_denied:
         raise Forbidden(ADMIN_DENIAL)
     return _send_card(ctx, service)
 
 
+def _request_catalog_service(ctx: RunContext, slug: str) -> dict:
+    """`request_connection` for a catalog service, in as few statements as the answer needs: the agent's
+    eligible connections of the app first (plain rows, `eligible_access`, which carry the app's catalog version),
+    and only when none is ready the app, its connections and the pending card together (`lookup`).
+
+    The same rules in the same order as the general path: an unknown or unavailable service is refused before
+    anything else, then `readiness` decides (its first ready connection is the first by id either way).
+    """
+    accesses = eligible_access(
+        ctx.run.company_id,
+        ctx.agent.id,
+        ctx.responsible_user_id,
+        app_slug=slug,
+    )
+    ready = next((access for access in accesses if access.is_ready), None)
+    if ready is not None:
+        service = _catalog_service(slug, ready.connection.catalog_version)
+        if service is not None and service.available and service.methods:
+            return _ready(service, ready.connection.id)
+    found = lookup.lookup_catalog_service(ctx, slug)
+    service = _catalog_service(slug, found.content_hash)
+    if service is None or not service.available or not service.methods:
+        raise Unprocessable(f"Connection service {slug} is not available")
+    state = readiness(service, accesses, found.matching)
+    if state.state == "ready":
+        return _ready(service, state.connection_id)
+    if state.admin_denied:
+        raise Forbidden(ADMIN_DENIAL)
+    if found.pending_card_id is not None:
+        return _card_sent(service, found.pending_card_id)
+    return _open_card(ctx, service)
+
+
+def _catalog_service(slug: str, content_hash: str | None) -> intents_service.ServiceIdentity | None:
+    """`resolve_service` of a catalog slug from the content hash a caller read (`get_app` reads it itself)."""
+    if content_hash is None:
+        return None
+    app_definition = get_app_versions([(slug, content_hash)]).get(slug)
+    return intents_service.catalog_service(app_definition) if app_definition is not None else None
+
+
+def _ready(service: intents_service.ServiceIdentity, connection_id: uuid.UUID | None) -> dict:
+    return {
+        "version": 1,
+        "service": service.slug,
+        "state": "ready",
+        "connectionId": str(connection_id),
+        "interactionId": None,
+        "instruction": f"{service.name} is connected and available in this run. Use its installed tools.",
+    }
+
+
 def _send_card(
     ctx: RunContext, service: intents_service.ServiceIdentity, access_request: dict | None = None
 ) -> dict:
+    """The card this run's request for the service waits on: the one already pending under its key (a repeat
+    request, answered without the task lock: see `creation.pending_card_id`), else `_open_card`'s."""
+    pending_id = creation.pending_card_id(
+        ctx.issue, card_key(ctx.run.id, ctx.responsible_user_id, service.slug)
+    )
+    if pending_id is not None:
+        return _card_sent(service, pending_id)
+    return _open_card(ctx, service, access_request)
+
+
+def _open_card(
+    ctx: RunContext, service: intents_service.ServiceIdentity, access_request: dict | None = None
+) -> dict:
+    """With the task locked and no decline in this continuation, the card `create_connection_intent` creates or
+    reuses (it looks for the pending card by its key again, now under the lock)."""
     _lock_task(ctx)
     if _declined_in_this_continuation(ctx, service.slug):
         raise Conflict(DECLINED_IN_CONTINUATION)
@@ -142,12 +208,16 @@ def _send_card(
             kind=intents_card.KIND,
             purpose=None,
         )
+    return _card_sent(service, interaction.id)
+
+
+def _card_sent(service: intents_service.ServiceIdentity, interaction_id: uuid.UUID) -> dict:
     return {
         "version": 1,
         "service": service.slug,
         "state": "needs_user_action",
         "connectionId": None,
-        "interactionId": str(interaction.id),
+        "interactionId": str(interaction_id),
         "instruction": CARD_SENT,
     }
 

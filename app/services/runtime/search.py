@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import heapq
 import itertools
+import operator
 import re
 import threading
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from sqlalchemy import Row, case, select
 
@@ -50,39 +51,49 @@ class _IndexedService:
         None  # a configured custom connection's, built with the index
     )
 
-    def score(self, needle: str, tokens: list[str], tool_words: str) -> int:
-        """Exact slug or name: 1000; else the query tokens found in its words or (the first few) its tools'."""
-        if not needle:
-            return 1
-        if needle == self.slug or needle.casefold() == self.name_key:
+    def score(self, needle: str, folded: str, tokens: list[str], tool_words: str) -> int:
+        """Exact slug or name (`folded`: the casefolded needle): 1000; else the query tokens found in its words
+        or (the first few) its tools'. Every entry scores 1 for an empty needle (`_SearchIndex.ranked`)."""
+        if needle == self.slug or folded == self.name_key:
             return 1000
-        return sum(
-            1
-            for i, token in enumerate(tokens)
-            if token in self.words or (i < MAX_SEARCH_TOKENS and token in tool_words)
-        )
+        words = self.words
+        found = 0
+        for i, token in enumerate(tokens):
+            if token in words or (i < MAX_SEARCH_TOKENS and token in tool_words):
+                found += 1
+        return found
+
+
+def _by_name(entries: Iterable[_IndexedService]) -> tuple[_IndexedService, ...]:
+    """Entries in result order among equal scores: casefolded name, then slug (slugs are unique)."""
+    return tuple(sorted(entries, key=lambda entry: (entry.name_key, entry.slug)))
 
 
 @dataclass(frozen=True)
 class _SearchIndex:
     """What one audience can find, and the state of every service that has connections; query-independent."""
 
-    catalog: tuple[_IndexedService, ...]  # shared by every audience while the catalog is the same
-    configured: tuple[_IndexedService, ...]  # custom connections in this audience
+    entries: tuple[_IndexedService, ...]  # catalog and configured services, by name (`_by_name`)
     tool_words: dict[str, str]  # by service: words of the indexed tools of its connections in this audience
     states: dict[str, Readiness]  # services without a connection are simply "available"
+    # Each service's result as `search_connections` answers it, filled on first use: it depends only on what
+    # this index was built from (entry, definition version, state), so it lives and dies with the index.
+    results: dict[str, dict] = field(default_factory=dict, compare=False)
 
     def ranked(self, needle: str, tokens: list[str]) -> list[_IndexedService]:
-        scored = (
-            (entry.score(needle, tokens, self.tool_words.get(entry.slug, "")), entry)
-            for entry in itertools.chain(self.catalog, self.configured)
-        )
-        top = heapq.nsmallest(
-            SEARCH_LIMIT,
-            ((score, entry) for score, entry in scored if score > 0),
-            key=lambda item: (-item[0], item[1].name_key, item[1].slug),
-        )
-        return [entry for _score, entry in top]
+        """The top entries by score, then name and slug (`entries` is in that order: a stable sort on the score
+        alone keeps it among equal scores)."""
+        if not needle:
+            return list(self.entries[:SEARCH_LIMIT])
+        folded = needle.casefold()
+        tool_words = self.tool_words
+        scored = []
+        for entry in self.entries:
+            score = entry.score(needle, folded, tokens, tool_words.get(entry.slug, ""))
+            if score > 0:
+                scored.append((-score, entry))
+        scored.sort(key=operator.itemgetter(0))
+        return [entry for _score, entry in scored[:SEARCH_LIMIT]]
 
 
 _search_indexes: RevisionCache[_SearchIndex] = RevisionCache(SEARCH_INDEX_CACHE_SIZE)
@@ -193,8 +204,7 @@ def _build_search_index(ctx: RunContext) -> _SearchIndex:
         for slug, service in _identities(connected).items()
     }
     return _SearchIndex(
-        catalog=catalog,
-        configured=tuple(configured),
+        entries=_by_name(itertools.chain(catalog, configured)),
         tool_words={slug: " ".join(words) for slug, words in tool_words.items()},
         states=states,
     )
@@ -223,19 +233,15 @@ def search_connections(ctx: RunContext, query: str) -> dict:
     tokens = _tokens(needle)
     index = _search_index(ctx)
     top = index.ranked(needle, tokens)
-    identities = _identities(top)
-    results = []
-    for entry in top:
-        service = identities.get(entry.slug)
-        if service is None:
-            continue
-        state = index.states.get(entry.slug) or readiness(service, [], [])
-        results.append(
-            {
-                **service.described(),
-                "state": state.state,
-                "reason": state.reason,
-                "connectionId": str(state.connection_id) if state.connection_id else None,
-            }
-        )
+    known = index.results
+    identities = _identities([entry for entry in top if entry.slug not in known])
+    for slug, service in identities.items():
+        state = index.states.get(slug) or readiness(service, [], [])
+        known[slug] = {
+            **service.described(),
+            "state": state.state,
+            "reason": state.reason,
+            "connectionId": str(state.connection_id) if state.connection_id else None,
+        }
+    results = [known[entry.slug] for entry in top if entry.slug in known]
     return {"version": 1, "query": query, "results": results}
