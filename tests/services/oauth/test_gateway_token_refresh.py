@@ -9,24 +9,14 @@ from app.services.connections.endpoint import OAUTH_ACCESS_TOKEN_KEY, stored_sec
 from app.services.oauth import tokens as oauth_tokens
 from tests.conftest import count_statements
 from tests.services.oauth import test_oauth
-from tests.services.oauth.test_oauth import Browser, _digest, _expire_access_token, _grant
+from tests.services.oauth.test_oauth import _digest, _expire_access_token, _grant, connected_search_docs
 
 live = test_oauth.live
 owner = test_oauth.owner
 
 
 def test_gateway_calls_send_the_token_stored_now(app, live, owner, make, db, oidc, oauth_mcp, monkeypatch):
-    company, user = owner
-    connection_id = Browser(live, user).connect(company)
-    agent = make.agent(company, "Builder", adapter_type="manual")
-    issue = make.issue(company, status="in_progress", assignee=agent, responsible=user)
-    _run, token = make.run(agent, issue)
-    gateway_url = f"{live}/mcp/gateway"
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
-    listing = requests.post(
-        gateway_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers, timeout=10
-    ).json()
-    name = next(t["name"] for t in listing["result"]["tools"] if t["name"].endswith("__search_docs"))
+    connection_id, gateway_url, headers, name = connected_search_docs(live, owner, make)
 
     def call(query: str) -> str:
         """Call search_docs; the digest of the token the provider accepted for it."""

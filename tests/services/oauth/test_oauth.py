@@ -398,16 +398,11 @@ def test_concurrent_refresh_is_single_flight(live, owner, app, db, oidc):
     assert _grant(db, connection_id).provider_tenant["expiresAt"] > time.time() + 60
 
 
-def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(
-    app, live, owner, make, db, oidc, oauth_mcp, monkeypatch
-):
-    """Agents calling the same OAuth connection at once through the gateway: one refresh, every call served."""
-
-    # Eight calls in flight at once: the per-provider bulkhead (tests/services/connections/test_provider_bulkhead.py) must admit them all.
-    monkeypatch.setitem(app.config, "PROVIDER_MAX_CONCURRENT_CALLS", 8)
-
+def connected_search_docs(live, owner, make) -> tuple[str, str, dict, str]:
+    """The owner signs in to the OAuth provider (installed for every agent of the company), and a run of an agent
+    on the owner's task lists the gateway: (connection id, gateway URL, the run's headers, the search tool's name)."""
     company, user = owner
-    connection_id = Browser(live, user).connect(company)  # installed for every agent of the company
+    connection_id = Browser(live, user).connect(company)
     agent = make.agent(company, "Builder", adapter_type="manual")
     issue = make.issue(company, status="in_progress", assignee=agent, responsible=user)
     _run, token = make.run(agent, issue)
@@ -417,6 +412,18 @@ def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(
         gateway_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers, timeout=10
     ).json()
     name = next(t["name"] for t in listing["result"]["tools"] if t["name"].endswith("__search_docs"))
+    return connection_id, gateway_url, headers, name
+
+
+def test_concurrent_gateway_calls_with_an_expired_token_refresh_once(
+    app, live, owner, make, db, oidc, oauth_mcp, monkeypatch
+):
+    """Agents calling the same OAuth connection at once through the gateway: one refresh, every call served."""
+
+    # Eight calls in flight at once: the per-provider bulkhead (tests/services/connections/test_provider_bulkhead.py) must admit them all.
+    monkeypatch.setitem(app.config, "PROVIDER_MAX_CONCURRENT_CALLS", 8)
+
+    connection_id, gateway_url, headers, name = connected_search_docs(live, owner, make)
     before = stored_secrets(_expire_access_token(db, connection_id))
     oidc.configure(tokenDelayMs=200)
     barrier = threading.Barrier(8)
