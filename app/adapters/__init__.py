@@ -31,6 +31,10 @@ class Invocation:
     connection_instructions: dict | None
     runtime_tools: dict | None
     resume_session_id: str | None = None
+    # Environment variables only this agent's runs receive (decrypted agent secrets such as a model API key).
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    # A private folder kept per agent between turns (an agent CLI's own config home, where its sessions live).
+    agent_home: str | None = None
 
     @property
     def fresh_session(self) -> bool:
@@ -49,6 +53,9 @@ class AdapterResult:
     timed_out: bool = False
     truncated: bool = False
     details: dict = field(default_factory=dict)
+    # An agent CLI's normalized, bounded events and the turn's summary (`app.adapters.agents.events`).
+    events: list[dict] = field(default_factory=list)
+    summary: dict | None = None
 
 
 class Adapter(Protocol):
@@ -75,6 +82,10 @@ class TailBuffer:
 
 def get_adapter(adapter_type: str) -> Adapter | None:
     """The adapter for an agent's `adapter_type`, or None for agents driven by hand (`manual`)."""
+    if adapter_type in AGENT_CLI_ADAPTERS:
+        from app.adapters.agents import cli_adapter
+
+        return cli_adapter(adapter_type)
     if adapter_type == "process":
         from app.adapters.process import ProcessAdapter
 
@@ -86,4 +97,6 @@ def get_adapter(adapter_type: str) -> Adapter | None:
     return None
 
 
-EXECUTABLE_ADAPTERS = ("process", "http")
+# The agent CLIs Switchboard runs with a managed MCP configuration (`app.adapters.agents`).
+AGENT_CLI_ADAPTERS = ("claude_code", "codex")
+EXECUTABLE_ADAPTERS = ("process", "http", *AGENT_CLI_ADAPTERS)

@@ -1,7 +1,7 @@
 """All models, imported here so Alembic and the app see one metadata."""
 
 from app.models.activity import ActivityLog
-from app.models.agents import Agent
+from app.models.agents import Agent, AgentSecret
 from app.models.connections import (
     CatalogApp,
     CatalogState,
@@ -28,6 +28,7 @@ from app.models.work import Comment, Issue, Project, ThreadInteraction
 
 __all__ = [
     "AccessRevision",
+    "AgentSecret",
     "AgentTaskSession",
     "RunLog",
     "CatalogApp",

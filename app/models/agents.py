@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import ForeignKey, String, Text, Uuid
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import Model
@@ -14,6 +14,8 @@ from app.models.base import IdMixin, JSONType, TimestampMixin, ValueSet, one_of
 class AdapterType(ValueSet):
     PROCESS = "process"
     HTTP = "http"
+    CLAUDE_CODE = "claude_code"
+    CODEX = "codex"
     MANUAL = "manual"
 
 
@@ -36,3 +38,20 @@ class Agent(IdMixin, TimestampMixin, Model):
     adapter_type: Mapped[str] = mapped_column(String(20), nullable=False, default="manual")
     adapter_config: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
     status: Mapped[str] = mapped_column(String(20), nullable=False, default="active")
+
+
+class AgentSecret(IdMixin, TimestampMixin, Model):
+    """An environment variable handed only to this agent's runs (a model API key, for example): the value is
+    encrypted at rest (`app.services.secrets_box`), write-only in every page and API, and never logged."""
+
+    __tablename__ = "agent_secrets"
+    __table_args__ = (UniqueConstraint("agent_id", "name"),)
+
+    company_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("companies.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), nullable=False
+    )
+    name: Mapped[str] = mapped_column(String(120), nullable=False)
+    ciphertext: Mapped[str] = mapped_column(Text, nullable=False)

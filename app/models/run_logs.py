@@ -15,7 +15,7 @@ from sqlalchemy import Boolean, DateTime, ForeignKey, Integer, String, Text, Uni
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import Model
-from app.models.base import IdMixin, TimestampMixin, utcnow
+from app.models.base import IdMixin, NullableJSONType, TimestampMixin, utcnow
 
 RUN_LOG_LIMIT = 64 * 1024
 
@@ -40,6 +40,11 @@ class RunLog(Model):
     resumed_session_id: Mapped[str | None] = mapped_column(String(300))
     session_id: Mapped[str | None] = mapped_column(String(300))
     instructions_digest: Mapped[str | None] = mapped_column(String(64))
+    # What an agent CLI reported in its machine-readable output (`app.adapters.agents`): a bounded list of
+    # normalized events (session, tool calls, messages, result) and the turn's summary (final message, tool calls,
+    # usage, cost). Never arguments, results or secrets.
+    events: Mapped[list | None] = mapped_column(NullableJSONType)
+    summary: Mapped[dict | None] = mapped_column(NullableJSONType)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
 
 

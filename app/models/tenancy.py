@@ -27,10 +27,12 @@ class MembershipStatus(ValueSet):
 
 MANAGE_CONNECTIONS = "tools:manage_connections"
 MANAGE_MEMBERS = "members:manage"
+# Choosing how an agent runs (its adapter, the program, its secrets) runs programs on the server: owners and admins.
+MANAGE_AGENTS = "agents:manage"
 KNOWN_PERMISSIONS = (MANAGE_CONNECTIONS, MANAGE_MEMBERS)
 DEFAULT_ROLE_PERMISSIONS = {
-    "owner": {MANAGE_CONNECTIONS, MANAGE_MEMBERS},
-    "admin": {MANAGE_CONNECTIONS, MANAGE_MEMBERS},
+    "owner": {MANAGE_CONNECTIONS, MANAGE_MEMBERS, MANAGE_AGENTS},
+    "admin": {MANAGE_CONNECTIONS, MANAGE_MEMBERS, MANAGE_AGENTS},
     "member": set(),
     "viewer": set(),
 }

@@ -4,9 +4,9 @@ from typing import Any
 
 from flask_wtf import FlaskForm
 from markupsafe import escape
-from wtforms import EmailField, PasswordField, SelectField, StringField, TextAreaField
+from wtforms import EmailField, IntegerField, PasswordField, SelectField, StringField, TextAreaField
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import DataRequired, Email, Length, Optional
+from wtforms.validators import DataRequired, Email, Length, NumberRange, Optional
 from wtforms.widgets import Select
 
 from app.models.tenancy import Role
@@ -74,6 +74,28 @@ class NewIssueForm(FlaskForm):
 
 class AgentInstructionsForm(FlaskForm):
     instructions = TextAreaField("Instructions", validators=[Optional(), Length(max=20000)])
+
+
+class AgentRuntimeForm(FlaskForm):
+    """How an agent runs (`app.services.agent_runtime`): the adapter, and an agent CLI's settings."""
+
+    adapter_type = SelectField("Adapter", choices=[])
+    binary = StringField("Program", filters=[strip_text], validators=[Optional(), Length(max=500)])
+    model = StringField("Model", filters=[strip_text], validators=[Optional(), Length(max=200)])
+    base_url = StringField(
+        "Model API base URL", filters=[strip_text], validators=[Optional(), Length(max=500)]
+    )
+    cwd = StringField("Working directory", filters=[strip_text], validators=[Optional(), Length(max=1000)])
+    extra_args = StringField("Extra arguments", validators=[Optional(), Length(max=2000)])
+    timeout_seconds = IntegerField(
+        "Timeout (seconds)", validators=[Optional(), NumberRange(min=1, max=24 * 3600)]
+    )
+    env = TextAreaField("Environment variables", validators=[Optional(), Length(max=20000)])
+
+
+class AgentSecretForm(FlaskForm):
+    name = StringField("Name", filters=[strip_text], validators=[DataRequired(), Length(max=120)])
+    value = PasswordField("Value", validators=[DataRequired(), Length(max=8192)])
 
 
 class AddMemberForm(FlaskForm):

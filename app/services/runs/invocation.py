@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from app.adapters import Invocation
+from app.adapters import AGENT_CLI_ADAPTERS, Invocation
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, ThreadInteraction
 from app.models.base import as_utc, utcnow
+from app.services.agent_runtime import agent_home, agent_secret_env
 from app.services.runs.runtime_tools import runtime_tools_descriptor
 from app.services.runs.sessions import session_for_turn
 from app.services.runs.snapshot import _load_run_scope, resolve_instructions_for_run
@@ -49,8 +50,10 @@ def render_wake_prompt(
     runtime_tools: dict | None,
     *,
     run: HeartbeatRun,
+    snapshot_in_prompt: bool = True,
 ) -> str:
-    """The prompt every adapter receives: agent instructions, the task, why it woke, connection instructions."""
+    """The prompt every adapter receives: agent instructions, the task, why it woke, connection instructions (left
+    out with `snapshot_in_prompt=False` for the agent CLIs, which receive them in their system prompt)."""
     parts = [f"You are {agent.name}" + (f", {agent.title}" if agent.title else "") + "."]
     if agent.instructions.strip():
         parts.append(agent.instructions.strip())
@@ -65,7 +68,7 @@ def render_wake_prompt(
         + ")."
     )
     parts.append(f"## Why you were woken\n\n{reason}")
-    if snapshot is not None:
+    if snapshot is not None and snapshot_in_prompt:
         parts.append(snapshot["text"])
     if runtime_tools is not None:
         parts.append(f"## Runtime tools\n\n{runtime_tools['guidance']}")
@@ -95,7 +98,10 @@ def prepare_invocation(run: HeartbeatRun) -> Invocation:
             "preparedAt": as_utc(utcnow()).isoformat(),
         }
     runtime_tools = runtime_tools_descriptor(run)
-    prompt = render_wake_prompt(agent, issue, context, snapshot, runtime_tools, run=run)
+    agent_cli = agent.adapter_type in AGENT_CLI_ADAPTERS
+    prompt = render_wake_prompt(
+        agent, issue, context, snapshot, runtime_tools, run=run, snapshot_in_prompt=not agent_cli
+    )
     wake = context.get(WAKE_KEY) if isinstance(context.get(WAKE_KEY), dict) else {}
     context[WAKE_KEY] = {**wake, "connectionInstructions": snapshot}
     context["connectionInstructions"] = snapshot
@@ -116,4 +122,6 @@ def prepare_invocation(run: HeartbeatRun) -> Invocation:
         connection_instructions=snapshot,
         runtime_tools=runtime_tools,
         resume_session_id=resume_session_id,
+        secret_env=agent_secret_env(agent) if agent_cli else {},
+        agent_home=agent_home(agent) if agent_cli else None,
     )

@@ -46,6 +46,8 @@ def complete_run(run: HeartbeatRun, result: AdapterResult) -> HeartbeatRun:
     log.resumed_session_id = resumed
     log.session_id = result.session_id
     log.instructions_digest = digest
+    log.events = result.events or None
+    log.summary = result.summary
     db.session.add(log)
     _record_session(run, result, digest, resumed)
     _record_run_activity(run, f"run.{run.status}")

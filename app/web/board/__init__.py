@@ -12,4 +12,4 @@ def _inject_company() -> dict:
     return {"membership": g.get("membership"), "memberships": g.get("memberships") or []}
 
 
-from app.web.board import activity, agents, home, members, runs, settings, tasks  # noqa: E402,F401
+from app.web.board import activity, agent_runtime, agents, home, members, runs, settings, tasks  # noqa: E402,F401

@@ -5,6 +5,7 @@ from flask.typing import ResponseReturnValue
 
 from app.extensions import htmx
 from app.models import Agent
+from app.services.agent_runtime import ADAPTER_CHOICES
 from app.services.agents import list_agents, update_agent_instructions
 from app.web.apps.agent_section import agent_connection_instructions
 from app.web.board import bp
@@ -15,7 +16,11 @@ from app.web.forms import AgentInstructionsForm
 @bp.get("/agents")
 def agents() -> ResponseReturnValue:
     membership = current_membership()
-    return render_template("board/agents.html", agents=list_agents(membership.company_id))
+    return render_template(
+        "board/agents.html",
+        agents=list_agents(membership.company_id),
+        adapter_labels={choice.value: choice.label for choice in ADAPTER_CHOICES},
+    )
 
 
 @bp.get("/agents/<agent_id>")
