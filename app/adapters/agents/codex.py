@@ -75,7 +75,8 @@ def config_toml(invocation: Invocation, settings: CliSettings) -> str:
     snapshot = invocation.connection_instructions
     if snapshot and snapshot.get("text"):
         lines.append(f"developer_instructions = {toml_string(snapshot['text'])}")
-    lines += ["", "[analytics]", "enabled = false", "", "[feedback]", "enabled = false", "", "[features]"]
+    lines += ["", "[analytics]", "enabled = false", "", "[feedback]", "enabled = false"]
+    lines += ["", "[otel]", 'exporter = "none"', "", "[features]"]
     lines += [f"{feature} = false" for feature in FEATURES_OFF]
     lines += [
         "",
@@ -96,6 +97,9 @@ def config_toml(invocation: Invocation, settings: CliSettings) -> str:
                 f"[mcp_servers.{key}]",
                 f"url = {toml_string(str(url))}",
                 f"bearer_token_env_var = {toml_string(TOKEN_ENV)}",
+                # `approval_policy = "never"` alone refuses every MCP call in exec mode; Switchboard's gateway
+                # decides each call (policy, approval cards), so Codex runs them.
+                'default_tools_approval_mode = "approve"',
             ]
     return "\n".join(lines) + "\n"
 
@@ -113,10 +117,10 @@ class Codex:
         codex_home = private_dir(paths.run_dir / "codex-home")
         write_private(codex_home / "config.toml", config_toml(invocation, settings))
         os.symlink(private_dir(paths.home / "sessions"), codex_home / "sessions")
-        argv = [binary, "exec", "--json", "--skip-git-repo-check"]
+        argv = [binary, "exec"]
         if invocation.resume_session_id:
             argv += ["resume", invocation.resume_session_id]
-        argv += [*settings.extra_args, "-"]
+        argv += ["--json", "--skip-git-repo-check", *settings.extra_args, "-"]
         return CliTurn(argv=argv, stdin=invocation.prompt, env={"CODEX_HOME": str(codex_home)})
 
     def read(self, event: dict[str, Any], events: TurnEvents) -> None:
