@@ -33,6 +33,7 @@ peers: $(PY1_STAMP)
 	@if [ -f tests/peers/clients/ts/package.json ]; then cd tests/peers/clients/ts && npm install --silent --no-audit --no-fund; fi
 	@if [ -f tests/peers/axe/package.json ]; then cd tests/peers/axe && npm install --silent --no-audit --no-fund; fi
 	@if [ -f tests/peers/everything/package.json ]; then cd tests/peers/everything && npm install --silent --no-audit --no-fund; fi
+	@if [ -f tests/peers/agent_clis/package.json ]; then cd tests/peers/agent_clis && npm install --silent --no-audit --no-fund; fi
 
 run: install
 	$(BIN)/switchboard db upgrade
