@@ -237,6 +237,9 @@ class AgentCliAdapter:
         if not os.path.isdir(cwd):
             raise AgentConfigError(f"The working directory {cwd} does not exist.")
         turn = self.cli.turn(invocation, paths, binary, settings)
+        # The CLIs' caches and state (Claude Code keeps per-project logs in ~/.cache) stay in the agent's folder.
+        env["XDG_CACHE_HOME"] = str(private_dir(home_root / "cache"))
+        env["XDG_STATE_HOME"] = str(private_dir(home_root / "state"))
         env.update(turn.env)
 
         secrets = [*invocation.secret_env.values(), env.get(TOKEN_ENV, "")]
