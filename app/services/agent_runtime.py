@@ -49,14 +49,14 @@ ADAPTER_CHOICES = (
     AdapterChoice(
         "claude_code",
         "Claude Code",
-        "Runs Anthropic's Claude Code CLI (`claude -p`) on the worker with Switchboard's runtime tools and gateway as "
+        "Runs Anthropic's Claude Code CLI (claude -p) on the worker with Switchboard's runtime tools and gateway as "
         "its MCP servers and the connection instructions in its system prompt.",
         "ANTHROPIC_API_KEY",
     ),
     AdapterChoice(
         "codex",
         "Codex",
-        "Runs OpenAI's Codex CLI (`codex exec`) on the worker with Switchboard's runtime tools and gateway as its MCP "
+        "Runs OpenAI's Codex CLI (codex exec) on the worker with Switchboard's runtime tools and gateway as its MCP "
         "servers and the connection instructions as developer instructions.",
         "OPENAI_API_KEY",
     ),

@@ -45,6 +45,7 @@ from tests.peers.model_server import (
     no_tool_result_yet,
     user_text_contains,
 )
+from tests.services.runtime.test_runtime_rest import connect, honcho_body
 
 MODEL_KEY = "sk-scripted-model-key-0123456789"
 FINAL_FIRST = "I asked for Honcho; I will continue once it is connected."
@@ -233,3 +234,47 @@ def test_a_real_cli_asks_for_a_connection_and_uses_it_after_the_card(
     assert not [p for p in written if "claude" in p.lower() or "codex" in p.lower()], written
     agent_home = Path(app.config["AGENT_HOME_ROOT"]) / str(agent.id)
     assert stat.S_IMODE(os.stat(agent_home).st_mode) == 0o700
+
+
+def _wake_and_run(db, agent, issue, reason: str) -> tuple[HeartbeatRun, RunLog]:
+    request_wakeup(agent, issue=issue, source="manual", reason=reason, context={"wakeReason": reason})
+    db.session.commit()
+    assert execute_next_run()
+    db.session.expire_all()
+    run = db.session.scalars(
+        select(HeartbeatRun).where(HeartbeatRun.agent_id == agent.id).order_by(HeartbeatRun.created_at.desc())
+    ).first()
+    assert run is not None
+    return run, _run_log(db, run)
+
+
+@pytest.mark.parametrize("agent_cli_world", list(CLIS), indirect=True)
+def test_a_real_cli_resumes_its_session_only_while_the_instructions_are_unchanged(app, db, agent_cli_world):
+    world = agent_cli_world
+    model: ScriptedModelServer = world["model"]
+    agent, issue, owner, company = world["agent"], world["issue"], world["owner"], world["company"]
+    model.set_script(
+        [
+            Rule(user_text_contains("third look"), Text("A fresh look.")),
+            Rule(user_text_contains("second look"), Text("Looked again.")),
+            Rule(user_text_contains("first look"), Text("Looked once.")),
+        ]
+    )
+    _first, log1 = _wake_and_run(db, agent, issue, "first look")
+    assert log1.resumed_session_id is None and log1.session_id
+    assert log1.summary["finalMessage"] == "Looked once."
+
+    # The same instructions (none): the next turn resumes the session, and the model sees the earlier turn.
+    _second, log2 = _wake_and_run(db, agent, issue, "second look")
+    assert log2.resumed_session_id == log1.session_id
+    assert log2.summary["finalMessage"] == "Looked again."
+    resumed = model.main_requests()[-1].conversation
+    assert "Looked once." in resumed.assistant_texts
+
+    # Honcho is connected for the company: its instructions change the snapshot, so the next turn starts fresh.
+    connect(app, owner, company, honcho_body())
+    _third, log3 = _wake_and_run(db, agent, issue, "third look")
+    assert log3.resumed_session_id is None
+    assert log3.instructions_digest and log3.instructions_digest != log2.instructions_digest
+    fresh = model.main_requests()[-1].conversation
+    assert "Looked once." not in fresh.assistant_texts and "Looked again." not in fresh.assistant_texts

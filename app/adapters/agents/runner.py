@@ -240,6 +240,8 @@ class AgentCliAdapter:
         # The CLIs' caches and state (Claude Code keeps per-project logs in ~/.cache) stay in the agent's folder.
         env["XDG_CACHE_HOME"] = str(private_dir(home_root / "cache"))
         env["XDG_STATE_HOME"] = str(private_dir(home_root / "state"))
+        # Its temporary files and sockets (Claude Code's `cc-socks`) go with the run folder.
+        env["TMPDIR"] = str(private_dir(run_dir / "tmp"))
         env.update(turn.env)
 
         secrets = [*invocation.secret_env.values(), env.get(TOKEN_ENV, "")]
