@@ -176,6 +176,9 @@ def register_commands(app: Flask) -> None:
 
     app.cli.add_command(runs_group)
     app.cli.add_command(connections_group)
+    from app.cli.evals import evals_group
+
+    app.cli.add_command(evals_group)
     from app.cli.worker import worker_command
 
     app.cli.add_command(worker_command)

@@ -7,6 +7,7 @@ session decision), and the completion. The adapter runs with no transaction open
 from __future__ import annotations
 
 import logging
+import uuid
 
 from app.adapters import get_adapter
 from app.core.errors import ServiceError
@@ -19,9 +20,10 @@ from app.services.runs.wakeups import claim_next_run
 log = logging.getLogger(__name__)
 
 
-def execute_next_run() -> bool:
-    """Execute one queued run; False when there was nothing to do. Call inside an app context."""
-    run = claim_next_run()
+def execute_next_run(run_id: uuid.UUID | None = None) -> bool:
+    """Execute one queued run (or that one, when it is still queued); False when there was nothing to do. Call inside
+    an app context."""
+    run = claim_next_run(run_id)
     if run is None:
         db.session.rollback()
         return False

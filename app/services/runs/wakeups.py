@@ -272,8 +272,9 @@ def start_next_wake(agent_id: uuid.UUID, issue_id: uuid.UUID | None) -> Heartbea
     return run
 
 
-def claim_next_run() -> HeartbeatRun | None:
-    """Move the oldest queued run of an active process/HTTP agent to `running`; None when nothing is due."""
+def claim_next_run(run_id: uuid.UUID | None = None) -> HeartbeatRun | None:
+    """Move the oldest queued run of an active agent with an executable adapter (or that one run) to `running`;
+    None when nothing is due."""
     query = (
         select(HeartbeatRun)
         .join(Agent, Agent.id == HeartbeatRun.agent_id)
@@ -285,6 +286,8 @@ def claim_next_run() -> HeartbeatRun | None:
         .order_by(HeartbeatRun.created_at, HeartbeatRun.id)
         .limit(1)
     )
+    if run_id is not None:
+        query = query.where(HeartbeatRun.id == run_id)
     if _is_postgres():
         query = query.with_for_update(skip_locked=True, of=HeartbeatRun)
     candidate = db.session.scalar(query)
