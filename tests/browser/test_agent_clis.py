@@ -177,7 +177,6 @@ def test_a_real_cli_asks_for_a_connection_and_uses_it_after_the_card(
     dialog.get_by_role("button", name="Connect", exact=True).click()
     expect(page.locator(f"#intent-card-{card.id}").get_by_text("Honcho connected")).to_be_visible()
     page.screenshot(path=str(artifacts / f"agent-cli-{world['adapter_type']}-connected.png"))
-    context.close()
 
     # 3. The continuation: delivered once, run in a fresh session, Honcho called through the gateway.
     # The answer's request delivers the continuation when it commits; the sweep delivers anything it left.
@@ -219,6 +218,14 @@ def test_a_real_cli_asks_for_a_connection_and_uses_it_after_the_card(
     workspaces = model.tool_results("list_workspaces")
     assert workspaces and "ws-alpha" in workspaces[0].text
     assert log2.instructions_digest == snapshot["digest"]
+
+    # The continuation's page shows what the CLI did.
+    page.goto(f"{live_server}/runs/{second.id}")
+    summary = page.locator(".run-summary")
+    expect(summary.get_by_text(FINAL_SECOND)).to_be_visible()
+    expect(summary.locator("li", has_text="honcho__list_workspaces")).to_contain_text("through the gateway")
+    page.locator(".run-log").screenshot(path=str(artifacts / f"agent-cli-{world['adapter_type']}-run.png"))
+    context.close()
 
     # The activity tells the story; no secret is stored in the run logs or activity.
     actions = set(

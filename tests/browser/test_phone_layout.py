@@ -52,6 +52,7 @@ def phone_world(app, db, make, providers) -> tuple[object, list[str]]:
         "/agents",
         f"/agents/{agent.id}",
         f"/agents/{agent.id}/instructions",
+        f"/agents/{agent.id}/runtime",
         "/apps",
         "/apps/honcho/connect",
         "/connections",
