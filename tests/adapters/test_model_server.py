@@ -465,3 +465,23 @@ def test_codex_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_path
         assert [r.tool_name for r in resumed.tool_results] == ["mcp__runtime__connections_search"]
         assert resumed.user_texts[-1] == "Now say it again."
         assert runtime_mcp.calls == [("connections_search", {"query": "crm"})]
+
+
+def test_non_streaming_responses_probes_and_unknown_paths():
+    with ScriptedModelServer([Rule(user_text_contains("hi"), Text("hello there"))]) as server:
+        body = {"model": "gpt-test", "input": "hi", "tools": [{"type": "function", "name": "exec_command"}]}
+        response = httpx.post(server.url + "/v1/responses", json=body, timeout=10).json()
+        assert (response["status"], response["output"][0]["content"][0]["text"]) == (
+            "completed",
+            "hello there",
+        )
+        assert httpx.head(server.url + "/api/hello", timeout=10).status_code == 200
+        assert httpx.get(server.url + "/v1/models", timeout=10).json()["object"] == "list"
+        missing = httpx.post(server.url + "/v1/elsewhere", json={}, timeout=10)
+        assert missing.status_code == 404
+        assert [(r.kind, r.method, r.path) for r in server.requests] == [
+            ("main", "POST", "/v1/responses"),
+            ("other", "HEAD", "/api/hello"),
+            ("other", "GET", "/v1/models"),
+            ("other", "POST", "/v1/elsewhere"),
+        ]

@@ -388,6 +388,10 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+def _sse_data(payload: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in payload.decode().splitlines() if line.startswith("data: ")]
+
+
 def _estimate_tokens(body: bytes) -> int:
     return max(1, len(body) // 4)
 
@@ -737,6 +741,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": f"no {path}"}})
 
+    def do_HEAD(self) -> None:  # noqa: N802 - the stdlib's name
+        # Claude Code without CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC probes `HEAD /api/hello` on the base URL.
+        self.owner._record(RecordedRequest("HEAD", self.path, self._headers(), None, "other", None, None))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -774,11 +785,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.owner._record(
                 RecordedRequest("POST", self.path, self._headers(), body, kind, conversation, reply)
             )
-            self._send(
-                200,
-                responses_stream(self.owner, conversation, reply, body, tokens),
-                "text/event-stream; charset=utf-8",
-            )
+            payload = responses_stream(self.owner, conversation, reply, body, tokens)
+            if conversation.stream:
+                self._send(200, payload, "text/event-stream; charset=utf-8")
+            else:
+                # The same response object response.completed carries.
+                completed = _sse_data(payload)[-1]
+                self._json(200, completed["response"])
         else:
             self.owner._record(RecordedRequest("POST", self.path, self._headers(), body, "other", None, None))
             self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": f"no {path}"}})
