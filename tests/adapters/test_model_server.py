@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
 from tests.peers.agent_clis import INSTALL_HINT, claude_binary, codex_binary
 from tests.peers.mcp_servers import RunningMcpServer
@@ -35,6 +36,7 @@ CLI_TIMEOUT = 90
 TOKEN = "runtime-token-7f3a"
 TOKEN_VAR = "SB_RUNTIME_TOKEN"
 FINAL = "Found the CRM connection: crm-app."
+CALLS = [("connections_search", {"query": "crm"}), ("connection_request", {"app": "nope"})]
 APPEND_MARKER = "SWITCHBOARD-APPENDED-INSTRUCTIONS: use connections_search first."
 
 requires_claude = pytest.mark.skipif(claude_binary() is None, reason=INSTALL_HINT)
@@ -242,7 +244,13 @@ def runtime_mcp():
         server.record_call("connections_search", {"query": query})
         return f"connections matching {query}: crm-app"
 
+    def connection_request(app: str) -> str:
+        """Ask for a connection to an app."""
+        server.record_call("connection_request", {"app": app})
+        raise ToolError(f"no app named {app}")
+
     server.add_tool(connections_search, read_only=True)
+    server.add_tool(connection_request, read_only=False, destructive=False)
     server.start()
     yield server
     server.stop()
@@ -252,17 +260,22 @@ def _mcp_script() -> list[Rule]:
     return [
         Rule(user_text_contains("again"), Text("Second turn answer.")),
         Rule(no_tool_result_yet, ToolCall("connections_search", {"query": "crm"})),
-        Rule(last_tool_result_from("connections_search"), Text(FINAL)),
+        Rule(last_tool_result_from("connections_search"), ToolCall("connection_request", {"app": "nope"})),
+        Rule(last_tool_result_from("connection_request"), Text(FINAL)),
     ]
 
 
 def _assert_mcp_call_reached_both_ends(model: ScriptedModelServer, mcp: RunningMcpServer) -> None:
-    assert mcp.calls == [("connections_search", {"query": "crm"})]
+    assert mcp.calls == CALLS
     # The token came from the CLI's environment: every request the MCP server saw carried exactly that bearer.
     assert mcp.requests and {r.auth for r in mcp.requests} == {"ok"}
     [result] = model.tool_results("connections_search")
     assert "connections matching crm: crm-app" in result.text
     assert not result.is_error
+    [failed] = model.tool_results("connection_request")
+    assert "no app named nope" in failed.text
+    # Claude Code marks a failed MCP call `is_error`; Codex sends it as plain output text.
+    assert failed.is_error is (model.main_requests()[0].conversation.api == ANTHROPIC)
 
 
 def _jsonl(stdout: str) -> list[dict[str, Any]]:
@@ -333,7 +346,10 @@ def test_claude_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_pat
             for block in event["message"]["content"]
             if block["type"] == "tool_use"
         ]
-        assert [block["name"] for block in tool_uses][-1] == "mcp__runtime__connections_search"
+        assert [block["name"] for block in tool_uses if block["name"] != "ToolSearch"] == [
+            "mcp__runtime__connections_search",
+            "mcp__runtime__connection_request",
+        ]
         main = model.main_requests()
         assert all(r.conversation and r.conversation.api == ANTHROPIC for r in main)
         assert all(APPEND_MARKER in r.conversation.system for r in main if r.conversation)
@@ -348,9 +364,12 @@ def test_claude_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_pat
         assert resumed is not None
         assert "Find the CRM connection." in resumed.user_texts[0]
         assert FINAL in resumed.assistant_texts
-        assert [r.tool_name for r in resumed.tool_results][-1] == "mcp__runtime__connections_search"
+        assert [r.tool_name for r in resumed.tool_results if r.tool_name != "ToolSearch"] == [
+            "mcp__runtime__connections_search",
+            "mcp__runtime__connection_request",
+        ]
         assert "Now say it again." in resumed.user_texts[-1]
-        assert runtime_mcp.calls == [("connections_search", {"query": "crm"})]
+        assert runtime_mcp.calls == CALLS
 
 
 CODEX_CONFIG = """\
@@ -421,7 +440,8 @@ def test_codex_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_path
         assert events[0]["type"] == "thread.started"
         thread_id = events[0]["thread_id"]
         items = [event["item"] for event in events if event["type"] == "item.completed"]
-        [call] = [item for item in items if item["type"] == "mcp_tool_call"]
+        calls = [item for item in items if item["type"] == "mcp_tool_call"]
+        [call, failed] = calls
         assert (call["server"], call["tool"], call["arguments"], call["status"]) == (
             "runtime",
             "connections_search",
@@ -429,6 +449,12 @@ def test_codex_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_path
             "completed",
         )
         assert call["error"] is None
+        assert call["result"]["content"] == [{"type": "text", "text": "connections matching crm: crm-app"}]
+        # An MCP result with isError: status "failed", the text in result (not in error).
+        assert (failed["tool"], failed["status"], failed["error"]) == ("connection_request", "failed", None)
+        assert failed["result"]["content"] == [
+            {"type": "text", "text": "Error executing tool connection_request: no app named nope"}
+        ]
         assert [item["text"] for item in items if item["type"] == "agent_message"] == [FINAL]
         assert events[-1]["type"] == "turn.completed"
         assert events[-1]["usage"]["input_tokens"] > 0 and events[-1]["usage"]["output_tokens"] > 0
@@ -462,9 +488,12 @@ def test_codex_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_path
         assert resumed is not None
         assert "Find the CRM connection." in resumed.user_texts
         assert FINAL in resumed.assistant_texts
-        assert [r.tool_name for r in resumed.tool_results] == ["mcp__runtime__connections_search"]
+        assert [r.tool_name for r in resumed.tool_results] == [
+            "mcp__runtime__connections_search",
+            "mcp__runtime__connection_request",
+        ]
         assert resumed.user_texts[-1] == "Now say it again."
-        assert runtime_mcp.calls == [("connections_search", {"query": "crm"})]
+        assert runtime_mcp.calls == CALLS
 
 
 def test_non_streaming_responses_probes_and_unknown_paths():
