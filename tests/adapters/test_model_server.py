@@ -283,7 +283,10 @@ def _jsonl(stdout: str) -> list[dict[str, Any]]:
 
 
 def _base_env(home: Path) -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8"}
+    """A clean environment: nothing of the test run's own (no keys), HOME and TMPDIR private to the test."""
+    (home / "tmp").mkdir(exist_ok=True)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    return {"PATH": path, "HOME": str(home), "TMPDIR": str(home / "tmp"), "LANG": "C.UTF-8"}
 
 
 def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
