@@ -1,4 +1,4 @@
-"""A scripted model server on loopback that the real agent CLIs (Claude Code, Codex) talk to.
+"""A scripted model server on loopback that the real agent CLIs (Claude Code, Codex, Gemini CLI) talk to.
 
 It speaks the two wire protocols the CLIs use, exactly enough for them to run an agent loop:
 
@@ -8,6 +8,8 @@ It speaks the two wire protocols the CLIs use, exactly enough for them to run an
 * OpenAI Responses: `POST /v1/responses`, streaming SSE (response.created, response.in_progress,
   response.output_item.added/done for `message` and `function_call` items, text and argument deltas,
   response.completed with usage); `GET /v1/models` answers an empty-ish model list.
+* Gemini API (Gemini CLI with GOOGLE_GEMINI_BASE_URL): `POST /v1beta/models/<model>:streamGenerateContent`
+  (SSE, one chunk), `:generateContent`, `:countTokens`.
 
 What to answer comes from a script: rules evaluated per request, first match wins. A rule is a predicate over the
 parsed `Conversation` and a reply, `ToolCall` (call the OFFERED tool whose name equals or ends with a suffix, so
