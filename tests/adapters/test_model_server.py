@@ -370,6 +370,7 @@ def _claude(
         "DISABLE_ERROR_REPORTING": "1",
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
         TOKEN_VAR: TOKEN,
     }
     if not tool_search:
