@@ -1,6 +1,6 @@
 """A scripted model server on loopback that the real agent CLIs (Claude Code, Codex, Gemini CLI) talk to.
 
-It speaks the two wire protocols the CLIs use, exactly enough for them to run an agent loop:
+It speaks the wire protocols the CLIs use, enough for them to run an agent loop:
 
 * Anthropic Messages: `POST /v1/messages` (with or without `?beta=true`), streaming SSE (message_start,
   content_block_start/delta/stop for text and tool_use, message_delta with stop_reason and usage, message_stop)
@@ -22,7 +22,7 @@ a side request. A main request no rule matches gets a text saying so, so a test 
         Rule(last_tool_result_from("connections_search"), Text("Found it.")),
     ]
     with ScriptedModelServer(script) as server:
-        ...  # ANTHROPIC_BASE_URL=server.url, or a Codex provider with base_url=server.url + "/v1"
+        ...  # ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL = server.url; a Codex provider base_url = server.url + "/v1"
         assert "crm" in server.main_requests()[1].conversation.last_tool_result.text
 
 Every request is recorded (parsed Conversation + raw JSON + path + headers, API keys redacted), thread-safely.
@@ -89,11 +89,10 @@ class Item:
 class Conversation:
     """What one model request asked, in API-neutral terms."""
 
-    api: str  # ANTHROPIC or RESPONSES
+    api: str  # ANTHROPIC, RESPONSES or GEMINI
     model: str
-    system: (
-        str  # Anthropic `system` blocks joined; Responses `instructions` + developer/system messages joined
-    )
+    # Anthropic `system` blocks, Responses `instructions` + developer/system messages, Gemini systemInstruction.
+    system: str
     tools: tuple[str, ...]  # names of the offered tools
     items: tuple[Item, ...]
     stream: bool
