@@ -15,11 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
-from tests.peers.agent_clis import INSTALL_HINT, claude_binary, codex_binary
+from tests.peers.agent_clis import INSTALL_HINT, claude_binary, codex_binary, gemini_command
 from tests.peers.mcp_servers import RunningMcpServer
 from tests.peers.model_server import (
     ANTHROPIC,
+    GEMINI,
     NO_RULE,
     RESPONSES,
     Rule,
@@ -35,10 +37,14 @@ CLI_TIMEOUT = 90
 TOKEN = "runtime-token-7f3a"
 TOKEN_VAR = "SB_RUNTIME_TOKEN"
 FINAL = "Found the CRM connection: crm-app."
+CALLS = [("connections_search", {"query": "crm"}), ("connection_request", {"app": "nope"})]
 APPEND_MARKER = "SWITCHBOARD-APPENDED-INSTRUCTIONS: use connections_search first."
 
 requires_claude = pytest.mark.skipif(claude_binary() is None, reason=INSTALL_HINT)
 requires_codex = pytest.mark.skipif(codex_binary() is None, reason=INSTALL_HINT)
+requires_gemini = pytest.mark.skipif(
+    gemini_command() is None, reason=f"{INSTALL_HINT}; Gemini CLI needs node >= 20"
+)
 
 
 # -- the wire, without a CLI ---------------------------------------------------------------------------------
@@ -229,6 +235,55 @@ def test_responses_stream_calls_a_namespaced_tool_then_answers():
         assert (result.tool_name, result.text) == ("mcp__runtime__connections_search", "crm-app")
 
 
+def test_gemini_stream_calls_a_prefixed_tool_then_answers():
+    script = [
+        Rule(no_tool_result_yet, ToolCall("connections_search", {"query": "crm"})),
+        Rule(last_tool_result_from("connections_search"), Text(FINAL)),
+    ]
+    with ScriptedModelServer(script) as server:
+        url = server.url + "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        declarations = [{"name": "read_file"}, {"name": "mcp_runtime_connections_search"}]
+        user = {"role": "user", "parts": [{"text": "find crm"}]}
+        first = {
+            "contents": [user],
+            "systemInstruction": {"parts": [{"text": "SYS"}]},
+            "tools": [{"functionDeclarations": declarations}],
+        }
+        content_type, payload = _post(url, first)
+        assert content_type.startswith("text/event-stream")
+        [chunk] = [
+            json.loads(line[6:]) for line in payload.decode().splitlines() if line.startswith("data: ")
+        ]
+        parts = chunk["candidates"][0]["content"]["parts"]
+        assert parts == [
+            {"functionCall": {"name": "mcp_runtime_connections_search", "args": {"query": "crm"}}}
+        ]
+        assert chunk["usageMetadata"]["totalTokenCount"] > 0
+
+        call = {"role": "model", "parts": parts}
+        response = {
+            "functionResponse": {"name": "mcp_runtime_connections_search", "response": {"output": "crm-app"}}
+        }
+        _, payload = _post(url, dict(first, contents=[user, call, {"role": "user", "parts": [response]}]))
+        [chunk] = [
+            json.loads(line[6:]) for line in payload.decode().splitlines() if line.startswith("data: ")
+        ]
+        assert chunk["candidates"][0]["content"]["parts"] == [{"text": FINAL}]
+        conversation = server.main_requests()[1].conversation
+        assert conversation is not None
+        assert (conversation.api, conversation.model, conversation.system) == (
+            GEMINI,
+            "gemini-2.5-flash",
+            "SYS",
+        )
+        [result] = server.tool_results("connections_search")
+        assert (result.tool_name, result.text, result.is_error) == (
+            "mcp_runtime_connections_search",
+            "crm-app",
+            False,
+        )
+
+
 # -- the real CLIs -------------------------------------------------------------------------------------------
 
 
@@ -242,7 +297,13 @@ def runtime_mcp():
         server.record_call("connections_search", {"query": query})
         return f"connections matching {query}: crm-app"
 
+    def connection_request(app: str) -> str:
+        """Ask for a connection to an app."""
+        server.record_call("connection_request", {"app": app})
+        raise ToolError(f"no app named {app}")
+
     server.add_tool(connections_search, read_only=True)
+    server.add_tool(connection_request, read_only=False, destructive=False)
     server.start()
     yield server
     server.stop()
@@ -252,17 +313,24 @@ def _mcp_script() -> list[Rule]:
     return [
         Rule(user_text_contains("again"), Text("Second turn answer.")),
         Rule(no_tool_result_yet, ToolCall("connections_search", {"query": "crm"})),
-        Rule(last_tool_result_from("connections_search"), Text(FINAL)),
+        Rule(last_tool_result_from("connections_search"), ToolCall("connection_request", {"app": "nope"})),
+        Rule(last_tool_result_from("connection_request"), Text(FINAL)),
     ]
 
 
 def _assert_mcp_call_reached_both_ends(model: ScriptedModelServer, mcp: RunningMcpServer) -> None:
-    assert mcp.calls == [("connections_search", {"query": "crm"})]
+    assert mcp.calls == CALLS
     # The token came from the CLI's environment: every request the MCP server saw carried exactly that bearer.
     assert mcp.requests and {r.auth for r in mcp.requests} == {"ok"}
     [result] = model.tool_results("connections_search")
     assert "connections matching crm: crm-app" in result.text
     assert not result.is_error
+    [failed] = model.tool_results("connection_request")
+    assert "no app named nope" in failed.text
+    # Claude Code and Gemini CLI mark a failed MCP call as an error; Codex sends it as plain output text.
+    conversation = model.main_requests()[0].conversation
+    assert conversation is not None
+    assert failed.is_error is (conversation.api != RESPONSES)
 
 
 def _jsonl(stdout: str) -> list[dict[str, Any]]:
@@ -270,7 +338,10 @@ def _jsonl(stdout: str) -> list[dict[str, Any]]:
 
 
 def _base_env(home: Path) -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8"}
+    """A clean environment: nothing of the test run's own (no keys), HOME and TMPDIR private to the test."""
+    (home / "tmp").mkdir(exist_ok=True)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    return {"PATH": path, "HOME": str(home), "TMPDIR": str(home / "tmp"), "LANG": "C.UTF-8"}
 
 
 def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -299,6 +370,7 @@ def _claude(
         "DISABLE_ERROR_REPORTING": "1",
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
         TOKEN_VAR: TOKEN,
     }
     if not tool_search:
@@ -333,7 +405,10 @@ def test_claude_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_pat
             for block in event["message"]["content"]
             if block["type"] == "tool_use"
         ]
-        assert [block["name"] for block in tool_uses][-1] == "mcp__runtime__connections_search"
+        assert [block["name"] for block in tool_uses if block["name"] != "ToolSearch"] == [
+            "mcp__runtime__connections_search",
+            "mcp__runtime__connection_request",
+        ]
         main = model.main_requests()
         assert all(r.conversation and r.conversation.api == ANTHROPIC for r in main)
         assert all(APPEND_MARKER in r.conversation.system for r in main if r.conversation)
@@ -348,9 +423,12 @@ def test_claude_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_pat
         assert resumed is not None
         assert "Find the CRM connection." in resumed.user_texts[0]
         assert FINAL in resumed.assistant_texts
-        assert [r.tool_name for r in resumed.tool_results][-1] == "mcp__runtime__connections_search"
+        assert [r.tool_name for r in resumed.tool_results if r.tool_name != "ToolSearch"] == [
+            "mcp__runtime__connections_search",
+            "mcp__runtime__connection_request",
+        ]
         assert "Now say it again." in resumed.user_texts[-1]
-        assert runtime_mcp.calls == [("connections_search", {"query": "crm"})]
+        assert runtime_mcp.calls == CALLS
 
 
 CODEX_CONFIG = """\
@@ -421,7 +499,8 @@ def test_codex_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_path
         assert events[0]["type"] == "thread.started"
         thread_id = events[0]["thread_id"]
         items = [event["item"] for event in events if event["type"] == "item.completed"]
-        [call] = [item for item in items if item["type"] == "mcp_tool_call"]
+        calls = [item for item in items if item["type"] == "mcp_tool_call"]
+        [call, failed] = calls
         assert (call["server"], call["tool"], call["arguments"], call["status"]) == (
             "runtime",
             "connections_search",
@@ -429,6 +508,12 @@ def test_codex_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_path
             "completed",
         )
         assert call["error"] is None
+        assert call["result"]["content"] == [{"type": "text", "text": "connections matching crm: crm-app"}]
+        # An MCP result with isError: status "failed", the text in result (not in error).
+        assert (failed["tool"], failed["status"], failed["error"]) == ("connection_request", "failed", None)
+        assert failed["result"]["content"] == [
+            {"type": "text", "text": "Error executing tool connection_request: no app named nope"}
+        ]
         assert [item["text"] for item in items if item["type"] == "agent_message"] == [FINAL]
         assert events[-1]["type"] == "turn.completed"
         assert events[-1]["usage"]["input_tokens"] > 0 and events[-1]["usage"]["output_tokens"] > 0
@@ -462,6 +547,118 @@ def test_codex_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_path
         assert resumed is not None
         assert "Find the CRM connection." in resumed.user_texts
         assert FINAL in resumed.assistant_texts
-        assert [r.tool_name for r in resumed.tool_results] == ["mcp__runtime__connections_search"]
+        assert [r.tool_name for r in resumed.tool_results] == [
+            "mcp__runtime__connections_search",
+            "mcp__runtime__connection_request",
+        ]
         assert resumed.user_texts[-1] == "Now say it again."
-        assert runtime_mcp.calls == [("connections_search", {"query": "crm"})]
+        assert runtime_mcp.calls == CALLS
+
+
+def test_non_streaming_responses_probes_and_unknown_paths():
+    with ScriptedModelServer([Rule(user_text_contains("hi"), Text("hello there"))]) as server:
+        body = {"model": "gpt-test", "input": "hi", "tools": [{"type": "function", "name": "exec_command"}]}
+        response = httpx.post(server.url + "/v1/responses", json=body, timeout=10).json()
+        assert (response["status"], response["output"][0]["content"][0]["text"]) == (
+            "completed",
+            "hello there",
+        )
+        assert httpx.head(server.url + "/api/hello", timeout=10).status_code == 200
+        assert httpx.get(server.url + "/v1/models", timeout=10).json()["object"] == "list"
+        missing = httpx.post(server.url + "/v1/elsewhere", json={}, timeout=10)
+        assert missing.status_code == 404
+        assert [(r.kind, r.method, r.path) for r in server.requests] == [
+            ("main", "POST", "/v1/responses"),
+            ("other", "HEAD", "/api/hello"),
+            ("other", "GET", "/v1/models"),
+            ("other", "POST", "/v1/elsewhere"),
+        ]
+
+
+def _gemini(
+    home: Path, model: ScriptedModelServer, mcp: RunningMcpServer, *args: str
+) -> list[dict[str, Any]]:
+    settings_dir = home / ".gemini"
+    settings_dir.mkdir(exist_ok=True)
+    # `${VAR}` in settings is expanded by Gemini CLI from its environment; `trust` lets the headless run call the
+    # server's tools (without it, or --approval-mode yolo, the MCP tools are not even offered to the model).
+    server = {"httpUrl": mcp.url, "headers": {"Authorization": f"Bearer ${{{TOKEN_VAR}}}"}, "trust": True}
+    settings = {
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "mcpServers": {"runtime": server},
+    }
+    (settings_dir / "settings.json").write_text(json.dumps(settings))
+    (home / "system.md").write_text(APPEND_MARKER)
+    env = _base_env(home) | {
+        "GEMINI_API_KEY": "sk-test",
+        "GOOGLE_GEMINI_BASE_URL": model.url,
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+        "GEMINI_SYSTEM_MD": str(home / "system.md"),
+        TOKEN_VAR: TOKEN,
+    }
+    command = gemini_command()
+    assert command is not None
+    return _jsonl(_run([*command, "-o", "stream-json", "-m", "gemini-2.5-flash", *args], env, home).stdout)
+
+
+@requires_gemini
+def test_gemini_calls_the_mcp_tool_with_the_bearer_from_env_then_resumes(tmp_path, runtime_mcp):
+    with ScriptedModelServer(_mcp_script()) as model:
+        events = _gemini(tmp_path, model, runtime_mcp, "-p", "Find the CRM connection.")
+
+        _assert_mcp_call_reached_both_ends(model, runtime_mcp)
+        init, result = events[0], events[-1]
+        assert init["type"] == "init"
+        session_id = init["session_id"]
+        tool_uses = [(e["tool_name"], e["parameters"]) for e in events if e["type"] == "tool_use"]
+        assert tool_uses == [
+            ("mcp_runtime_connections_search", {"query": "crm"}),
+            ("mcp_runtime_connection_request", {"app": "nope"}),
+        ]
+        outcomes = [
+            (e["status"], e.get("output"), e.get("error", {}).get("type"))
+            for e in events
+            if e["type"] == "tool_result"
+        ]
+        assert outcomes == [
+            ("success", "connections matching crm: crm-app", None),
+            ("error", "Error: MCP tool 'connection_request' reported an error.", "mcp_tool_error"),
+        ]
+        assert [e["content"] for e in events if e["type"] == "message" and e["role"] == "assistant"] == [
+            FINAL
+        ]
+        assert (result["type"], result["status"]) == ("result", "success")
+        assert result["stats"]["input_tokens"] > 0 and result["stats"]["output_tokens"] > 0
+        main = model.main_requests()
+        assert all(r.conversation and r.conversation.api == GEMINI for r in main)
+        # GEMINI_SYSTEM_MD replaces the whole system instruction with the file's text.
+        assert all(r.conversation and r.conversation.system == APPEND_MARKER for r in main)
+        assert main[0].headers["x-goog-api-key"] == "<redacted>"
+
+        first_turn = len(model.main_requests())
+        events = _gemini(tmp_path, model, runtime_mcp, "--resume", session_id, "-p", "Now say it again.")
+        assert events[0]["session_id"] == session_id
+        assert [e["content"] for e in events if e["type"] == "message" and e["role"] == "assistant"] == [
+            "Second turn answer."
+        ]
+        resumed = model.main_requests()[first_turn].conversation
+        assert resumed is not None
+        assert any("Find the CRM connection." in text for text in resumed.user_texts)
+        assert FINAL in resumed.assistant_texts
+        assert [c.name for c in resumed.tool_calls] == [
+            "mcp_runtime_connections_search",
+            "mcp_runtime_connection_request",
+        ]
+        # Gemini CLI 0.61.0 replays each functionResponse of a resumed session twice.
+        assert [r.tool_name for r in resumed.tool_results] == [
+            "mcp_runtime_connections_search",
+            "mcp_runtime_connections_search",
+            "mcp_runtime_connection_request",
+            "mcp_runtime_connection_request",
+        ]
+        assert resumed.user_texts[-1] == "Now say it again."
+        assert runtime_mcp.calls == CALLS

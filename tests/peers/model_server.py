@@ -1,6 +1,6 @@
-"""A scripted model server on loopback that the real agent CLIs (Claude Code, Codex) talk to.
+"""A scripted model server on loopback that the real agent CLIs (Claude Code, Codex, Gemini CLI) talk to.
 
-It speaks the two wire protocols the CLIs use, exactly enough for them to run an agent loop:
+It speaks the wire protocols the CLIs use, enough for them to run an agent loop:
 
 * Anthropic Messages: `POST /v1/messages` (with or without `?beta=true`), streaming SSE (message_start,
   content_block_start/delta/stop for text and tool_use, message_delta with stop_reason and usage, message_stop)
@@ -8,6 +8,8 @@ It speaks the two wire protocols the CLIs use, exactly enough for them to run an
 * OpenAI Responses: `POST /v1/responses`, streaming SSE (response.created, response.in_progress,
   response.output_item.added/done for `message` and `function_call` items, text and argument deltas,
   response.completed with usage); `GET /v1/models` answers an empty-ish model list.
+* Gemini API (Gemini CLI with GOOGLE_GEMINI_BASE_URL): `POST /v1beta/models/<model>:streamGenerateContent`
+  (SSE, one chunk), `:generateContent`, `:countTokens`.
 
 What to answer comes from a script: rules evaluated per request, first match wins. A rule is a predicate over the
 parsed `Conversation` and a reply, `ToolCall` (call the OFFERED tool whose name equals or ends with a suffix, so
@@ -20,7 +22,7 @@ a side request. A main request no rule matches gets a text saying so, so a test 
         Rule(last_tool_result_from("connections_search"), Text("Found it.")),
     ]
     with ScriptedModelServer(script) as server:
-        ...  # ANTHROPIC_BASE_URL=server.url, or a Codex provider with base_url=server.url + "/v1"
+        ...  # ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL = server.url; a Codex provider base_url = server.url + "/v1"
         assert "crm" in server.main_requests()[1].conversation.last_tool_result.text
 
 Every request is recorded (parsed Conversation + raw JSON + path + headers, API keys redacted), thread-safely.
@@ -41,13 +43,14 @@ from urllib.parse import urlsplit
 
 ANTHROPIC = "anthropic"
 RESPONSES = "responses"
+GEMINI = "gemini"
 # Tools the CLI uses to load other tools (not the agent's work): Claude Code defers MCP tools behind ToolSearch
 # unless ENABLE_TOOL_SEARCH=false; the server then calls ToolSearch("select:<name>") first, by itself.
 TOOL_SEARCH = "ToolSearch"
 HARNESS_TOOLS = {TOOL_SEARCH}
 
 # Headers whose values are credentials: recorded as "<redacted>".
-_SECRET_HEADERS = {"x-api-key", "authorization"}
+_SECRET_HEADERS = {"x-api-key", "authorization", "x-goog-api-key"}
 
 
 # -- the parsed conversation ---------------------------------------------------------------------------------
@@ -86,11 +89,10 @@ class Item:
 class Conversation:
     """What one model request asked, in API-neutral terms."""
 
-    api: str  # ANTHROPIC or RESPONSES
+    api: str  # ANTHROPIC, RESPONSES or GEMINI
     model: str
-    system: (
-        str  # Anthropic `system` blocks joined; Responses `instructions` + developer/system messages joined
-    )
+    # Anthropic `system` blocks, Responses `instructions` + developer/system messages, Gemini systemInstruction.
+    system: str
     tools: tuple[str, ...]  # names of the offered tools
     items: tuple[Item, ...]
     stream: bool
@@ -134,17 +136,16 @@ class Conversation:
         ]
 
     def find_tool(self, suffix: str) -> str | None:
-        """The offered tool named `suffix` or ending with it after a separator (`mcp__srv__suffix`)."""
-        for name in self.tools:
-            if name == suffix:
-                return name
-        for name in self.tools:
-            if name.endswith("__" + suffix) or name.endswith("." + suffix) or name.endswith("/" + suffix):
-                return name
-        for name in self.tools:
-            if name.endswith(suffix):
-                return name
-        return None
+        """The offered tool named `suffix`, else one ending with it after a separator (`mcp__srv__suffix`,
+        Gemini's `mcp_srv_suffix`)."""
+        if suffix in self.tools:
+            return suffix
+        return next((name for name in self.tools if tool_matches(name, suffix)), None)
+
+
+def tool_matches(name: str, suffix: str) -> bool:
+    """`name` is the tool `suffix`, bare or qualified by a server prefix (`mcp__srv__x`, `mcp_srv_x`, `srv.x`)."""
+    return name == suffix or any(name.endswith(separator + suffix) for separator in ("__", "_", ".", "/"))
 
 
 def _text_of(content: Any) -> str:
@@ -285,6 +286,49 @@ def parse_responses(body: dict[str, Any]) -> Conversation:
     )
 
 
+def parse_gemini(model: str, body: dict[str, Any]) -> Conversation:
+    """A Gemini API `generateContent` request (what Gemini CLI sends to GOOGLE_GEMINI_BASE_URL)."""
+    system = body.get("systemInstruction") or {}
+    system_text = _text_of(system.get("parts")) if isinstance(system, dict) else _text_of(system)
+    tools = tuple(
+        declaration.get("name", "")
+        for tool in body.get("tools") or []
+        for declaration in tool.get("functionDeclarations") or []
+    )
+    items: list[Item] = []
+    counts: dict[str, int] = {}
+    for content in body.get("contents") or []:
+        role = content.get("role", "user")
+        texts: list[str] = []
+        for part in content.get("parts") or []:
+            if "functionCall" in part:
+                call = part["functionCall"]
+                name = call.get("name", "")
+                counts[name] = counts.get(name, 0) + 1
+                call_id = call.get("id") or f"{name}#{counts[name]}"
+                items.append(Item("tool_call", call=ToolCallSeen(call_id, name, call.get("args"))))
+            elif "functionResponse" in part:
+                response = part["functionResponse"]
+                name = response.get("name", "")
+                call_id = response.get("id") or f"{name}#{counts.get(name, 0)}"
+                payload = response.get("response") or {}
+                is_error = isinstance(payload, dict) and "error" in payload
+                text = (
+                    payload.get("error" if is_error else "output", payload)
+                    if isinstance(payload, dict)
+                    else payload
+                )
+                if not isinstance(text, str):
+                    text = json.dumps(text)
+                items.append(Item("tool_result", result=ToolResultSeen(call_id, name, text, is_error)))
+            elif isinstance(part.get("text"), str) and not part.get("thought"):
+                texts.append(part["text"])
+        text = "\n".join(t for t in texts if t)
+        if text:
+            items.append(Item("user" if role == "user" else "assistant", text=text))
+    return Conversation(GEMINI, model, system_text, tools, tuple(items), True)
+
+
 # -- the script ----------------------------------------------------------------------------------------------
 
 
@@ -331,8 +375,7 @@ def last_tool_result_from(suffix: str) -> Predicate:
         results = conversation.turn_tool_results
         if not results:
             return False
-        name = results[-1].tool_name
-        return name == suffix or name.endswith("__" + suffix) or name.endswith(suffix)
+        return tool_matches(results[-1].tool_name, suffix)
 
     return check
 
@@ -388,6 +431,10 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+def _sse_data(payload: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in payload.decode().splitlines() if line.startswith("data: ")]
+
+
 def _estimate_tokens(body: bytes) -> int:
     return max(1, len(body) // 4)
 
@@ -441,7 +488,7 @@ class ScriptedModelServer:
         for record in self.main_requests():
             assert record.conversation is not None
             for result in record.conversation.tool_results:
-                if result.tool_name == suffix or result.tool_name.endswith("__" + suffix):
+                if tool_matches(result.tool_name, suffix):
                     seen.setdefault(result.call_id, result)
         return list(seen.values())
 
@@ -703,6 +750,31 @@ def responses_stream(
     return b"".join(out)
 
 
+def gemini_response(
+    server: ScriptedModelServer, conversation: Conversation, reply: Reply, input_tokens: int
+) -> dict[str, Any]:
+    """One GenerateContentResponse holding the whole reply (a stream of one chunk)."""
+    if isinstance(reply, Text):
+        parts: list[dict[str, Any]] = [{"text": reply.text}]
+    else:
+        name = conversation.find_tool(reply.tool_suffix) or reply.tool_suffix
+        parts = [{"functionCall": {"name": name, "args": reply.arguments}}]
+    output_tokens = max(1, len(json.dumps(parts)) // 4)
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {
+            "promptTokenCount": input_tokens,
+            "candidatesTokenCount": output_tokens,
+            "totalTokenCount": input_tokens + output_tokens,
+        },
+        "modelVersion": conversation.model,
+        "responseId": f"gem_{server.next_id()}",
+    }
+
+
+_GEMINI_PATH = re.compile(r"^/(?:v1beta|v1|v1alpha)/models/(?P<model>[^/:]+):(?P<method>[A-Za-z]+)$")
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: ScriptedModelServer
     protocol_version = "HTTP/1.1"
@@ -736,6 +808,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"object": "list", "data": [], "models": []})
         else:
             self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": f"no {path}"}})
+
+    def do_HEAD(self) -> None:  # noqa: N802 - the stdlib's name
+        # Claude Code without CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC probes `HEAD /api/hello` on the base URL.
+        self.owner._record(RecordedRequest("HEAD", self.path, self._headers(), None, "other", None, None))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         length = int(self.headers.get("Content-Length") or 0)
@@ -774,11 +853,30 @@ class _Handler(BaseHTTPRequestHandler):
             self.owner._record(
                 RecordedRequest("POST", self.path, self._headers(), body, kind, conversation, reply)
             )
-            self._send(
-                200,
-                responses_stream(self.owner, conversation, reply, body, tokens),
-                "text/event-stream; charset=utf-8",
+            payload = responses_stream(self.owner, conversation, reply, body, tokens)
+            if conversation.stream:
+                self._send(200, payload, "text/event-stream; charset=utf-8")
+            else:
+                # The same response object response.completed carries.
+                completed = _sse_data(payload)[-1]
+                self._json(200, completed["response"])
+        elif (match := _GEMINI_PATH.match(path)) and match["method"] in (
+            "streamGenerateContent",
+            "generateContent",
+        ):
+            conversation = parse_gemini(match["model"], body)
+            kind, reply = self.owner.choose(conversation, body)
+            self.owner._record(
+                RecordedRequest("POST", self.path, self._headers(), body, kind, conversation, reply)
             )
+            response = gemini_response(self.owner, conversation, reply, tokens)
+            if match["method"] == "streamGenerateContent":
+                self._send(200, f"data: {json.dumps(response)}\r\n\r\n".encode(), "text/event-stream")
+            else:
+                self._json(200, response)
+        elif (match := _GEMINI_PATH.match(path)) and match["method"] == "countTokens":
+            self.owner._record(RecordedRequest("POST", self.path, self._headers(), body, "other", None, None))
+            self._json(200, {"totalTokens": tokens})
         else:
             self.owner._record(RecordedRequest("POST", self.path, self._headers(), body, "other", None, None))
             self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": f"no {path}"}})
