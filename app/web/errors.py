@@ -64,12 +64,28 @@ def too_large_response() -> ResponseReturnValue:
     return error_response(message, 413)
 
 
+GATEWAY_PATH = "/mcp/gateway"
+# JSON-RPC has no code for "not authorized"; MCP servers commonly use this one from the implementation-defined range.
+NOT_AUTHORIZED = -32001
+
+
+def gateway_refusal(message: str, status: int) -> ResponseReturnValue:
+    """A token or run refusal on the gateway: the status stays (clients stop), the body is a JSON-RPC error, so every
+    MCP client shows the reason rather than "Server returned an error response". The body is never read for it, so
+    the id is null. (The runtime door keeps its contracted `{"error": ...}` body.)"""
+    from app.web.agents.jsonrpc import respond
+
+    return respond((mcp_messages.error(None, NOT_AUTHORIZED, message), status))
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ServiceError)
     def _service_error(err: ServiceError) -> ResponseReturnValue:
         from app.extensions import db
 
         db.session.rollback()
+        if err.status in (401, 403) and request.path.startswith(GATEWAY_PATH):
+            return gateway_refusal(err.message, err.status)
         return error_response(err.message, err.status)
 
     @app.errorhandler(BodyValidationError)

@@ -130,6 +130,14 @@ def is_foreign_origin() -> bool:
     return origin.strip().rstrip("/").lower() not in allowed
 
 
+def _bearer_challenge() -> str:
+    """The 401's challenge. The runtime doors keep their contract (always `error="invalid_token"`); the gateway follows
+    RFC 6750 section 3.1: a request that sent no credentials gets no error code."""
+    if request.path.startswith("/mcp/gateway") and not request.headers.get("Authorization"):
+        return "Bearer"
+    return 'Bearer error="invalid_token"'
+
+
 def request_run_claims() -> dict:
     """The verified claims of the request's run token (checked once per request), else TokenInvalid (401)."""
     from app.services.runs.tokens import verify_run_token
@@ -244,5 +252,5 @@ def install_request_security(app: Flask) -> None:
         if request.path.startswith("/api/") or response.mimetype == "text/html":
             response.headers.setdefault("Cache-Control", "no-store")
         if response.status_code == 401 and request.path.startswith(TOKEN_AUTH_PREFIXES):
-            response.headers.setdefault("WWW-Authenticate", 'Bearer error="invalid_token"')
+            response.headers.setdefault("WWW-Authenticate", _bearer_challenge())
         return response

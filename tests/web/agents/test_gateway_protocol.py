@@ -209,9 +209,18 @@ def test_foreign_origins_are_refused_and_401_names_the_scheme(app, db, world, pa
         assert allowed.status_code == 200
     finally:
         app.config["AGENT_ALLOWED_ORIGINS"] = []
+    # RFC 6750 3.1 on the gateway: no credentials sent, no error code; the runtime door keeps its contract.
     for unauthenticated in (world.client.post(path, json=body), world.client.get(path)):
         assert unauthenticated.status_code == 401
-        assert unauthenticated.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+        expected = "Bearer" if path == URL else 'Bearer error="invalid_token"'
+        assert unauthenticated.headers["WWW-Authenticate"] == expected
+    wrong = world.client.post(path, json=body, headers=bearer("not-a-token"))
+    assert wrong.status_code == 401 and wrong.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+    message = "Runtime tools token is missing, invalid, or expired"
+    if path == URL:  # a JSON-RPC error every MCP client can read
+        assert wrong.json == {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
+    else:  # the runtime door's contracted body
+        assert wrong.json == {"error": message}
 
 
 def test_unknown_well_known_and_mcp_paths_answer_json_404(db, world):
@@ -254,10 +263,16 @@ def test_the_python_sdk_gets_a_clean_auth_error_for_a_bad_token(db, world, live_
         async with _client(live_server, "not-a-token", "legacy") as client:
             await client.list_tools()
 
-    # The SDK stops at once with an error (the 401 itself, with WWW-Authenticate, is checked above).
+    # The SDK stops at once, and shows the reason (not "Server returned an error response").
     with pytest.raises(BaseException) as failure:
         asyncio.run(asyncio.wait_for(scenario(), timeout=60))
-    assert failure.group_contains(MCPError) if isinstance(failure.value, BaseExceptionGroup) else True
+    def leaves(error: BaseException) -> list[BaseException]:
+        if isinstance(error, BaseExceptionGroup):
+            return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+        return [error]
+
+    messages = [f"{type(e).__name__}: {e}" for e in leaves(failure.value)]
+    assert any("Runtime tools token is missing, invalid, or expired" in m for m in messages), messages
 
 
 # --- pass-through ----------------------------------------------------------------------------------------------
