@@ -19,6 +19,9 @@ SUPPORTED = (*LEGACY, *MODERN)
 LATEST_LEGACY = LEGACY[-1]
 # Revisions whose transport carries JSON-RPC batches (2025-06-18 removed them).
 WITH_BATCHES = (BASELINE,)
+# Revisions whose servers prime an SSE response with an event id and empty data, so a client can resume
+# (2025-11-25 "Sending Messages to the Server"; 2026-07-28 has no resumable streams).
+WITH_PRIMING_EVENT = ("2025-11-25",)
 
 # The `_meta` keys of modern requests and results (2026-07-28 "Per-request protocol fields"), as the SDK names them.
 # The JSON-RPC and MCP error codes are the SDK's too: `mcp_types.jsonrpc` (PARSE_ERROR ... UNSUPPORTED_PROTOCOL_VERSION).

@@ -40,8 +40,13 @@ PAGE_TITLES = {
 }
 
 
+# Where MCP clients look for an OAuth authorization server (the MCP authorization spec's default endpoints when
+# discovery finds none): Switchboard serves none yet, so each answers a JSON 404 a client can read, not a page.
+OAUTH_DEFAULT_PATHS = frozenset({"/register", "/token", "/authorize", "/revoke"})
+
+
 def wants_json() -> bool:
-    return request.path.startswith(JSON_PREFIXES)
+    return request.path.startswith(JSON_PREFIXES) or request.path in OAUTH_DEFAULT_PATHS
 
 
 def error_response(message: str, status: int) -> ResponseReturnValue:

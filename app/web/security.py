@@ -210,6 +210,8 @@ def install_request_security(app: Flask) -> None:
     def _check_csrf() -> ResponseReturnValue | None:
         if request.method not in UNSAFE_METHODS:
             return None
+        if request.url_rule is None:
+            return None  # no route serves it: nothing can change, and the 404 (or 405) answers in the door's shape
         if request.path.startswith(TOKEN_AUTH_PREFIXES) or request.endpoint in CSRF_EXEMPT_ENDPOINTS:
             return None
         if request.path.startswith("/api/"):

@@ -152,7 +152,8 @@ def _call_tool(
                 return elicited
         if target is not None:
             token = streaming.progress_token(params)
-            if token is not None and exchange.streams and not exchange.batched:
+            # A stream relays progress; on 2026-07-28 it also lets a disconnect be seen (and cancel the call).
+            if exchange.streams and not exchange.batched and (token is not None or exchange.modern):
                 return streaming.streamed_call(id_, token, run_id, prepared, target, exchange)
             control = cancellation.control_for(run_id, id_)
             with provider_calls.in_flight(run_id, id_, control):

@@ -188,6 +188,12 @@ def answer(door: Door, exchange: Exchange, msg: object) -> Reply | Response:
         if method == "notifications/cancelled" and door.on_cancelled is not None:
             door.on_cancelled(params.get("requestId"))
         return None, 202
+    if method == "tools/list" and params.get("cursor") is not None:
+        # No listing is paginated, so no cursor was ever issued: any cursor is invalid (MCP "Pagination"). The gateway
+        # answers request errors at 200; the runtime door keeps 404 for unknown names only, so 400 here.
+        return mcp_messages.error(
+            id_, INVALID_PARAMS, "Invalid cursor"
+        ), 200 if door.error_status == 200 else 400
     if method == "tools/call":
         reply = door.call_tool(id_, params, exchange)
         return _modern_result(door, exchange, reply)

@@ -1,13 +1,18 @@
 """A gateway `tools/call` answered on an SSE stream: the provider's progress as it comes, then the result.
 
-Used when the agent's call carries `_meta.progressToken` and its client accepts `text/event-stream` (one request,
-one stream: still no sessions). The provider call runs in a worker thread with its own app context; the response
+Used when the agent's call carries `_meta.progressToken`, or speaks 2026-07-28, and its client accepts
+`text/event-stream` (one request, one stream: still no sessions). The provider call runs in a worker thread with its own app context; the response
 generator relays each progress notification (re-addressed to the agent's own progress token) and ends with the
 JSON-RPC response. The request's unit of work has ended before the stream starts, so the worker writes the call's
 activity row in a transaction of its own (`Reason.STREAMED_CALL_RECORDED`).
 
-Cancellation: when the agent closes the stream (2026-07-28: closing it *is* the cancellation) the generator is
-closed, which cancels the provider call; `notifications/cancelled` naming this request cancels it too.
+Cancellation follows each revision: on 2026-07-28 closing the stream *is* the cancellation (the generator is closed,
+which cancels the provider call); on the older revisions a disconnect "SHOULD NOT be interpreted as the client
+cancelling its request", so the call runs to its end (its activity is recorded) and only `notifications/cancelled`
+naming this request cancels it. A 2025-11-25 stream opens with a priming event (an id, empty data); others open
+with a comment, so the headers go out at once. While the provider works, a comment every `KEEPALIVE_SECONDS` keeps
+proxies from closing an idle stream and is how a disconnect is noticed: writing to a closed connection ends the
+generator.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 import mcp_types
 from flask import Flask, Response, current_app
 
-from app.core import mcp_messages
+from app.core import mcp_messages, mcp_versions
 from app.extensions import db
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
@@ -33,6 +38,7 @@ from app.web.agents import jsonrpc
 from app.web.unit_of_work import Reason, commit_point
 
 SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+KEEPALIVE_SECONDS = 1.0
 
 
 def progress_token(params: dict) -> str | int | None:
@@ -50,7 +56,7 @@ def sse_event(body: dict) -> str:
 
 def streamed_call(
     id_: Any,
-    token: str | int,
+    token: str | int | None,
     run_id: uuid.UUID,
     prepared: PreparedCall,
     target: gateway_calls.ProviderTarget,
@@ -68,7 +74,7 @@ def streamed_call(
             params.message = message
         events.put(("progress", mcp_messages.notification(mcp_types.ProgressNotification(params=params))))
 
-    control = cancellation.control_for(run_id, id_, on_progress)
+    control = cancellation.control_for(run_id, id_, on_progress if token is not None else None)
 
     def work() -> None:
         with app.app_context(), provider_calls.in_flight(run_id, id_, control):
@@ -90,14 +96,22 @@ def streamed_call(
     def stream() -> Iterator[str]:
         finished = False
         try:
+            if exchange.version in mcp_versions.WITH_PRIMING_EVENT:
+                yield f"id: {uuid.uuid4().hex}\ndata: \n\n"
+            else:
+                yield ": call started\n\n"
             while True:
-                kind, body = events.get()
+                try:
+                    kind, body = events.get(timeout=KEEPALIVE_SECONDS)
+                except queue.Empty:
+                    yield ": working\n\n"
+                    continue
                 yield sse_event(body)
                 if kind == "result":
                     finished = True
                     return
         finally:
-            if not finished:
-                control.cancel()  # the agent closed the stream: cancel the provider call
+            if not finished and exchange.modern:
+                control.cancel()  # 2026-07-28: the agent closed the stream, which cancels the call
 
     return Response(stream(), mimetype="text/event-stream", headers=SSE_HEADERS)

@@ -266,6 +266,7 @@ def test_the_python_sdk_gets_a_clean_auth_error_for_a_bad_token(db, world, live_
     # The SDK stops at once, and shows the reason (not "Server returned an error response").
     with pytest.raises(BaseException) as failure:
         asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+
     def leaves(error: BaseException) -> list[BaseException]:
         if isinstance(error, BaseExceptionGroup):
             return [leaf for inner in error.exceptions for leaf in leaves(inner)]
