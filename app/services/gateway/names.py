@@ -167,14 +167,23 @@ def visible_name(slug: str, tool_name: str, budget: int) -> str:
 
 def visible_names(slug: str, tool_names: Iterable[str], budget: int) -> dict[str, str]:
     """The visible names of a connection's tools (the active tools the agent reaches, blocked ones included), by
-    tool name. Distinct: a tool whose name is kept as is keeps it; tools whose shortened names are the same take,
-    in order of their names, the first salt (`tool_part`) that gives a name no other tool has."""
+    tool name. Distinct: a tool whose name is kept as is keeps it; tools whose changed names are the same take, in
+    order of their names, the first salt (`tool_part`) that gives a name no other tool has."""
     room = budget - len(slug) - len(NAME_SEPARATOR)
-    parts = {name: tool_part(name, room) for name in tool_names}
-    if len(set(parts.values())) < len(parts):
-        parts = _distinct(parts, room)
     head = slug + NAME_SEPARATOR
-    return {name: head + part for name, part in parts.items()}
+    visible: dict[str, str] = {}
+    changed = False
+    for name in tool_names:
+        if len(name) <= room and not _NOT_IN_NAMES.search(name):
+            visible[name] = head + name
+        else:
+            visible[name] = head + tool_part(name, room)
+            changed = True
+    # Kept names are the tools' own, so distinct: only changed ones can meet another name.
+    if changed and len(set(visible.values())) < len(visible):
+        parts = _distinct({name: shown[len(head) :] for name, shown in visible.items()}, room)
+        visible = {name: head + part for name, part in parts.items()}
+    return visible
 
 
 def _distinct(parts: dict[str, str], room: int) -> dict[str, str]:
