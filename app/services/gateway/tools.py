@@ -92,6 +92,12 @@ def _tools_of(
     return tools
 
 
+def _named(accesses: list, budget: int) -> dict[uuid.UUID, str]:
+    """The slugs of the connections that have tools the agent reaches (the ones a listing shows): a same-named
+    connection without tools renames none of them (`listing.build_listing` reads the same set)."""
+    return _slugs([a.connection for a in accesses if a.has_tools], budget)
+
+
 def tool_map(run: HeartbeatRun, budget: int | None = None) -> dict[str, GatewayTool]:
     """Every tool the run's agent may use now (blocked ones left out), by visible name (constant queries), named
     within `budget` (None: the `GATEWAY_TOOL_NAME_BUDGET` setting; the gateway passes the agent's, `names`)."""
@@ -99,7 +105,7 @@ def tool_map(run: HeartbeatRun, budget: int | None = None) -> dict[str, GatewayT
     accesses = usable_connections(effective_access(run.company_id, run.agent_id, run.responsible_user_id))
     if not accesses:
         return {}
-    return _tools_of(accesses, _slugs([a.connection for a in accesses], budget), False, budget)
+    return _tools_of(accesses, _named(accesses, budget), False, budget)
 
 
 def find_tool(
@@ -116,7 +122,7 @@ def find_tool(
     usable = usable_connections(
         effective_access(*audience, with_tools=False, responsible_membership=membership)
     )
-    slugs = _slugs([a.connection for a in usable], budget)
+    slugs = _named(usable, budget)
     prefix = slug_of_name(name)
     ids = [connection_id for connection_id, slug in slugs.items() if slug == prefix]
     if not ids:

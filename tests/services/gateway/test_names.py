@@ -409,3 +409,17 @@ def test_a_claude_code_agent_lists_and_calls_a_long_named_tool_within_its_prefix
     slug = "quarterly-reports-export"  # 24 characters
     assert name == f"{slug}__{sanitized(LONG_TOOL)[: 50 - len(slug) - 2 - 9]}-{hash8(LONG_TOOL)}"
     assert_called(db, long_tool_provider, world, name, result, connection["id"])
+
+
+def test_a_same_named_connection_without_tools_does_not_rename_the_listed_ones(db, make, world):
+    """Slugs are told apart among the connections that have tools (the ones the listing shows), on the call path
+    too: a listed name resolves while a same-named connection has no tools yet (indexing pending or failed)."""
+    with_tools = make.connection(world.company, name="Notes", grants=ORG, tools={"search.notes": "allow"})
+    make.connection(world.company, name="notes", grants=ORG)  # no tools
+    run = db.session.get(HeartbeatRun, world.run.id)
+    budget = names.DEFAULT_BUDGET
+    listed = [entry["name"] for entry in json.loads(gateway_listing.build_listing(run, budget))]
+    name = f"notes__search_notes-{hash8('search.notes')}"
+    assert name in listed and list(gateway_tools.tool_map(run, budget)) == listed
+    found = gateway_tools.find_tool(run, name, budget)
+    assert found is not None and found.connection.id == with_tools.id
