@@ -16,6 +16,7 @@ from pathlib import Path
 from cryptography.fernet import Fernet
 
 from app.core import db_liveness
+from app.services.gateway import names
 
 
 def _instance_secret(instance_path: Path, name: str, make: Callable[[], str]) -> str:
@@ -72,6 +73,15 @@ def _positive_int(value: str | None, default: int) -> int:
 DEFAULT_MAX_CONTENT_LENGTH = 1024 * 1024
 
 
+def _tool_name_budget(value: str | None) -> int:
+    if value is None or not value.strip():
+        return names.DEFAULT_BUDGET
+    try:
+        return names.checked_budget(value)
+    except ValueError as err:
+        raise ValueError(f"SWITCHBOARD_GATEWAY_TOOL_NAME_BUDGET: {err}") from None
+
+
 def load_config(instance_path: str) -> dict:
     """Build the Flask config mapping from the process environment."""
     inst = Path(instance_path)
@@ -123,6 +133,9 @@ def load_config(instance_path: str) -> dict:
         "PROVIDER_MAX_CONCURRENT_CALLS": int(env.get("SWITCHBOARD_PROVIDER_MAX_CONCURRENT_CALLS", "4")),
         "PROVIDER_BREAKER_TIMEOUTS": int(env.get("SWITCHBOARD_PROVIDER_BREAKER_TIMEOUTS", "3")),
         "PROVIDER_BREAKER_SECONDS": float(env.get("SWITCHBOARD_PROVIDER_BREAKER_SECONDS", "30")),
+        # The longest gateway tool name shown to agents whose adapter type has no budget of its own (process, http,
+        # manual, external clients): see `app.services.gateway.names`. The client's prefix must fit beside it in 64.
+        "GATEWAY_TOOL_NAME_BUDGET": _tool_name_budget(env.get("SWITCHBOARD_GATEWAY_TOOL_NAME_BUDGET")),
         # How often a gateway call in flight looks for an agent's cancellation that landed in another server process.
         "GATEWAY_CANCEL_POLL_SECONDS": float(env.get("SWITCHBOARD_GATEWAY_CANCEL_POLL_SECONDS", "0.5")),
         # OAuth clients an operator registered with providers that have no dynamic registration:

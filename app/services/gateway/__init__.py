@@ -6,13 +6,22 @@ request, raised by every write to what they read), so a revoked grant, a removed
 takes effect on the next `tools/list` and refuses the next `tools/call`. Nothing here trusts the agent's view of
 which connection a tool belongs to: the visible name is looked up again in the map of the current revision.
 
-Visible names. A tool is shown as `<connection-slug>__<tool>`: the slug is the connection's name lowercased,
-every run of characters other than `a-z0-9` turned into one `-`, trimmed and capped at 32 characters
-(`connection` when nothing is left). When two connections the agent can see share a slug, each of them gets
-`-<first 8 hex of its id>` appended, so names never collide and only change when a same-named connection
-appears. A name longer than 128 characters keeps its first part and ends in `-<8 hex of a hash of the tool
-name>`. Blocked tools are never listed (but a call naming one is still refused with a denial, never
-forwarded).
+Visible names (`names`). Model APIs refuse a whole request whose tool names do not match `^[a-zA-Z0-9_-]{1,64}$`,
+and agent CLIs put their own prefix before each MCP tool's name, so every listing is named within the budget of the
+agent's client: `mcp__gateway__` leaves 50 characters for Claude Code and Codex, Gemini CLI's `mcp_gateway_` 51 (it
+cuts names over 63), OpenCode's `gateway_` 56; agents of other adapter types (and external clients) get the
+`GATEWAY_TOOL_NAME_BUDGET` setting (24 to 128, by default 50). A tool is shown as `<connection-slug>__<tool>`: the
+slug is the connection's name lowercased, every run of characters other than `a-z0-9` turned into one `-`, trimmed
+and capped at half the budget after the separator, at most 32 characters (`connection` when nothing is left). When
+two connections with tools the agent can see share a slug, each of them ends in `-<first 8 hex of its id>` (within
+the same cap), so slugs never collide and only change when a same-named connection with tools appears. A tool's name
+is kept when it fits and has only `a-zA-Z0-9_-`; otherwise every other character becomes `_` and the name is cut to
+end in `-<8 hex of a hash of the tool's name>` within the budget. Should two tools of a connection still come out
+the same, an unchanged name keeps it and the others, in order of their names, hash `<n>:<name>` with the first `n`
+that gives a free name; names are worked out among all the tools the agent reaches on the connection, blocked ones
+included, so blocking a tool renames none. Names depend only on the names of the connections with tools, the tool
+names and the budget: listings and calls of one agent agree, and both are kept per budget. Blocked tools are never
+listed (but a call naming one is still refused with a denial, never forwarded).
 
 Action policy. `allow` runs; `block` answers an isError result naming the denial (`tool_blocked`); `ask_first`
 puts one `tool_approval` card in the task thread addressed to the run's responsible person and answers isError

@@ -15,6 +15,7 @@ from app.services.connections.provider_calls import CallControl, ProviderCancell
 from app.services.gateway import resource_uris
 from app.services.gateway.approval_cards import _approval_step
 from app.services.gateway.arguments import REDACTED, project_arguments
+from app.services.gateway.names import tool_name_budget
 from app.services.gateway.results import (
     CALL_CANCELLED,
     PROVIDER_BUSY,
@@ -59,7 +60,9 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
         tool_name=name,
         visible_name=name,
     )
-    tool = call_target(ctx.run, name, ctx.access_revision, ctx.membership)
+    tool = call_target(
+        ctx.run, name, ctx.access_revision, tool_name_budget(ctx.agent.adapter_type), ctx.membership
+    )
     if tool is None:
         prepared.unknown = True
         prepared.decision = "unknown_tool"

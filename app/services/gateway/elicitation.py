@@ -23,7 +23,7 @@ from app.extensions import db
 from app.models import HeartbeatRun, ThreadInteraction, ToolConnection
 from app.services.access.effective import effective_access
 from app.services.access.rows import connection_is_healthy
-from app.services.gateway.tools import NAME_SEPARATOR, connection_slug
+from app.services.gateway.names import possible_slugs, slug_of_name
 from app.services.intents import service as intents_service
 from app.services.runtime import request as runtime_request
 from app.services.runtime.context import RunContext
@@ -47,13 +47,13 @@ def remember_client(run: HeartbeatRun, capabilities: object) -> None:
         flag_modified(run, "gateway_elicitation")
 
 
-def connection_needing_person(run: HeartbeatRun, tool_name: str) -> ToolConnection | None:
-    """The agent's connection a tool name points at when it is not callable because it needs attention."""
-    prefix = tool_name.split(NAME_SEPARATOR, 1)[0]
+def connection_needing_person(run: HeartbeatRun, tool_name: str, budget: int) -> ToolConnection | None:
+    """The agent's connection a tool name (named within `budget`) points at when it is not callable because it
+    needs attention."""
+    prefix = slug_of_name(tool_name)
     for access in effective_access(run.company_id, run.agent_id, run.responsible_user_id, with_tools=False):
         connection = access.connection
-        slug = connection_slug(connection.name)
-        if prefix in (slug, f"{slug}-{connection.id.hex[:8]}") and not connection_is_healthy(connection):
+        if prefix in possible_slugs(connection, budget) and not connection_is_healthy(connection):
             return connection
     return None
 

@@ -38,7 +38,7 @@ from app.services.access.effective import (
 from app.services.access.eligible import eligible_access
 from app.services.connections.tool_index import STORED_HEAD, provider_fields
 from app.services.gateway.arguments import managed_for_schema, pinned_arguments, project_schema
-from app.services.gateway.names import NAME_SEPARATOR, connection_slugs, visible_name
+from app.services.gateway.names import NAME_SEPARATOR, connection_slugs, tool_name_budget, visible_names
 
 # The description: the provider's, a paragraph, then the note ("Tool <name> of the connection <name>." and, for
 # ask_first, ASK_FIRST_NOTE).
@@ -127,8 +127,10 @@ class _ConnectionEntries:
             tail = self.note_tails[action] = _escaped(_note_tail(self.connection_name, action)) + '"'
         description = (description or "").strip()
         escaped_tool_name = _escaped(tool_name)
-        # A visible name is the slug, the separator and the tool's name unless it had to be shortened.
-        plain_name = len(name) == len(self.slug) + len(NAME_SEPARATOR) + len(tool_name)
+        # A visible name is the slug, the separator and the tool's name unless it had to be changed (`names`).
+        plain_name = len(name) == len(self.slug) + len(NAME_SEPARATOR) + len(tool_name) and name.endswith(
+            tool_name
+        )
         return "".join(
             (
                 self.name_head + escaped_tool_name if plain_name else '{"name": "' + _escaped(name),
@@ -146,18 +148,21 @@ class _ConnectionEntries:
 # --- the listing of a run ------------------------------------------------------------------------------------------
 
 
-def build_listing(run: HeartbeatRun) -> str:
-    """`json.dumps([tool.definition() for tool in tools.tool_map(run).values()])`, from plain rows and stored text.
+def build_listing(run: HeartbeatRun, budget: int | None = None) -> str:
+    """`json.dumps([tool.definition() for tool in tools.tool_map(run, budget).values()])`, from plain rows and stored
+    text (`budget` None: the `GATEWAY_TOOL_NAME_BUDGET` setting).
 
     The same decisions in the same order (connections by id, tools by name): the usable connections from tool
     counts, then the tools of those connections as plain rows with their action and stored entry, pinned arguments
-    worked out once per connection. A constant number of statements (one for the tools).
+    worked out once per connection, names given per connection among the tools the agent reaches there (blocked
+    ones included, as the tool map names them). A constant number of statements (one for the tools).
     """
+    budget = budget or tool_name_budget(None)
     usable = usable_connections(eligible_access(run.company_id, run.agent_id, run.responsible_user_id))
     usable = [access for access in usable if access.has_tools]
     if not usable:
         return "[]"
-    slugs = connection_slugs([a.connection for a in usable])
+    slugs = connection_slugs([a.connection for a in usable], budget)
     apps = get_apps(a.connection.app_slug for a in usable)
     connections = {
         a.connection.id: _ConnectionEntries(
@@ -169,45 +174,61 @@ def build_listing(run: HeartbeatRun) -> str:
         for a in usable
     }
     pinned_ids = [connection_id for connection_id, c in connections.items() if c.pinned]
-    entries: dict[str, str] = {}
-    # Rows come by connection: the connection is looked up when it changes (UUIDs hash and compare in Python).
-    current: int | None = None
-    connection = next(iter(connections.values()))
-    for (
-        connection_id,
-        tool_name,
-        description,
-        stored,
-        full_path,
-        input_schema,
-        is_write,
-        listing,
-        action,
-    ) in _tool_rows(list(connections), pinned_ids):
-        if connection_id.int != current:
-            current, connection = connection_id.int, connections[connection_id]
-        if connection.scope is not None:
-            # An access card's scope narrows the tools and can make a write ask first (as `effective_access` does).
-            action = within_scope_action(connection.scope, tool_name, action)
-        if action is None or action == "block":
-            continue
-        name = visible_name(connection.slug, tool_name)
-        if not full_path:
-            entries[name] = connection.spliced(stored, name, tool_name, description, action)
-            continue
-        definition = tool_definition(
-            name,
+    entries: list[str] = []
+    for connection, rows in _by_connection(_tool_rows(list(connections), pinned_ids), connections):
+        names = visible_names(connection.slug, (row[1] for row, _ in rows), budget)
+        for (
+            _connection_id,
             tool_name,
             description,
+            stored,
+            full_path,
             input_schema,
             is_write,
-            connection.connection_name,
-            action,
-            managed_for_schema(connection.pinned, input_schema),
             listing,
-        )
-        entries[name] = json.dumps(definition)
-    return "[" + ", ".join(entries.values()) + "]"
+            _policy,
+        ), action in rows:
+            if action == "block":
+                continue
+            name = names[tool_name]
+            if not full_path:
+                entries.append(connection.spliced(stored, name, tool_name, description, action))
+                continue
+            definition = tool_definition(
+                name,
+                tool_name,
+                description,
+                input_schema,
+                is_write,
+                connection.connection_name,
+                action,
+                managed_for_schema(connection.pinned, input_schema),
+                listing,
+            )
+            entries.append(json.dumps(definition))
+    return "[" + ", ".join(entries) + "]"
+
+
+def _by_connection(
+    rows: list, connections: dict[uuid.UUID, _ConnectionEntries]
+) -> list[tuple[_ConnectionEntries, list[tuple[Any, str]]]]:
+    """The rows of each connection (they come by connection) with their action under the connection's access card
+    scope, as `effective_access` decides it; tools the scope leaves out are dropped."""
+    groups: list[tuple[_ConnectionEntries, list[tuple[Any, str]]]] = []
+    # The connection is looked up when it changes (UUIDs hash and compare in Python).
+    current: int | None = None
+    group: list[tuple[Any, str]] = []
+    scope: dict[str, str] | None = None
+    for row in rows:
+        connection_id = row[0]
+        if connection_id.int != current:
+            current, connection = connection_id.int, connections[connection_id]
+            group, scope = [], connection.scope
+            groups.append((connection, group))
+        action = row[-1] if scope is None else within_scope_action(scope, row[1], row[-1])
+        if action is not None:
+            group.append((row, action))
+    return groups
 
 
 def _tool_rows(connection_ids: list[uuid.UUID], pinned_ids: list[uuid.UUID]) -> list:

@@ -20,6 +20,7 @@ from app.services.gateway.names import NAME_SEPARATOR as NAME_SEPARATOR
 from app.services.gateway.names import SLUG_MAX_LENGTH as SLUG_MAX_LENGTH
 from app.services.gateway.names import connection_slug as connection_slug
 from app.services.gateway.names import connection_slugs as _slugs
+from app.services.gateway.names import slug_of_name, tool_name_budget, visible_names
 from app.services.gateway.names import visible_name as visible_name
 
 SERVER_NAME = "switchboard-tool-gateway"
@@ -66,17 +67,21 @@ class GatewayTool:
         )
 
 
-def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool) -> dict[str, GatewayTool]:
+def _tools_of(
+    accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool, budget: int
+) -> dict[str, GatewayTool]:
     apps = get_apps(a.connection.app_slug for a in accesses)
     tools: dict[str, GatewayTool] = {}
     for access in accesses:
         if access.connection.id not in slugs:
             continue  # became usable between the two reads of `find_tool`: not listed yet, so not callable
         app_definition = apps.get(access.connection.app_slug)
+        # Named among all the tools the agent reaches on the connection, blocked ones included (as the listing).
+        names = visible_names(slugs[access.connection.id], (t.tool.name for t in access.tools), budget)
         for tool_access in access.tools:
             if tool_access.action == "block" and not include_blocked:
                 continue
-            name = visible_name(slugs[access.connection.id], tool_access.tool.name)
+            name = names[tool_access.tool.name]
             tools[name] = GatewayTool(
                 name=name,
                 access=access,
@@ -87,34 +92,45 @@ def _tools_of(accesses: list, slugs: dict[uuid.UUID, str], include_blocked: bool
     return tools
 
 
-def tool_map(run: HeartbeatRun) -> dict[str, GatewayTool]:
-    """Every tool the run's agent may use now (blocked ones left out), by visible name (constant queries)."""
+def _named(accesses: list, budget: int) -> dict[uuid.UUID, str]:
+    """The slugs of the connections that have tools the agent reaches (the ones a listing shows): a same-named
+    connection without tools renames none of them (`listing.build_listing` reads the same set)."""
+    return _slugs([a.connection for a in accesses if a.has_tools], budget)
+
+
+def tool_map(run: HeartbeatRun, budget: int | None = None) -> dict[str, GatewayTool]:
+    """Every tool the run's agent may use now (blocked ones left out), by visible name (constant queries), named
+    within `budget` (None: the `GATEWAY_TOOL_NAME_BUDGET` setting; the gateway passes the agent's, `names`)."""
+    budget = budget or tool_name_budget(None)
     accesses = usable_connections(effective_access(run.company_id, run.agent_id, run.responsible_user_id))
     if not accesses:
         return {}
-    return _tools_of(accesses, _slugs([a.connection for a in accesses]), include_blocked=False)
+    return _tools_of(accesses, _named(accesses, budget), False, budget)
 
 
-def find_tool(run: HeartbeatRun, name: str, membership: Membership | None = None) -> GatewayTool | None:
-    """One tool by visible name, blocked ones included, as `tool_map` would name it.
+def find_tool(
+    run: HeartbeatRun, name: str, budget: int | None = None, membership: Membership | None = None
+) -> GatewayTool | None:
+    """One tool by visible name, blocked ones included, as `tool_map` would name it within `budget`.
 
     An agent may have thousands of tools; a call reads the tool rows of the one connection its name points to.
     Connection slugs depend on every usable connection's name (duplicates get a suffix), so those come first,
     from tool counts alone. `membership` is the responsible person's, when the caller has just loaded it.
     """
+    budget = budget or tool_name_budget(None)
     audience = (run.company_id, run.agent_id, run.responsible_user_id)
     usable = usable_connections(
         effective_access(*audience, with_tools=False, responsible_membership=membership)
     )
-    slugs = _slugs([a.connection for a in usable])
-    prefix = name.split(NAME_SEPARATOR, 1)[0]
+    slugs = _named(usable, budget)
+    prefix = slug_of_name(name)
     ids = [connection_id for connection_id, slug in slugs.items() if slug == prefix]
     if not ids:
         return None
     accesses = usable_connections(
         effective_access(*audience, connection_ids=ids, responsible_membership=membership)
     )
-    return _tools_of(accesses, slugs, include_blocked=True).get(name)
+    return _tools_of(accesses, slugs, True, budget).get(name)
 
 
 @dataclass(frozen=True)
@@ -162,16 +178,21 @@ _call_targets: RevisionCache[dict[str, CallTarget | None]] = RevisionCache(CALL_
 
 
 def call_target(
-    run: HeartbeatRun, name: str, access_revision: int, membership: Membership | None = None
+    run: HeartbeatRun,
+    name: str,
+    access_revision: int,
+    budget: int | None = None,
+    membership: Membership | None = None,
 ) -> CallTarget | None:
-    """The tool a `tools/call` names (`find_tool`), kept per audience while the access revision is unchanged:
-    a repeated call of a tool reads no access rows."""
+    """The tool a `tools/call` names (`find_tool`), kept per audience and name budget while the access revision is
+    unchanged: a repeated call of a tool reads no access rows."""
+    budget = budget or tool_name_budget(None)
     names = _call_targets.get_or_build(
-        (run.company_id, run.agent_id, run.responsible_user_id), access_revision, dict
+        (run.company_id, run.agent_id, run.responsible_user_id, budget), access_revision, dict
     )
     if name in names:
         return names[name]
-    tool = find_tool(run, name, membership)
+    tool = find_tool(run, name, budget, membership)
     target = CallTarget.of(tool) if tool is not None else None
     if len(names) < CALL_TARGET_NAMES:
         names[name] = target
@@ -183,18 +204,20 @@ LISTING_CACHE_SIZE = 32
 _listings: RevisionCache[RawJSON] = RevisionCache(LISTING_CACHE_SIZE)
 
 
-def list_tool_definitions(run: HeartbeatRun, access_revision: int) -> RawJSON:
-    """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out.
+def list_tool_definitions(run: HeartbeatRun, access_revision: int, budget: int | None = None) -> RawJSON:
+    """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out, named within
+    `budget` (None: the `GATEWAY_TOOL_NAME_BUDGET` setting; the gateway passes the agent's, `names`).
 
-    Kept per audience while the company's access revision is unchanged: the listing depends only on
-    connections, identities, installs, tools, policies and the catalog, whose writes all raise it. Kept as its
-    JSON text: one string per audience instead of some ten objects per tool, and a repeated listing is not
-    serialized again.
+    Kept per audience and name budget while the company's access revision is unchanged: the listing depends only
+    on connections, identities, installs, tools, policies and the catalog, whose writes all raise it, and on the
+    budget (the agent's adapter type, or the setting). Kept as its JSON text: one string per audience instead of
+    some ten objects per tool, and a repeated listing is not serialized again.
     """
+    budget = budget or tool_name_budget(None)
     return _listings.get_or_build(
-        (run.company_id, run.agent_id, run.responsible_user_id),
+        (run.company_id, run.agent_id, run.responsible_user_id, budget),
         access_revision,
-        lambda: RawJSON(build_listing(run)),
+        lambda: RawJSON(build_listing(run, budget)),
     )
 
 

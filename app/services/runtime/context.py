@@ -65,18 +65,20 @@ def load_live_run(claims: dict) -> HeartbeatRun:
     return _check_live_run(db.session.get(HeartbeatRun, run_id) if run_id else None, claims)
 
 
-def load_live_run_and_revision(claims: dict) -> tuple[HeartbeatRun, int]:
-    """The live run of a token (`_check_live_run`) and its company's access revision, in one statement."""
+def load_live_run_and_revision(claims: dict) -> tuple[HeartbeatRun, int, str | None]:
+    """The live run of a token (`_check_live_run`), its company's access revision and its agent's adapter type
+    (which names the gateway's tools, `gateway.names`), in one statement."""
     run_id = _uuid(claims.get("run_id"))
     row = None
     if run_id is not None:
         row = db.session.execute(
-            select(HeartbeatRun, revision_column())
+            select(HeartbeatRun, revision_column(), Agent.adapter_type)
             .outerjoin(AccessRevision, AccessRevision.company_id == HeartbeatRun.company_id)
+            .outerjoin(Agent, Agent.id == HeartbeatRun.agent_id)
             .where(HeartbeatRun.id == run_id)
         ).first()
-    run, revision = row if row is not None else (None, 0)
-    return _check_live_run(run, claims), revision
+    run, revision, adapter_type = row if row is not None else (None, 0, None)
+    return _check_live_run(run, claims), revision, adapter_type
 
 
 @functools.cache

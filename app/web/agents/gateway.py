@@ -39,6 +39,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 from app.core import mcp_messages, mcp_versions
 from app.core.errors import ServiceError
 from app.core.mcp_messages import tool_error
+from app.core.raw_json import RawJSON
 from app.extensions import db
 from app.models import HeartbeatRun, ToolConnection
 from app.services.connections import provider_calls
@@ -47,6 +48,7 @@ from app.services.gateway import cancellation
 from app.services.gateway import elicitation as gateway_elicitation
 from app.services.gateway import resources as gateway_resources
 from app.services.gateway import tools as gateway_tools
+from app.services.gateway.names import tool_name_budget
 from app.services.runtime import context as run_context
 from app.web.agents import elicitation, jsonrpc, streaming
 from app.web.openapi import operations as openapi
@@ -76,18 +78,23 @@ def discovery() -> ResponseReturnValue:
 @openapi.mcp_rpc("Tool gateway MCP endpoint", "gateway")
 def rpc() -> ResponseReturnValue:
     claims = _claims()
-    loaded: list[tuple[HeartbeatRun, int]] = []
+    loaded: list[tuple[HeartbeatRun, int, str | None]] = []
 
-    def live_run() -> tuple[HeartbeatRun, int]:
-        """The token's live run and its company's access revision, loaded once (raises `RunRejected`)."""
+    def live_run() -> tuple[HeartbeatRun, int, str | None]:
+        """The token's live run, its company's access revision and its agent's adapter type, loaded once (raises
+        `RunRejected`)."""
         if not loaded:
             loaded.append(run_context.load_live_run_and_revision(claims))
         return loaded[0]
 
+    def list_tools() -> RawJSON:
+        run, revision, adapter_type = live_run()
+        return gateway_tools.list_tool_definitions(run, revision, tool_name_budget(adapter_type))
+
     return jsonrpc.serve(
         jsonrpc.Door(
             server_name=gateway_tools.SERVER_NAME,
-            list_tools=lambda: gateway_tools.list_tool_definitions(*live_run()),
+            list_tools=list_tools,
             call_tool=lambda id_, params, exchange: _call_tool(id_, claims, params, exchange, live_run),
             negotiates=True,
             on_cancelled=lambda request_id: cancellation.request_cancel(live_run()[0].id, request_id),
@@ -134,7 +141,9 @@ def _call_tool(
     if prepared.unknown:
         # A tool of a connection that needs the responsible person is not listed, so it arrives as unknown.
         needing = (
-            gateway_elicitation.connection_needing_person(ctx.run, name)
+            gateway_elicitation.connection_needing_person(
+                ctx.run, name, tool_name_budget(ctx.agent.adapter_type)
+            )
             if elicitation.takes_url(ctx.run, exchange, params)
             else None
         )

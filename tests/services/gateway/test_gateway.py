@@ -169,7 +169,8 @@ def test_names_never_collide_across_connections(db, world):
     assert unknown.json["error"] == {"code": -32602, "message": "Unknown tool: team-notes__search_notes"}
     assert gateway_tools.connection_slug("  Ünïcode / Notes!! ") == "n-code-notes"
     assert gateway_tools.connection_slug("x" * 100) == "x" * gateway_tools.SLUG_MAX_LENGTH
-    assert len(gateway_tools.visible_name("s", "t" * 300)) == gateway_tools.NAME_MAX_LENGTH
+    for budget in (24, 50, gateway_tools.NAME_MAX_LENGTH):  # a long name is cut to the caller's budget
+        assert len(gateway_tools.visible_name("s", "t" * 300, budget)) == budget
 
 
 def test_tools_list_statement_count_is_constant_as_connections_grow(app, db, world):

@@ -9,7 +9,9 @@ a schema's keys in JSONB's order, where a stored entry keeps the provider's.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 
 import pytest
 from sqlalchemy import select, update
@@ -184,12 +186,26 @@ def test_a_spliced_entry_is_the_full_paths_text_byte_for_byte(tool_name, action,
     )
 
 
-@pytest.mark.parametrize("tool_name", ["x" * 117, "x" * 118, "ü_" * 70])
-def test_a_spliced_entry_of_a_shortened_visible_name_is_the_full_paths_text(tool_name):
-    """A visible name longer than the limit is shortened (`visible_name`): the splice writes that name, not the
-    slug and the tool's name."""
+@pytest.mark.parametrize(
+    ("budget", "tool_name"),
+    [
+        (128, "x" * 117),
+        (128, "x" * 118),
+        (128, "ü_" * 70),
+        (50, "x" * 39),
+        (50, "x" * 40),
+        (50, "files.read"),
+        (50, "ü"),
+        (50, "a/b c"),
+    ],
+)
+def test_a_spliced_entry_of_a_shortened_visible_name_is_the_full_paths_text(budget, tool_name):
+    """A visible name longer than the caller's budget, or with characters model APIs refuse, is changed
+    (`visible_name`): the splice writes that name, not the slug and the tool's name."""
     description, schema, is_write, listing, _ = VARIED["plain_read"]
-    name = visible_name("some-slug", tool_name)
+    name = visible_name("some-slug", tool_name, budget)
+    kept = len(tool_name) <= budget - len("some-slug__") and re.fullmatch(r"[a-zA-Z0-9_-]+", tool_name)
+    assert len(name) <= budget and (name == f"some-slug__{tool_name}") == bool(kept)
     entries = gateway_listing._ConnectionEntries("some-slug", "Plain", {}, None)
     spliced = entries.spliced(
         tool_index.stored_entry(schema, is_write, listing), name, tool_name, description, "allow"
@@ -219,7 +235,9 @@ def test_rebuilt_listing_is_the_full_paths_listing(db, world):
         "before it runs."
     )  # a write through a card asks first
     assert not scoped["plain_read"]["description"].endswith("before it runs.")
-    unicode = next(entry for name, entry in by_name.items() if name.endswith("__unicode_ünï"))
+    # A name with characters model APIs refuse is listed sanitized, with a hash of the provider's name.
+    sanitized = "__unicode__n_-" + hashlib.sha256("unicode_ünï".encode()).hexdigest()[:8]
+    unicode = next(entry for name, entry in by_name.items() if name.endswith(sanitized))
     assert unicode["title"] == "Tïtle 🚀" and "🚀" in unicode["description"]
     assert unicode["inputSchema"]["properties"]["café"]["description"] == "naïve ☕ 𝄞"
     tricky = next(entry for name, entry in by_name.items() if name.endswith("__tricky_title"))
