@@ -533,7 +533,10 @@ def test_transport_rules_and_run_checks(db, world):
     assert discovery.json == {"name": "switchboard-tool-gateway", "protocolVersion": "2025-03-26"}
     probe = client.get(URL, headers={**bearer(world.token), "Accept": "text/event-stream"})
     assert probe.status_code == 405 and probe.headers["Allow"] == "POST"
-    assert client.get(URL).status_code == 401 and client.get(URL).json == TOKEN_INVALID
+    # Refusals on the gateway are JSON-RPC errors (issue 34: every MCP client shows the reason).
+    refused = client.get(URL)
+    assert refused.status_code == 401
+    assert refused.json == {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": TOKEN_INVALID["error"]}}
     assert rpc(client, "garbage", "tools/list").status_code == 401
     init = rpc(client, world.token, "initialize", {"protocolVersion": "2025-03-26"})
     assert init.json["result"]["serverInfo"] == {"name": "switchboard-tool-gateway", "version": "1"}
@@ -549,7 +552,12 @@ def test_transport_rules_and_run_checks(db, world):
     world.run.status = "succeeded"
     db.session.commit()
     ended = rpc(client, world.token, "tools/list")
-    assert ended.status_code == 403 and ended.json == {"error": "Runtime tool token is no longer active"}
+    assert ended.status_code == 403
+    assert ended.json == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32001, "message": "Runtime tool token is no longer active"},
+    }
 
 
 def test_runs_are_told_where_the_gateway_is(db, world):
