@@ -503,3 +503,112 @@ def test_a_declined_card_says_who_declined(app, db, card):
     assert (
         f"Declined by {card.member.name} at" in declined and "Builder will continue without it." in declined
     )
+
+
+# --- issue 26, item 8: two cards on one draft --------------------------------------------------------------------
+
+
+def two_cards_on_one_draft(app, db, make):
+    """Builder asks its task's responsible person for Honcho on two tasks; the person saves the setup of each
+    card (Save & exit), and both cards bind to the person's one Honcho draft."""
+    company = make.company("Acme")
+    owner = make.member(company, "owner")
+    agent = make.agent(company, "Builder")
+    cards = []
+    for _ in range(2):
+        issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
+        _, token = make.run(agent, issue)
+        cards.append(request_service(app.test_client(), token, "honcho").json["interactionId"])
+    me = Htmx(app, owner)
+    form = {
+        "method_key": "mcp-api-key",
+        "identity": "user",
+        "config-workspaceId": "team",
+        "audience": "selected",
+        "agent_ids": [str(agent.id)],
+        "intent": "save",
+    }
+    for interaction_id in cards:
+        saved = me.post(f"/intents/{interaction_id}/setup", form)
+        assert saved.status_code == 200 and "Setup saved" in assert_fragment(saved)
+    drafts = {fresh(db, ThreadInteraction, c).payload["audience"]["connectionId"] for c in cards}
+    assert len(drafts) == 1, "both cards continue the person's one draft"
+    return owner, agent, cards, drafts.pop()
+
+
+def assert_both_connected(app, db, owner, agent, cards, draft_id):
+    for interaction_id in cards:
+        row = fresh(db, ThreadInteraction, interaction_id)
+        assert row.status == "accepted" and row.result == {
+            "version": 1,
+            "outcome": "connected",
+            "connectionId": draft_id,
+        }
+        body = assert_fragment(Htmx(app, owner).get(f"/intents/{interaction_id}/card"))
+        assert "Setup saved" not in body and "Continue setup" not in body and "Honcho connected" in body
+    assert installs_of(db, draft_id) == {("agent", str(agent.id))}
+    keys = sorted(w.idempotency_key for w in db.session.scalars(select(WakeupRequest)))
+    assert keys == sorted(f"connection-intent:{c}:connected" for c in cards)
+
+
+def test_finishing_a_draft_two_cards_wait_on_resolves_both_from_the_permissions_page(
+    app, db, make, providers
+):
+    owner, agent, cards, draft_id = two_cards_on_one_draft(app, db, make)
+    response = Htmx(app, owner).post(
+        f"/apps/{draft_id}/reconnect", {"credentials-authorization": HONCHO_KEY}, htmx=False
+    )
+    assert response.status_code == 303, response.get_data(as_text=True)
+    from app.workers.continuations import sweep_pending
+
+    sweep_pending()
+    assert_both_connected(app, db, owner, agent, cards, draft_id)
+
+
+def test_finishing_a_draft_two_cards_wait_on_from_one_cards_dialog_shows_that_card_and_resolves_both(
+    app, db, make, providers
+):
+    owner, agent, cards, draft_id = two_cards_on_one_draft(app, db, make)
+    second = cards[1]
+    response = Htmx(app, owner).post(
+        f"/intents/{second}/setup",
+        {
+            "method_key": "mcp-api-key",
+            "identity": "user",
+            "config-workspaceId": "team",
+            "audience": "selected",
+            "agent_ids": [str(agent.id)],
+            "draft_id": draft_id,
+            "credentials-authorization": HONCHO_KEY,
+        },
+    )
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.headers["HX-Retarget"] == f"#intent-card-{second}"
+    assert f'id="intent-card-{second}"' in assert_fragment(response)
+    from app.workers.continuations import sweep_pending
+
+    sweep_pending()
+    assert_both_connected(app, db, owner, agent, cards, draft_id)
+
+
+def test_a_card_the_finished_draft_cannot_serve_keeps_waiting_without_a_stale_saved_setup(
+    app, db, make, providers
+):
+    owner, agent, cards, draft_id = two_cards_on_one_draft(app, db, make)
+    # The second card's saved audience names an agent that has left the company since: its completion is refused.
+    second = fresh(db, ThreadInteraction, cards[1])
+    saved = dict(second.payload["audience"])
+    saved["agentIds"] = [*saved["agentIds"], str(uuid.uuid4())]
+    second.payload = {**second.payload, "audience": saved}
+    db.session.commit()
+    response = Htmx(app, owner).post(
+        f"/apps/{draft_id}/reconnect", {"credentials-authorization": HONCHO_KEY}, htmx=False
+    )
+    assert response.status_code == 303, response.get_data(as_text=True)
+    assert fresh(db, ThreadInteraction, cards[0]).status == "accepted"
+    waiting = fresh(db, ThreadInteraction, cards[1])
+    assert waiting.status == "pending" and "audience" not in waiting.payload
+    body = assert_fragment(Htmx(app, owner).get(f"/intents/{cards[1]}/card"))
+    assert "Setup saved" not in body and "Continue setup" not in body
+    keys = [w.idempotency_key for w in db.session.scalars(select(WakeupRequest))]
+    assert keys == [f"connection-intent:{cards[0]}:connected"]
