@@ -42,5 +42,5 @@ def access_request_digest(access_request: dict | None) -> str | None:
 
 
 def wake_key(interaction_id: uuid.UUID | str, outcome: str) -> str:
-    """The continuation wake of a resolved card: `connection-intent:<interactionId>:<connected|declined>`."""
+    """The continuation wake of a resolved card: `connection-intent:<interactionId>:<connected|declined|expired>`."""
     return f"{CONNECTION_INTENT_KEY_PREFIX}{interaction_id}:{outcome}"

@@ -28,6 +28,7 @@ CONNECTION_PREFIX = "connection:"
 ISSUE_CLOSED = "issue_closed"
 ASSIGNMENT_CHANGED = "assignment_changed"
 RESPONSIBLE_CHANGED = "The responsible person changed"
+CONNECTION_DELETED = "The connection was deleted"
 AUDIENCE_KEY = card_binding.AUDIENCE_KEY
 BROADEN_FORBIDDEN = (
     "Sharing this connection beyond the requesting agent requires connection-management authority"

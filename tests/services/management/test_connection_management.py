@@ -390,3 +390,62 @@ def test_the_openapi_document_describes_delete(client):
     operation = document["paths"]["/api/tool-connections/{connection_id}"]["delete"]
     assert {"204", "403", "404", "409"} <= set(operation["responses"])
     assert "revocation" in operation["description"]
+
+
+# --- issue 26, item 2: deleting a connection an access card names --------------------------------------------------
+
+
+def test_deleting_a_connection_an_access_card_names_expires_the_card_and_wakes_its_agent_once(
+    db, world, make
+):
+    from app.models import HeartbeatRun, WakeupRequest
+    from app.services.runs.invocation import prepare_invocation
+    from app.workers.continuations import sweep_pending
+
+    other = make.agent(world.company, "Writer")
+    cid = connect_honcho(world, audience={"allAgents": False, "agentIds": [str(other.id)]}).json["id"]
+    asked = world.client.post(
+        REQUEST_URL,
+        json={"service": "honcho", "connectionId": cid, "toolNames": ["search_memory"]},
+        headers=bearer(world.token),
+    )
+    assert asked.status_code == 200 and asked.json["state"] == "needs_user_action", asked.json
+    interaction_id = asked.json["interactionId"]
+    card = fresh(db, ThreadInteraction, interaction_id)
+    assert card.title == "Grant Honcho access to Builder?"
+
+    page = world.client.get(f"/apps/{cid}/delete").get_data(as_text=True)
+    assert "No pending requests name this connection" not in page
+    assert (
+        f'<a href="/tasks/{world.issue.id}">Grant Honcho access to Builder?</a>: expires (nothing else can answer it).'
+        in page
+    )
+
+    response = post_form(world, f"/apps/{cid}/delete")
+    assert response.status_code == 303, response.get_data(as_text=True)
+    card = fresh(db, ThreadInteraction, interaction_id)
+    assert card.status == "expired"
+    assert card.result == {"version": 1, "outcome": "expired", "reason": "The connection was deleted"}
+    # Grant access is no longer offered: the card says what became of it.
+    thread = world.client.get(f"/tasks/{world.issue.id}").get_data(as_text=True)
+    assert "Grant access" not in thread and "Connection request expired" in thread
+
+    # One wake, whose prompt tells the agent why the card it waits on will not be answered.
+    world.run.status = "succeeded"  # the run that asked ended, waiting for its continuation
+    db.session.commit()
+    assert sweep_pending() == {"woken": 1}
+    assert sweep_pending() == {}
+    [wake] = db.session.scalars(
+        select(WakeupRequest).where(WakeupRequest.idempotency_key.like("connection-intent:%"))
+    )
+    assert wake.idempotency_key == f"connection-intent:{interaction_id}:expired"
+    run = db.session.get(HeartbeatRun, wake.run_id)
+    assert run.context_snapshot["outcome"] == "expired"
+    run.status = "running"
+    db.session.commit()
+    prompt = prepare_invocation(run).prompt
+    assert (
+        f"The connection request for Honcho ({interaction_id}) can no longer be answered: The connection was "
+        "deleted. Do not wait for it; if you still need Honcho, look for it again with connections_search. "
+        "This is a fresh session."
+    ) in prompt
