@@ -20,7 +20,15 @@ from app.models.keys import access_request_digest, card_key
 from app.services import notifications  # notifications: issue 15
 from app.services.activity import record_activity
 from app.services.intents.access_requests import ACCESS_REQUEST_KEY
-from app.services.intents.card import CLOSED_ISSUE, KEY_REUSED, KIND, retire_oauth_states
+from app.services.intents.card import (
+    CLOSED_ISSUE,
+    CONNECTION_KINDS,
+    KEY_REUSED,
+    KIND,
+    adopted_connection_cards,
+    intent_payload,
+    retire_oauth_states,
+)
 from app.services.intents.service import ServiceIdentity
 
 # --- creating cards ------------------------------------------------------------------------------------------
@@ -93,18 +101,28 @@ def _same_request(
 
 
 def _pending_for_agent(issue: Issue, agent_id: uuid.UUID, slug: str) -> list[ThreadInteraction]:
+    """The task's pending cards of this agent for this service, oldest first (legacy ones adopted: called with
+    the task locked, by a request that may reuse or supersede them)."""
     rows = db.session.scalars(
         select(ThreadInteraction)
         .where(
             ThreadInteraction.issue_id == issue.id,
-            ThreadInteraction.kind == KIND,
+            ThreadInteraction.kind.in_(CONNECTION_KINDS),
             ThreadInteraction.status == "pending",
-            ThreadInteraction.requesting_agent_id == agent_id,
         )
         .order_by(ThreadInteraction.created_at)
         .execution_options(populate_existing=True)
     )
-    return [row for row in rows if (row.payload or {}).get("serviceSlug") == slug]
+    candidates = [
+        row
+        for row in rows
+        if row.kind == KIND or intent_payload(row).get("requestingAgentId") == str(agent_id)
+    ]
+    return [
+        row
+        for row in adopted_connection_cards(candidates)
+        if row.requesting_agent_id == agent_id and (row.payload or {}).get("serviceSlug") == slug
+    ]
 
 
 def create_connection_intent(

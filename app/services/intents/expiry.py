@@ -16,9 +16,10 @@ from app.services import notifications  # notifications: issue 15
 from app.services.intents.card import (
     ASSIGNMENT_CHANGED,
     CONNECTION_DELETED,
+    CONNECTION_KINDS,
     ISSUE_CLOSED,
-    KIND,
     RESPONSIBLE_CHANGED,
+    adopted_connection_cards,
     retire_oauth_states,
 )
 
@@ -36,10 +37,10 @@ def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
         reason = ISSUE_CLOSED if issue.is_closed else ASSIGNMENT_CHANGED
     query = select(ThreadInteraction).where(
         ThreadInteraction.issue_id == issue.id,
-        ThreadInteraction.kind == KIND,
+        ThreadInteraction.kind.in_(CONNECTION_KINDS),
         ThreadInteraction.status == "pending",
     )
-    rows = list(db.session.scalars(query.with_for_update()))
+    rows = adopted_connection_cards(list(db.session.scalars(query.with_for_update())))
     if reason == ASSIGNMENT_CHANGED and not issue.is_closed:
         rows = [r for r in rows if r.requesting_agent_id != issue.assignee_agent_id]
     now = utcnow()
@@ -59,15 +60,17 @@ def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
 def supersede_intents_for_responsible_change(issue: Issue) -> int:
     """The task's responsible person changed: pending cards addressed to anyone else are superseded (the next
     request of the agent opens a new card for the new person). Returns how many cards were superseded."""
-    rows = list(
-        db.session.scalars(
-            select(ThreadInteraction)
-            .where(
-                ThreadInteraction.issue_id == issue.id,
-                ThreadInteraction.kind == KIND,
-                ThreadInteraction.status == "pending",
+    rows = adopted_connection_cards(
+        list(
+            db.session.scalars(
+                select(ThreadInteraction)
+                .where(
+                    ThreadInteraction.issue_id == issue.id,
+                    ThreadInteraction.kind.in_(CONNECTION_KINDS),
+                    ThreadInteraction.status == "pending",
+                )
+                .with_for_update()
             )
-            .with_for_update()
         )
     )
     rows = [r for r in rows if r.addressee_user_id != issue.responsible_user_id]

@@ -290,3 +290,31 @@ def test_concurrent_requests_for_other_tools_each_get_the_card_that_asks_for_the
         [card_id] = {card_id for asked, _, card_id in answers if asked == name}
         assert asked_tools(db.session.get(ThreadInteraction, uuid.UUID(card_id))) == [name]
     assert db.session.scalar(select(func.count()).select_from(ThreadInteraction)) == 3
+
+
+def test_the_upgrade_rekeys_access_cards_stored_under_the_plain_key(client, db, notes):
+    """Before keys named access requests, an access card sat under its run's plain key, where a plain request of the
+    same run found it; the upgrade (0018) gives it the key of its request."""
+    import importlib
+
+    from app.models.keys import card_key
+
+    company, owner, builder, connection, run, token = notes
+    access = card_of(db, ask(client, token, connection, toolNames=["get_note"]))
+    plain_key = card_key(run.id, owner.id, f"connection:{connection['id']}")
+    access.idempotency_key = plain_key  # as it was stored
+    db.session.commit()
+    migration = importlib.import_module("migrations.versions.0018_card_keys_cards1")
+    with db.engine.begin() as conn:
+        assert migration.rekey_access_cards(conn) == 1
+    db.session.expire_all()
+    access = db.session.get(ThreadInteraction, access.id)
+    assert access.idempotency_key == card_key(
+        run.id, owner.id, f"connection:{connection['id']}", access.payload["accessRequest"]
+    )
+    plain = card_of(
+        db,
+        client.post(REQUEST_URL, json={"service": f"connection:{connection['id']}"}, headers=bearer(token)),
+    )
+    assert plain.id != access.id and plain.title == "Connect Team notes"
+    assert card_of(db, ask(client, token, connection, toolNames=["get_note"])).id == access.id

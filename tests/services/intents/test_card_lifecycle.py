@@ -612,3 +612,103 @@ def test_a_card_the_finished_draft_cannot_serve_keeps_waiting_without_a_stale_sa
     assert "Setup saved" not in body and "Continue setup" not in body
     keys = [w.idempotency_key for w in db.session.scalars(select(WakeupRequest))]
     assert keys == [f"connection-intent:{cards[0]}:connected"]
+
+
+# --- issue 26, item 3: legacy cards follow the card lifecycle ---------------------------------------------------
+
+
+def resolved_webhooks(db, card) -> list[dict]:
+    """The `connection_intent.resolved` webhook deliveries queued for the company (a subscribed endpoint)."""
+    from app.models import NotificationDelivery
+
+    db.session.expire_all()
+    rows = db.session.scalars(
+        select(NotificationDelivery).where(NotificationDelivery.event == "connection_intent.resolved")
+    )
+    return [row.payload["data"] for row in rows]
+
+
+@pytest.fixture
+def webhook(db, card):
+    from app.models.notifications import WebhookEndpoint
+
+    endpoint = WebhookEndpoint(
+        company_id=card.company.id,
+        url="https://hooks.example.test/switchboard",
+        events=["connection_intent.resolved"],
+        secret_ciphertext="not-used-here",
+    )
+    db.session.add(endpoint)
+    db.session.commit()
+    return endpoint
+
+
+def test_a_legacy_card_expires_with_its_task_and_is_not_answerable_after_a_reopen(app, db, card, webhook):
+    legacy = legacy_card(db, card)
+    change_task(app, card.owner, card.issue, "status", "done")
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.status == "expired" and row.kind == "connection_intent"
+    assert row.result == {"version": 1, "outcome": "issue_closed", "reason": None}
+    [told] = [data for data in resolved_webhooks(db, card) if data["interactionId"] == str(legacy.id)]
+    assert told["outcome"] == "expired" and told["reason"] == "issue_closed" and told["service"] == "honcho"
+
+    change_task(app, card.owner, card.issue, "status", "in_progress")
+    me = Htmx(app, card.member)
+    answered = me.post(f"/intents/{legacy.id}/decline")
+    assert "Connection request expired" in assert_fragment(answered)
+    assert fresh(db, ThreadInteraction, legacy.id).status == "expired"
+    assert db.session.scalars(select(WakeupRequest)).all() == []
+
+
+def test_a_legacy_card_is_superseded_when_the_responsible_person_changes(app, db, card, webhook):
+    legacy = legacy_card(db, card)
+    change_task(app, card.owner, card.issue, "responsible", str(card.owner.id))
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.status == "expired" and row.kind == "connection_intent"
+    assert row.result == {
+        "version": 1,
+        "outcome": "superseded",
+        "supersededByInteractionId": None,
+        "reason": RESPONSIBLE_CHANGED,
+    }
+    assert str(legacy.id) in [data["interactionId"] for data in resolved_webhooks(db, card)]
+
+
+def test_a_legacy_card_expires_when_the_task_changes_hands(app, db, make, card):
+    legacy = legacy_card(db, card)
+    change_task(app, card.owner, card.issue, "assignee", str(make.agent(card.company, "Other").id))
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.status == "expired"
+    assert row.result == {"version": 1, "outcome": "expired", "reason": "The task assignment changed"}
+
+
+def test_a_later_request_reuses_a_pending_legacy_card_and_one_for_someone_else_supersedes_it(
+    app, db, make, card
+):
+    # The fixture's own card is answered first, so the legacy card is the one pending for Honcho.
+    assert Htmx(app, card.member).post(f"{card.url}/decline").status_code == 200
+    legacy = legacy_card(db, card)
+    _, token = make.run(card.agent, card.issue)
+    again = request_service(app.test_client(), token, "honcho")
+    assert again.status_code == 200 and again.json["interactionId"] == str(legacy.id)
+    assert fresh(db, ThreadInteraction, legacy.id).kind == "connection_intent"
+
+
+def test_legacy_cards_become_connection_cards_at_the_upgrade_and_reach_the_inbox(app, db, card):
+    import importlib
+
+    legacy = legacy_card(db, card)
+    migration = importlib.import_module("migrations.versions.0018_card_keys_cards1")
+    with db.engine.begin() as conn:
+        migration.adopt_legacy_cards(conn)
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.kind == "connection_intent" and row.status == "pending"
+    assert row.payload["serviceSlug"] == "honcho" and row.payload["requestingAgentName"] == "Builder"
+    assert row.payload["legacy"]["kind"] == "request_confirmation"
+    inbox = board_api(app.test_client(), card.member, "GET", "/api/me/inbox")
+    assert inbox.status_code == 200, inbox.json
+    assert {"id": str(legacy.id), "service": "honcho", "kind": "connection_intent"}.items() <= next(
+        item for item in inbox.json["items"] if item["id"] == str(legacy.id)
+    ).items()
+    page = Htmx(app, card.member).client.get("/inbox").get_data(as_text=True)
+    assert f'id="inbox-item-{legacy.id}"' in page
