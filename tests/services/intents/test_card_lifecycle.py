@@ -712,3 +712,23 @@ def test_legacy_cards_become_connection_cards_at_the_upgrade_and_reach_the_inbox
     ).items()
     page = Htmx(app, card.member).client.get("/inbox").get_data(as_text=True)
     assert f'id="inbox-item-{legacy.id}"' in page
+
+
+def test_a_sign_in_that_finishes_a_draft_two_cards_wait_on_resolves_both(app, live, db, make, oauth_card):  # noqa: F811
+    company, member, _, agent, issue, first = oauth_card
+    other_task = make.issue(company, status="in_progress", assignee=agent, responsible=member)
+    _, token = make.run(agent, other_task)
+    second = request_service(app.test_client(), token, "linear").json["interactionId"]
+    browser = Browser(live, member)
+    connection_id = browser.create_draft(company, interactionId=first)
+    assert browser.create_draft(company, interactionId=second) == connection_id
+    for interaction_id in (first, second):
+        assert (
+            fresh(db, ThreadInteraction, interaction_id).payload["audience"]["connectionId"] == connection_id
+        )
+    response = browser.callback(browser.authorize(start_from_card(browser, connection_id, second)))
+    assert response.status_code == 200 and '"outcome": "connected"' in response.text
+    for interaction_id in (first, second):
+        row = fresh(db, ThreadInteraction, interaction_id)
+        assert row.status == "accepted" and row.result["connectionId"] == connection_id
+    assert installs_of(db, connection_id) == {("agent", str(agent.id))}
