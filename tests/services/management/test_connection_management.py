@@ -449,3 +449,53 @@ def test_deleting_a_connection_an_access_card_names_expires_the_card_and_wakes_i
         "deleted. Do not wait for it; if you still need Honcho, look for it again with connections_search. "
         "This is a fresh session."
     ) in prompt
+
+
+@pytest.mark.postgres_only
+def test_a_delete_racing_grant_access_leaves_the_card_ended_one_way(app, db, world, make):
+    """Grant access and the delete of the connection it names, at once: the card ends exactly one way (access
+    granted before the delete, or expired by it with one continuation), and neither side answers with a 500."""
+    import threading
+
+    from app.models import ConnectionIntentDelivery
+
+    other = make.agent(world.company, "Writer")
+    cid = connect_honcho(world, audience={"allAgents": False, "agentIds": [str(other.id)]}).json["id"]
+    asked = world.client.post(
+        REQUEST_URL,
+        json={"service": "honcho", "connectionId": cid, "toolNames": ["search_memory"]},
+        headers=bearer(world.token),
+    )
+    interaction_id = asked.json["interactionId"]
+    barrier = threading.Barrier(2)
+    statuses: dict[str, int] = {}
+
+    clients = {name: app.test_client() for name in ("grant", "delete")}
+    csrf = {name: sign_in(client, world.owner) for name, client in clients.items()}
+
+    def grant():
+        barrier.wait()
+        response = clients["grant"].post(
+            f"/intents/{interaction_id}/use/{cid}", data={"csrf_token": csrf["grant"]}
+        )
+        statuses["grant"] = response.status_code
+
+    def delete():
+        barrier.wait()
+        response = clients["delete"].post(f"/apps/{cid}/delete", data={"csrf_token": csrf["delete"]})
+        statuses["delete"] = response.status_code
+
+    threads = [threading.Thread(target=grant), threading.Thread(target=delete)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert statuses["delete"] == 303 and statuses["grant"] in (200, 303, 409, 422), statuses
+    card = fresh(db, ThreadInteraction, interaction_id)
+    delivery = db.session.get(ConnectionIntentDelivery, card.id)
+    assert delivery is not None  # one continuation either way
+    if card.status == "expired":
+        assert card.result == {"version": 1, "outcome": "expired", "reason": "The connection was deleted"}
+    else:
+        assert card.status == "accepted" and card.result["connectionId"] == cid
+    assert fresh(db, ToolConnection, cid) is None
