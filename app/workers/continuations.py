@@ -1,13 +1,14 @@
 """Continuation delivery: wake the task's assignee exactly once after a connection card is resolved.
 
-Resolving a card (connected or declined) writes a `ConnectionIntentDelivery` row in the same transaction. Delivery
+Resolving a card (connected or declined), or expiring it because the connection it names was deleted, writes a
+`ConnectionIntentDelivery` row in the same transaction. Delivery
 leases a due row by moving `next_attempt_at` one minute ahead (`FOR UPDATE SKIP LOCKED` on PostgreSQL, a conditional
 update everywhere) and commits the lease; the lease is the retry time, so a crashed worker's row becomes due again.
 
 Then, in a second transaction, it either retires the row without waking (interaction gone or unresolved, task closed
 or reassigned, addressee no longer a member with write access), leaves it for a later attempt (the connection is not
 ready for the agent yet, or the task is not in progress or in review), or wakes the assignee with the idempotency key
-`connection-intent:<interactionId>:<connected|declined>` and marks the row delivered. The key is unique among live
+`connection-intent:<interactionId>:<connected|declined|expired>` and marks the row delivered. The key is unique among live
 wakes (a database index), so a crash after enqueue, an overlapping lease or a repeated sweep finds the existing wake
 and only marks the row delivered.
 
@@ -43,7 +44,9 @@ log = logging.getLogger(__name__)
 LEASE_SECONDS = 60
 SWEEP_LIMIT = 50
 KIND = keys.CONNECTION_CARD
-OUTCOMES = {"accepted": "connected", "rejected": "declined"}
+# A card's answer (connected, declined), or its expiry when the connection it names was deleted: only that expiry
+# writes a delivery row (`intents.expiry.expire_for_deleted_connection`); a close or a change of hands writes none.
+OUTCOMES = {"accepted": "connected", "rejected": "declined", "expired": "expired"}
 WAKE_STATUSES = ("in_progress", "in_review")
 
 WOKEN = "woken"

@@ -28,12 +28,15 @@ def bound_draft_id(interaction: ThreadInteraction) -> uuid.UUID | None:
 
 
 def pending_cards_bound_to(connection: ToolConnection) -> list[ThreadInteraction]:
-    """Pending cards whose saved setup this connection finishes (a handful at most: one per person asked)."""
+    """Pending cards whose saved setup this connection finishes, oldest first (a handful at most: the cards of the
+    person whose draft it is, one per task that asked for its service)."""
     rows = db.session.scalars(
-        select(ThreadInteraction).where(
+        select(ThreadInteraction)
+        .where(
             ThreadInteraction.company_id == connection.company_id,
             ThreadInteraction.kind == KIND,
             ThreadInteraction.status == "pending",
         )
+        .order_by(ThreadInteraction.created_at, ThreadInteraction.id)
     )
     return [row for row in rows if bound_draft_id(row) == connection.id]

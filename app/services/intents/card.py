@@ -23,10 +23,12 @@ ALREADY_RESOLVED = "Connection intent is already resolved"
 NO_WRITE_ACCESS = "Addressed user is no longer authorized for company write access"
 TASK_GONE = "Connection request no longer belongs to an active task"
 CLOSED_ISSUE = "Cannot create an interaction on a closed issue"
+KEY_REUSED = "Interaction idempotency key already exists for a different request"
 CONNECTION_PREFIX = "connection:"
 ISSUE_CLOSED = "issue_closed"
 ASSIGNMENT_CHANGED = "assignment_changed"
 RESPONSIBLE_CHANGED = "The responsible person changed"
+CONNECTION_DELETED = "The connection was deleted"
 AUDIENCE_KEY = card_binding.AUDIENCE_KEY
 BROADEN_FORBIDDEN = (
     "Sharing this connection beyond the requesting agent requires connection-management authority"
@@ -35,6 +37,8 @@ BROADEN_FORBIDDEN = (
 
 LEGACY_KIND = "request_confirmation"
 LEGACY_KEY = "connectionAuthorization"
+# The kinds a connection card's row may have: the lifecycle's queries read both and adopt legacy rows they act on.
+CONNECTION_KINDS = (KIND, LEGACY_KIND)
 
 
 def is_connection_card(row: ThreadInteraction) -> bool:
@@ -75,6 +79,16 @@ def adopt_legacy_card(row: ThreadInteraction) -> None:
         if row.requesting_agent_id is None:
             row.requesting_agent_id = _uuid_or_none(row.payload.get("requestingAgentId"))
         db.session.flush()
+
+
+def adopted_connection_cards(rows: list[ThreadInteraction]) -> list[ThreadInteraction]:
+    """The connection cards among rows read by kind in `CONNECTION_KINDS` (a `request_confirmation` without
+    `connectionAuthorization` is another card), legacy ones adopted, so expiry, supersede and reuse treat a card
+    kept from before `connection_intent` as any card."""
+    cards = [row for row in rows if is_connection_card(row)]
+    for row in cards:
+        adopt_legacy_card(row)
+    return cards
 
 
 def card_task_is_active(interaction: ThreadInteraction, issue: Issue | None) -> bool:

@@ -16,11 +16,19 @@ from app.models import (
     ThreadInteraction,
 )
 from app.models.base import utcnow
-from app.models.keys import card_key
+from app.models.keys import access_request_digest, card_key
 from app.services import notifications  # notifications: issue 15
 from app.services.activity import record_activity
 from app.services.intents.access_requests import ACCESS_REQUEST_KEY
-from app.services.intents.card import CLOSED_ISSUE, KIND, retire_oauth_states
+from app.services.intents.card import (
+    CLOSED_ISSUE,
+    CONNECTION_KINDS,
+    KEY_REUSED,
+    KIND,
+    adopted_connection_cards,
+    intent_payload,
+    retire_oauth_states,
+)
 from app.services.intents.service import ServiceIdentity
 
 # --- creating cards ------------------------------------------------------------------------------------------
@@ -40,9 +48,9 @@ def _pending_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
 
 
 @functools.cache
-def _pending_id_statement() -> Select[uuid.UUID]:
-    """`_pending_by_key` for the id alone, built once (three parameters: company, task, key)."""
-    return select(ThreadInteraction.id).where(
+def _pending_id_statement() -> Select[tuple[uuid.UUID, dict]]:
+    """`_pending_by_key` for the id and payload alone, built once (three parameters: company, task, key)."""
+    return select(ThreadInteraction.id, ThreadInteraction.payload).where(
         ThreadInteraction.company_id == bindparam("company_id"),
         ThreadInteraction.issue_id == bindparam("issue_id"),
         ThreadInteraction.idempotency_key == bindparam("key"),
@@ -50,32 +58,71 @@ def _pending_id_statement() -> Select[uuid.UUID]:
     )
 
 
-def pending_card_id(issue: Issue, key: str) -> uuid.UUID | None:
-    """The id of the card pending under this key on the task, read without a lock (a repeat request's answer).
+def pending_card_id(issue: Issue, key: str, digest: str | None = None) -> uuid.UUID | None:
+    """The id of the card pending under this key on the task, read without a lock (a repeat request's answer),
+    when it asks what the request asks (`digest`: the access request's, None for a plain request); a card under
+    the key that asks for something else is left to `create_connection_intent`, which refuses it (409).
 
     Safe without the task lock: a card is only created pending under that lock, after the checks that could
     refuse it (a decline in this continuation: see `runtime.request`), so a card found pending passed them. A
     resolution or expiry racing this read either committed before it (the card is no longer pending and is not
     found) or commits after it (the request answered first, as if it had come first).
     """
-    return db.session.scalar(
+    row = db.session.execute(
         _pending_id_statement(), {"company_id": issue.company_id, "issue_id": issue.id, "key": key}
+    ).first()
+    if row is None or access_request_digest((row.payload or {}).get(ACCESS_REQUEST_KEY)) != digest:
+        return None
+    return row.id
+
+
+def request_digest(row: ThreadInteraction) -> str | None:
+    """What a card asks for beyond its service: its access request's digest (None for a plain card)."""
+    return access_request_digest((row.payload or {}).get(ACCESS_REQUEST_KEY))
+
+
+def _same_request(
+    row: ThreadInteraction,
+    *,
+    run_id: uuid.UUID,
+    addressee_user_id: uuid.UUID,
+    slug: str,
+    digest: str | None,
+) -> bool:
+    """The row under a key asks what the request asks (`reference.md` 5.6: kind, source run, addressee, service
+    and access request)."""
+    return (
+        row.kind == KIND
+        and row.source_run_id == run_id
+        and row.addressee_user_id == addressee_user_id
+        and (row.payload or {}).get("serviceSlug") == slug
+        and request_digest(row) == digest
     )
 
 
 def _pending_for_agent(issue: Issue, agent_id: uuid.UUID, slug: str) -> list[ThreadInteraction]:
+    """The task's pending cards of this agent for this service, oldest first (legacy ones adopted: called with
+    the task locked, by a request that may reuse or supersede them)."""
     rows = db.session.scalars(
         select(ThreadInteraction)
         .where(
             ThreadInteraction.issue_id == issue.id,
-            ThreadInteraction.kind == KIND,
+            ThreadInteraction.kind.in_(CONNECTION_KINDS),
             ThreadInteraction.status == "pending",
-            ThreadInteraction.requesting_agent_id == agent_id,
         )
         .order_by(ThreadInteraction.created_at)
         .execution_options(populate_existing=True)
     )
-    return [row for row in rows if (row.payload or {}).get("serviceSlug") == slug]
+    candidates = [
+        row
+        for row in rows
+        if row.kind == KIND or intent_payload(row).get("requestingAgentId") == str(agent_id)
+    ]
+    return [
+        row
+        for row in adopted_connection_cards(candidates)
+        if row.requesting_agent_id == agent_id and (row.payload or {}).get("serviceSlug") == slug
+    ]
 
 
 def create_connection_intent(
@@ -88,13 +135,22 @@ def create_connection_intent(
     access_request: dict | None = None,
 ) -> tuple[ThreadInteraction, bool]:
     """Create the pending card, or return the one already pending for this run, or for this task, requester,
-    addressee and service. A card for the same service addressed to someone else is superseded.
+    addressee, service and access request. A card asking the same of someone else is superseded; cards asking
+    for other tools (or a plain card and an access card) are other requests and each keeps its own card.
 
-    Returns (interaction, created).
+    A pending card under this request's key that asks for something else (a card keyed before keys named access
+    requests) is refused with 409 (`KEY_REUSED`, `reference.md` 5.6), so the agent is never told a card was sent
+    for what it did not ask. Returns (interaction, created).
     """
-    key = card_key(run_id, addressee_user_id, service.slug)
+    key = card_key(run_id, addressee_user_id, service.slug, access_request)
+    digest = access_request_digest(access_request)
+    same = functools.partial(
+        _same_request, run_id=run_id, addressee_user_id=addressee_user_id, slug=service.slug, digest=digest
+    )
     existing = _pending_by_key(issue, key)
     if existing is not None:
+        if not same(existing):
+            raise Conflict(KEY_REUSED)
         return existing, False
     # Serialize requests on this task (PostgreSQL); SQLite serializes writers itself.
     locked = db.session.scalar(
@@ -102,7 +158,9 @@ def create_connection_intent(
     )
     if locked is None or locked.is_closed or locked.assignee_agent_id != agent.id:
         raise Conflict(CLOSED_ISSUE)
-    same_service = _pending_for_agent(issue, agent.id, service.slug)
+    same_service = [
+        row for row in _pending_for_agent(issue, agent.id, service.slug) if request_digest(row) == digest
+    ]
     for row in same_service:
         if row.addressee_user_id == addressee_user_id:
             return row, False
@@ -139,6 +197,8 @@ def create_connection_intent(
         winner = _pending_by_key(issue, key)
         if winner is None:
             raise
+        if not same(winner):
+            raise Conflict(KEY_REUSED) from None
         return winner, False
     now = utcnow()
     for row in same_service:

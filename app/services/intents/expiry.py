@@ -1,11 +1,13 @@
-"""Closing pending cards when their task closes or changes hands."""
+"""Closing pending cards when their task closes or changes hands, or the connection they name is deleted."""
 
 from __future__ import annotations
 
 from sqlalchemy import select
 
+from app.core.wake_signal import CONTINUATIONS, signal_work
 from app.extensions import db
 from app.models import (
+    ConnectionIntentDelivery,
     Issue,
     ThreadInteraction,
 )
@@ -13,9 +15,11 @@ from app.models.base import utcnow
 from app.services import notifications  # notifications: issue 15
 from app.services.intents.card import (
     ASSIGNMENT_CHANGED,
+    CONNECTION_DELETED,
+    CONNECTION_KINDS,
     ISSUE_CLOSED,
-    KIND,
     RESPONSIBLE_CHANGED,
+    adopted_connection_cards,
     retire_oauth_states,
 )
 
@@ -33,10 +37,10 @@ def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
         reason = ISSUE_CLOSED if issue.is_closed else ASSIGNMENT_CHANGED
     query = select(ThreadInteraction).where(
         ThreadInteraction.issue_id == issue.id,
-        ThreadInteraction.kind == KIND,
+        ThreadInteraction.kind.in_(CONNECTION_KINDS),
         ThreadInteraction.status == "pending",
     )
-    rows = list(db.session.scalars(query.with_for_update()))
+    rows = adopted_connection_cards(list(db.session.scalars(query.with_for_update())))
     if reason == ASSIGNMENT_CHANGED and not issue.is_closed:
         rows = [r for r in rows if r.requesting_agent_id != issue.assignee_agent_id]
     now = utcnow()
@@ -56,15 +60,17 @@ def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
 def supersede_intents_for_responsible_change(issue: Issue) -> int:
     """The task's responsible person changed: pending cards addressed to anyone else are superseded (the next
     request of the agent opens a new card for the new person). Returns how many cards were superseded."""
-    rows = list(
-        db.session.scalars(
-            select(ThreadInteraction)
-            .where(
-                ThreadInteraction.issue_id == issue.id,
-                ThreadInteraction.kind == KIND,
-                ThreadInteraction.status == "pending",
+    rows = adopted_connection_cards(
+        list(
+            db.session.scalars(
+                select(ThreadInteraction)
+                .where(
+                    ThreadInteraction.issue_id == issue.id,
+                    ThreadInteraction.kind.in_(CONNECTION_KINDS),
+                    ThreadInteraction.status == "pending",
+                )
+                .with_for_update()
             )
-            .with_for_update()
         )
     )
     rows = [r for r in rows if r.addressee_user_id != issue.responsible_user_id]
@@ -82,3 +88,27 @@ def supersede_intents_for_responsible_change(issue: Issue) -> int:
     db.session.flush()
     notifications.cards_resolved(rows)  # notifications: issue 15
     return len(rows)
+
+
+def expire_for_deleted_connection(cards: list[ThreadInteraction]) -> None:
+    """The connection these pending cards name (a custom server's service, or an access request's connection) is
+    being deleted, so nothing can answer them: each expires with "The connection was deleted", and, unlike a close
+    or a change of hands (where the task no longer waits on the agent), its agent is woken once to read why, as
+    after an answer (a continuation outbox row; `workers.continuations` wakes with the `expired` outcome).
+
+    The caller holds the cards' row locks and passes only cards still pending.
+    """
+    if not cards:
+        return
+    now = utcnow()
+    for card in cards:
+        card.status = "expired"
+        card.resolved_at = now
+        card.result = {"version": 1, "outcome": "expired", "reason": CONNECTION_DELETED}
+        db.session.add(
+            ConnectionIntentDelivery(interaction_id=card.id, company_id=card.company_id, next_attempt_at=now)
+        )
+    retire_oauth_states([card.id for card in cards])
+    db.session.flush()
+    signal_work(db.session, CONTINUATIONS)  # NOTIFY at commit: a listening worker delivers the continuations
+    notifications.cards_resolved(cards)  # notifications: issue 15

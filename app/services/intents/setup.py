@@ -68,14 +68,34 @@ def keep_requester_error(interaction: ThreadInteraction) -> ValidationFailed:
     )
 
 
-def bound_card(connection: ToolConnection, user_id: uuid.UUID) -> ThreadInteraction | None:
-    """The pending card, addressed to this person, whose saved setup this draft finishes (if any)."""
+def bound_cards(connection: ToolConnection, user_id: uuid.UUID) -> list[ThreadInteraction]:
+    """The pending cards, addressed to this person, whose saved setup this draft finishes, oldest first (several
+    when tasks asked for one service and the person saved each card's setup on their one draft)."""
     if connection.status != "draft":
-        return None
-    return next(
-        (row for row in card_binding.pending_cards_bound_to(connection) if row.addressee_user_id == user_id),
-        None,
-    )
+        return []
+    return [
+        row for row in card_binding.pending_cards_bound_to(connection) if row.addressee_user_id == user_id
+    ]
+
+
+def bound_card(
+    connection: ToolConnection, user_id: uuid.UUID, card_id: uuid.UUID | None = None
+) -> ThreadInteraction | None:
+    """The card finishing this draft answers first: `card_id` when it is bound to the draft (the card whose
+    dialog finishes it), else the oldest bound card (if any)."""
+    cards = bound_cards(connection, user_id)
+    return next((row for row in cards if row.id == card_id), cards[0] if cards else None)
+
+
+def forget_saved_setup(card: ThreadInteraction) -> None:
+    """The card keeps waiting, but the setup it saved is gone (its draft was deleted, or finished for another
+    card without serving this one): it asks again from the start, with no "Setup saved" note."""
+    payload = dict(card.payload or {})
+    payload.pop(intents_card.AUDIENCE_KEY, None)
+    if payload.get("phase") == "authorizing":
+        payload["phase"] = "requested"
+    card.payload = payload
+    db.session.flush()
 
 
 def saved_draft(interaction: ThreadInteraction, membership: Membership) -> ToolConnection | None:
@@ -172,14 +192,18 @@ def finish_setup(
     method_config: dict | None | Unset = UNSET,
     audience: Audience | Unset = UNSET,
     agent_instructions: dict | None | Unset = UNSET,
+    card_id: uuid.UUID | None = None,
 ) -> ThreadInteraction | None:
     """Verify, store and activate (API-key methods), from any host. A draft bound to a card completes the card in
-    the same transaction with the card's saved audience; returns the resolved card, or None for a plain setup.
+    the same transaction with the card's saved audience; returns the resolved card (`card_id`'s when the host is
+    that card's dialog), or None for a plain setup. Every other card bound to the draft resolves with it
+    (`_complete_others`).
 
     Raises what `finish_connection` raises (the form shows it; the card keeps waiting), and CardCompletionFailed
     when the card's completion is refused (the caller rolls back and moves the card to `needs_retry`).
     """
-    card = bound_card(connection, membership.user_id)
+    cards = bound_cards(connection, membership.user_id)
+    card = bound_card(connection, membership.user_id, card_id)
     if card is not None and audience is not UNSET:
         save_card_audience(card.id, membership, connection, audience)
     finish_connection(
@@ -192,7 +216,11 @@ def finish_setup(
         audience=audience if card is None else UNSET,
         agent_instructions=agent_instructions,
     )
-    return _complete(card.id, membership, connection) if card is not None else None
+    if card is None:
+        return None
+    resolved = _complete(card.id, membership, connection)
+    _complete_others([row.id for row in cards if row.id != card.id], membership, connection)
+    return resolved
 
 
 def reconnectable_connection(
@@ -246,8 +274,11 @@ def finish_card_oauth(
         resolution.active_task(interaction)
     except Conflict:
         raise CardClosed() from None
+    others = [row.id for row in bound_cards(connection, membership.user_id) if row.id != interaction.id]
     oauth_callback.store_authorization(membership, state, connection, signed_in)
-    return _complete(interaction.id, membership, connection)
+    resolved = _complete(interaction.id, membership, connection)
+    _complete_others(others, membership, connection)
+    return resolved
 
 
 def _complete(
@@ -257,6 +288,20 @@ def _complete(
         return resolution.complete_intent(interaction_id, membership.user_id, connection.id)
     except ServiceError as err:
         raise CardCompletionFailed(interaction_id, err.message) from None
+
+
+def _complete_others(card_ids: list[uuid.UUID], membership: Membership, connection: ToolConnection) -> None:
+    """The other cards bound to the draft just finished: each resolves with it as connected where it now serves
+    the card (`complete_intent`'s checks, each in a savepoint); a card it cannot serve keeps waiting without its
+    saved setup (`forget_saved_setup`), so no card is left saying "Setup saved" about a draft that is gone."""
+    for card_id in card_ids:
+        try:
+            with db.session.begin_nested():
+                resolution.complete_intent(card_id, membership.user_id, connection.id)
+        except ServiceError:
+            card = db.session.get(ThreadInteraction, card_id)
+            if card is not None and card.status == "pending":
+                forget_saved_setup(card)
 
 
 def mark_needs_retry(interaction_id: uuid.UUID, user_id: uuid.UUID) -> None:

@@ -6,8 +6,9 @@ delete does not do:
 - agents that lose access: the connection's audience (all agents, or the selected ones) while it is set up;
 - pending connection cards whose saved setup is this draft (`payload.audience.connectionId`): they keep waiting,
   only their saved setup goes (the person starts the setup again from the card);
-- pending connection cards asking for this very connection (`connection:<id>`, custom servers): they expire, since
-  nothing else can answer them;
+- pending connection cards asking for this very connection (`connection:<id>`, custom servers, or an access card
+  whose `accessRequest.connectionId` is this connection): they expire, since nothing else can answer them, and their
+  agents are told why (`intents.expiry.expire_for_deleted_connection`);
 - tool approval requests still waiting on an answer (pending, or approved and not yet used): they block a delete
   (409), because a person owes an agent an answer about a call on this connection.
 """
@@ -23,6 +24,7 @@ from app.models import Agent, ThreadInteraction, ToolConnection, keys
 from app.services.agents import list_agents
 from app.services.connections import card_binding
 from app.services.connections.audience import audience_of
+from app.services.intents.access_requests import ACCESS_REQUEST_KEY
 
 CONNECTION_CARD = card_binding.KIND
 TOOL_APPROVAL = keys.APPROVAL_CARD
@@ -56,6 +58,12 @@ def _service_slug(row: ThreadInteraction) -> str:
     return str((row.payload or {}).get("serviceSlug") or "")
 
 
+def _access_connection_id(row: ThreadInteraction) -> str | None:
+    """The connection an access card asks tools of (`payload.accessRequest.connectionId`), else None."""
+    access = (row.payload or {}).get(ACCESS_REQUEST_KEY)
+    return str(access.get("connectionId")) if isinstance(access, dict) else None
+
+
 def connection_impact(connection: ToolConnection) -> Impact:
     """The agents, cards and approvals a delete (or a disconnect) of this connection touches."""
     impact = Impact(connection=connection)
@@ -80,7 +88,7 @@ def connection_impact(connection: ToolConnection) -> Impact:
             if (card.payload or {}).get("connectionId") == str(connection.id):
                 impact.waiting_approvals.append(card)
         elif card.status == "pending":
-            if _service_slug(card) == own_service:
+            if _service_slug(card) == own_service or _access_connection_id(card) == str(connection.id):
                 impact.expiring_cards.append(card)
             elif card_binding.bound_draft_id(card) == connection.id:
                 impact.kept_cards.append(card)

@@ -10,7 +10,8 @@ see it at the commit (`access/revision.py`); the bulk deletes below are Core sta
   it. Pending cards are left alone: a card asking for this service keeps waiting; its setup options stop offering
   this connection (only active, enabled ones are offered) until someone reconnects it from its Permissions page.
 - **Delete** removes the connection and everything under it (after revoking at the provider like a disconnect).
-  Cards whose saved setup was this draft keep waiting without it; cards asking for this very connection expire.
+  Cards whose saved setup was this draft keep waiting without it; cards asking for this very connection (its
+  custom service, or an access request for its tools) expire, and their agents are woken to read why.
   While tool approval requests for it wait on an answer, it refuses with 409.
 """
 
@@ -28,7 +29,6 @@ from app.models import (
     GrantSecret,
     Membership,
     OAuthState,
-    ThreadInteraction,
     ToolConnection,
     ToolPolicy,
 )
@@ -38,14 +38,14 @@ from app.services import notifications  # notifications: issue 15
 from app.services.access import revision
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, connection_is_live
 from app.services.activity import record_activity
-from app.services.connections import card_binding
+from app.services.intents import setup as intent_setup
+from app.services.intents.expiry import expire_for_deleted_connection
 from app.services.management.impact import Impact, connection_impact
 from app.services.oauth.revocation import Revocation, revoke_grant_tokens
 
 DISCONNECTED = ConnectionStatus.DISCONNECTED
 NOT_SET_UP = "Finish setting up this connection first; a setup that was never finished can only be deleted"
 ALREADY_DISCONNECTED = "This connection is already disconnected"
-CONNECTION_DELETED = "The connection was deleted"
 
 
 def _require_configure(actor: Membership, connection: ToolConnection) -> None:
@@ -139,25 +139,6 @@ def disconnect_connection(actor: Membership, connection: ToolConnection) -> list
     return revocations
 
 
-def _forget_saved_setup(card: ThreadInteraction) -> None:
-    """The card keeps waiting; the setup it saved (this draft) is gone, so it asks again from the start."""
-    payload = dict(card.payload or {})
-    payload.pop(card_binding.AUDIENCE_KEY, None)
-    if payload.get("phase") == "authorizing":
-        payload["phase"] = "requested"
-    card.payload = payload
-
-
-def _expire(cards: list[ThreadInteraction]) -> None:
-    now = utcnow()
-    for card in cards:
-        card.status = "expired"
-        card.resolved_at = now
-        card.result = {"version": 1, "outcome": "expired", "reason": CONNECTION_DELETED}
-    if cards:
-        notifications.cards_resolved(cards)  # notifications: issue 15
-
-
 def delete_connection(actor: Membership, connection: ToolConnection) -> Impact:
     """Delete the connection (a draft, a disconnected or a live one) and everything under it; see the module."""
     _require_configure(actor, connection)
@@ -174,8 +155,8 @@ def delete_connection(actor: Membership, connection: ToolConnection) -> Impact:
     impact.expiring_cards = [c for c in impact.expiring_cards if c.status == "pending"]
     was_live = connection_is_live(connection)
     for card in impact.kept_cards:
-        _forget_saved_setup(card)
-    _expire(impact.expiring_cards)
+        intent_setup.forget_saved_setup(card)
+    expire_for_deleted_connection(impact.expiring_cards)
     if was_live:
         notifications.connection_disconnected(connection)  # notifications: issue 15
     _record(

@@ -18,7 +18,7 @@ from app.services.runs.wake_context import TURN_KEY, WAKE_KEY, _scrub_config, sc
 def _continuation_text(run: HeartbeatRun, context: dict) -> str | None:
     interaction_id = context.get("interactionId")
     outcome = context.get("outcome")
-    if not interaction_id or outcome not in ("connected", "declined"):
+    if not interaction_id or outcome not in ("connected", "declined", "expired"):
         return None
     interaction = None
     try:
@@ -31,6 +31,13 @@ def _continuation_text(run: HeartbeatRun, context: dict) -> str | None:
         interaction = None
     service = (interaction.payload or {}).get("serviceName") if interaction is not None else None
     service = service or "the requested service"
+    if outcome == "expired":
+        reason = (interaction.result or {}).get("reason") if interaction is not None else None
+        return (
+            f"The connection request for {service} ({interaction_id}) can no longer be answered: "
+            f"{reason or 'it expired'}. Do not wait for it; if you still need {service}, look for it again with "
+            "connections_search. This is a fresh session."
+        )
     if outcome == "connected":
         return (
             f"The responsible person connected {service} for this task (connection request {interaction_id}). "

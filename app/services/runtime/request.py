@@ -14,7 +14,7 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
 )
-from app.models.keys import card_key
+from app.models.keys import access_request_digest, card_key
 from app.services.access.effective import connection_access
 from app.services.access.eligible import eligible_access
 from app.services.intents import access_requests, creation
@@ -173,7 +173,9 @@ def _send_card(
     """The card this run's request for the service waits on: the one already pending under its key (a repeat
     request, answered without the task lock: see `creation.pending_card_id`), else `_open_card`'s."""
     pending_id = creation.pending_card_id(
-        ctx.issue, card_key(ctx.run.id, ctx.responsible_user_id, service.slug)
+        ctx.issue,
+        card_key(ctx.run.id, ctx.responsible_user_id, service.slug, access_request),
+        access_request_digest(access_request),
     )
     if pending_id is not None:
         return _card_sent(service, pending_id)

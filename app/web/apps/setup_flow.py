@@ -298,7 +298,12 @@ def refusal_view(err: ServiceError) -> tuple[int, dict]:
 
 
 def finish_step(
-    membership: Membership, app_definition: AppDefinition, step: SetupStep, submission: Submission
+    membership: Membership,
+    app_definition: AppDefinition,
+    step: SetupStep,
+    submission: Submission,
+    *,
+    card_id: uuid.UUID | None = None,
 ) -> ThreadInteraction | None:
     """The second half for API-key methods: verify the credentials, store them, index tools, activate. A card's
     draft resolves its card in the same transaction (returned; the host delivers its continuation after commit)."""
@@ -309,4 +314,5 @@ def finish_step(
         credentials=submission.credentials,
         method_config=step.method_config,
         audience=step.audience,
+        card_id=card_id,
     )

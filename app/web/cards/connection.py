@@ -244,7 +244,7 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
             return _card_response(interaction)
         if step.needs_sign_in:
             return _begin_oauth(interaction, membership, draft)
-        resolved = finish_step(membership, app_definition, step, submission)
+        resolved = finish_step(membership, app_definition, step, submission, card_id=interaction.id)
     except SETUP_REFUSALS as err:
         status, shown = refusal_view(err)
         # Inside the card's dialog a refusal re-renders the form (htmx swaps only 2xx/422), never a 403 page.

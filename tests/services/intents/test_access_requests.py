@@ -4,12 +4,13 @@ ask first), blocks stay blocks, an unnamed request reviews at most 500 indexed t
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from app.models import ConnectionInstall, ConnectionTool, ThreadInteraction
+from app.models import ConnectionInstall, ConnectionTool, Issue, ThreadInteraction, ToolConnection
 from tests.doors import REQUEST_URL, bearer, rpc
 from tests.services.runtime.test_runtime_rest import board_api, connect, custom_body
 from tests.services.runtime.test_runtime_rest import providers as providers  # noqa: PLC0414 (the shared fixture)
@@ -180,3 +181,140 @@ def test_the_same_over_mcp(client, db, notes):
     assert result["structuredContent"]["state"] == "needs_user_action"
     card = db.session.get(ThreadInteraction, uuid.UUID(result["structuredContent"]["interactionId"]))
     assert [t["toolName"] for t in card.payload["accessRequest"]["tools"]] == ["get_note"]
+
+
+# --- issue 26, item 1: an access request's key names what it asks -------------------------------------------
+
+
+def card_of(db, response) -> ThreadInteraction:
+    assert response.status_code == 200, response.json
+    assert response.json["state"] == "needs_user_action"
+    db.session.expire_all()
+    return db.session.get(ThreadInteraction, uuid.UUID(response.json["interactionId"]))
+
+
+def asked_tools(card: ThreadInteraction) -> list[str]:
+    return [t["toolName"] for t in card.payload["accessRequest"]["tools"]]
+
+
+def test_requests_for_other_tools_in_one_run_each_get_their_own_card(client, db, notes):
+    company, owner, builder, connection, run, token = notes
+    search = card_of(db, ask(client, token, connection, toolNames=["search_notes"]))
+    create = card_of(db, ask(client, token, connection, toolNames=["create_note"]))
+    assert create.id != search.id
+    assert asked_tools(search) == ["search_notes"] and asked_tools(create) == ["create_note"]
+    assert search.status == "pending" and create.status == "pending"
+    # Asked again, each request gets back the card that asks for exactly its tools.
+    assert card_of(db, ask(client, token, connection, toolNames=["search_notes"])).id == search.id
+    assert card_of(db, ask(client, token, connection, toolNames=["create_note"])).id == create.id
+
+
+def test_a_plain_card_and_access_cards_of_one_connection_are_told_apart_across_runs(client, db, make, notes):
+    company, owner, builder, connection, run, token = notes
+    plain = card_of(
+        db,
+        client.post(REQUEST_URL, json={"service": f"connection:{connection['id']}"}, headers=bearer(token)),
+    )
+    assert plain.title == "Connect Team notes" and "accessRequest" not in plain.payload
+    access = card_of(db, ask(client, token, connection, toolNames=["get_note"]))
+    assert access.id != plain.id
+    assert access.title == "Grant Team notes access to Builder?" and asked_tools(access) == ["get_note"]
+    # A later run of the same agent asks for other tools: a card of its own; the earlier ones keep waiting.
+    _later, later_token = make.run(builder, db.session.get(Issue, access.issue_id))
+    other = card_of(db, ask(client, later_token, connection, toolNames=["search_notes"]))
+    assert other.id not in (plain.id, access.id) and asked_tools(other) == ["search_notes"]
+    # The same request from the later run reuses its pending card (cross-run reuse keeps the request apart).
+    assert card_of(db, ask(client, later_token, connection, toolNames=["get_note"])).id == access.id
+    again = client.post(
+        REQUEST_URL, json={"service": f"connection:{connection['id']}"}, headers=bearer(later_token)
+    )
+    assert card_of(db, again).id == plain.id
+    assert {c.status for c in db.session.scalars(select(ThreadInteraction))} == {"pending"}
+
+
+def test_a_card_under_the_key_that_asks_for_something_else_is_refused_with_409(client, db, notes):
+    """A pending card keyed as the request's key but asking for other tools (as access cards were keyed before
+    keys named their request) is never handed back as the answer: `reference.md` 5.6's 409."""
+    company, owner, builder, connection, run, token = notes
+    from app.core.errors import Conflict
+    from app.models.keys import card_key
+    from app.services.intents import access_requests, creation
+    from app.services.intents.service import resolve_service
+
+    issue = db.session.get(
+        Issue, card_of(db, ask(client, token, connection, toolNames=["get_note"])).issue_id
+    )
+    service = resolve_service(company.id, f"connection:{connection['id']}", owner.id, builder.id)
+    target = db.session.get(ToolConnection, uuid.UUID(connection["id"]))
+    wanted = access_requests.access_request_payload(
+        target, access_requests.review_tools(target, ["search_notes"])
+    )
+    old = db.session.scalar(select(ThreadInteraction))
+    old.idempotency_key = card_key(run.id, owner.id, service.slug, wanted)  # keyed as the new request
+    db.session.commit()
+    with pytest.raises(Conflict) as refused:
+        creation.create_connection_intent(
+            issue, builder, service, addressee_user_id=owner.id, run_id=run.id, access_request=wanted
+        )
+    assert refused.value.message == "Interaction idempotency key already exists for a different request"
+    db.session.rollback()
+    # Over HTTP the agent is told the same, and no card claims to ask for what it did not.
+    answer = ask(client, token, connection, toolNames=["search_notes"])
+    assert answer.status_code == 409
+    assert answer.json == {"error": "Interaction idempotency key already exists for a different request"}
+
+
+@pytest.mark.postgres_only
+def test_concurrent_requests_for_other_tools_each_get_the_card_that_asks_for_them(app, db, notes):
+    company, owner, builder, connection, run, token = notes
+    wanted = {"search_notes": ["search_notes"], "create_note": ["create_note"], "get_note": ["get_note"]}
+    barrier = threading.Barrier(12)
+    answers: list[tuple[str, int, str | None]] = []
+    lock = threading.Lock()
+
+    def worker(name: str):
+        client = app.test_client()
+        barrier.wait()
+        response = ask(client, token, connection, toolNames=wanted[name])
+        with lock:
+            answers.append((name, response.status_code, (response.json or {}).get("interactionId")))
+
+    threads = [threading.Thread(target=worker, args=(name,)) for name in wanted for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {status for _, status, _ in answers} == {200}
+    db.session.expire_all()
+    for name in wanted:
+        [card_id] = {card_id for asked, _, card_id in answers if asked == name}
+        assert asked_tools(db.session.get(ThreadInteraction, uuid.UUID(card_id))) == [name]
+    assert db.session.scalar(select(func.count()).select_from(ThreadInteraction)) == 3
+
+
+def test_the_upgrade_rekeys_access_cards_stored_under_the_plain_key(client, db, notes):
+    """Before keys named access requests, an access card sat under its run's plain key, where a plain request of the
+    same run found it; the upgrade (0018) gives it the key of its request."""
+    import importlib
+
+    from app.models.keys import card_key
+
+    company, owner, builder, connection, run, token = notes
+    access = card_of(db, ask(client, token, connection, toolNames=["get_note"]))
+    plain_key = card_key(run.id, owner.id, f"connection:{connection['id']}")
+    access.idempotency_key = plain_key  # as it was stored
+    db.session.commit()
+    migration = importlib.import_module("migrations.versions.0018_card_keys_cards1")
+    with db.engine.begin() as conn:
+        assert migration.rekey_access_cards(conn) == 1
+    db.session.expire_all()
+    access = db.session.get(ThreadInteraction, access.id)
+    assert access.idempotency_key == card_key(
+        run.id, owner.id, f"connection:{connection['id']}", access.payload["accessRequest"]
+    )
+    plain = card_of(
+        db,
+        client.post(REQUEST_URL, json={"service": f"connection:{connection['id']}"}, headers=bearer(token)),
+    )
+    assert plain.id != access.id and plain.title == "Connect Team notes"
+    assert card_of(db, ask(client, token, connection, toolNames=["get_note"])).id == access.id

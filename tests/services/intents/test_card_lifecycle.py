@@ -503,3 +503,232 @@ def test_a_declined_card_says_who_declined(app, db, card):
     assert (
         f"Declined by {card.member.name} at" in declined and "Builder will continue without it." in declined
     )
+
+
+# --- issue 26, item 8: two cards on one draft --------------------------------------------------------------------
+
+
+def two_cards_on_one_draft(app, db, make):
+    """Builder asks its task's responsible person for Honcho on two tasks; the person saves the setup of each
+    card (Save & exit), and both cards bind to the person's one Honcho draft."""
+    company = make.company("Acme")
+    owner = make.member(company, "owner")
+    agent = make.agent(company, "Builder")
+    cards = []
+    for _ in range(2):
+        issue = make.issue(company, status="in_progress", assignee=agent, responsible=owner)
+        _, token = make.run(agent, issue)
+        cards.append(request_service(app.test_client(), token, "honcho").json["interactionId"])
+    me = Htmx(app, owner)
+    form = {
+        "method_key": "mcp-api-key",
+        "identity": "user",
+        "config-workspaceId": "team",
+        "audience": "selected",
+        "agent_ids": [str(agent.id)],
+        "intent": "save",
+    }
+    for interaction_id in cards:
+        saved = me.post(f"/intents/{interaction_id}/setup", form)
+        assert saved.status_code == 200 and "Setup saved" in assert_fragment(saved)
+    drafts = {fresh(db, ThreadInteraction, c).payload["audience"]["connectionId"] for c in cards}
+    assert len(drafts) == 1, "both cards continue the person's one draft"
+    return owner, agent, cards, drafts.pop()
+
+
+def assert_both_connected(app, db, owner, agent, cards, draft_id):
+    for interaction_id in cards:
+        row = fresh(db, ThreadInteraction, interaction_id)
+        assert row.status == "accepted" and row.result == {
+            "version": 1,
+            "outcome": "connected",
+            "connectionId": draft_id,
+        }
+        body = assert_fragment(Htmx(app, owner).get(f"/intents/{interaction_id}/card"))
+        assert "Setup saved" not in body and "Continue setup" not in body and "Honcho connected" in body
+    assert installs_of(db, draft_id) == {("agent", str(agent.id))}
+    keys = sorted(w.idempotency_key for w in db.session.scalars(select(WakeupRequest)))
+    assert keys == sorted(f"connection-intent:{c}:connected" for c in cards)
+
+
+def test_finishing_a_draft_two_cards_wait_on_resolves_both_from_the_permissions_page(
+    app, db, make, providers
+):
+    owner, agent, cards, draft_id = two_cards_on_one_draft(app, db, make)
+    response = Htmx(app, owner).post(
+        f"/apps/{draft_id}/reconnect", {"credentials-authorization": HONCHO_KEY}, htmx=False
+    )
+    assert response.status_code == 303, response.get_data(as_text=True)
+    from app.workers.continuations import sweep_pending
+
+    sweep_pending()
+    assert_both_connected(app, db, owner, agent, cards, draft_id)
+
+
+def test_finishing_a_draft_two_cards_wait_on_from_one_cards_dialog_shows_that_card_and_resolves_both(
+    app, db, make, providers
+):
+    owner, agent, cards, draft_id = two_cards_on_one_draft(app, db, make)
+    second = cards[1]
+    response = Htmx(app, owner).post(
+        f"/intents/{second}/setup",
+        {
+            "method_key": "mcp-api-key",
+            "identity": "user",
+            "config-workspaceId": "team",
+            "audience": "selected",
+            "agent_ids": [str(agent.id)],
+            "draft_id": draft_id,
+            "credentials-authorization": HONCHO_KEY,
+        },
+    )
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.headers["HX-Retarget"] == f"#intent-card-{second}"
+    assert f'id="intent-card-{second}"' in assert_fragment(response)
+    from app.workers.continuations import sweep_pending
+
+    sweep_pending()
+    assert_both_connected(app, db, owner, agent, cards, draft_id)
+
+
+def test_a_card_the_finished_draft_cannot_serve_keeps_waiting_without_a_stale_saved_setup(
+    app, db, make, providers
+):
+    owner, agent, cards, draft_id = two_cards_on_one_draft(app, db, make)
+    # The second card's saved audience names an agent that has left the company since: its completion is refused.
+    second = fresh(db, ThreadInteraction, cards[1])
+    saved = dict(second.payload["audience"])
+    saved["agentIds"] = [*saved["agentIds"], str(uuid.uuid4())]
+    second.payload = {**second.payload, "audience": saved}
+    db.session.commit()
+    response = Htmx(app, owner).post(
+        f"/apps/{draft_id}/reconnect", {"credentials-authorization": HONCHO_KEY}, htmx=False
+    )
+    assert response.status_code == 303, response.get_data(as_text=True)
+    assert fresh(db, ThreadInteraction, cards[0]).status == "accepted"
+    waiting = fresh(db, ThreadInteraction, cards[1])
+    assert waiting.status == "pending" and "audience" not in waiting.payload
+    body = assert_fragment(Htmx(app, owner).get(f"/intents/{cards[1]}/card"))
+    assert "Setup saved" not in body and "Continue setup" not in body
+    keys = [w.idempotency_key for w in db.session.scalars(select(WakeupRequest))]
+    assert keys == [f"connection-intent:{cards[0]}:connected"]
+
+
+# --- issue 26, item 3: legacy cards follow the card lifecycle ---------------------------------------------------
+
+
+def resolved_webhooks(db, card) -> list[dict]:
+    """The `connection_intent.resolved` webhook deliveries queued for the company (a subscribed endpoint)."""
+    from app.models import NotificationDelivery
+
+    db.session.expire_all()
+    rows = db.session.scalars(
+        select(NotificationDelivery).where(NotificationDelivery.event == "connection_intent.resolved")
+    )
+    return [row.payload["data"] for row in rows]
+
+
+@pytest.fixture
+def webhook(db, card):
+    from app.models.notifications import WebhookEndpoint
+
+    endpoint = WebhookEndpoint(
+        company_id=card.company.id,
+        url="https://hooks.example.test/switchboard",
+        events=["connection_intent.resolved"],
+        secret_ciphertext="not-used-here",
+    )
+    db.session.add(endpoint)
+    db.session.commit()
+    return endpoint
+
+
+def test_a_legacy_card_expires_with_its_task_and_is_not_answerable_after_a_reopen(app, db, card, webhook):
+    legacy = legacy_card(db, card)
+    change_task(app, card.owner, card.issue, "status", "done")
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.status == "expired" and row.kind == "connection_intent"
+    assert row.result == {"version": 1, "outcome": "issue_closed", "reason": None}
+    [told] = [data for data in resolved_webhooks(db, card) if data["interactionId"] == str(legacy.id)]
+    assert told["outcome"] == "expired" and told["reason"] == "issue_closed" and told["service"] == "honcho"
+
+    change_task(app, card.owner, card.issue, "status", "in_progress")
+    me = Htmx(app, card.member)
+    answered = me.post(f"/intents/{legacy.id}/decline")
+    assert "Connection request expired" in assert_fragment(answered)
+    assert fresh(db, ThreadInteraction, legacy.id).status == "expired"
+    assert db.session.scalars(select(WakeupRequest)).all() == []
+
+
+def test_a_legacy_card_is_superseded_when_the_responsible_person_changes(app, db, card, webhook):
+    legacy = legacy_card(db, card)
+    change_task(app, card.owner, card.issue, "responsible", str(card.owner.id))
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.status == "expired" and row.kind == "connection_intent"
+    assert row.result == {
+        "version": 1,
+        "outcome": "superseded",
+        "supersededByInteractionId": None,
+        "reason": RESPONSIBLE_CHANGED,
+    }
+    assert str(legacy.id) in [data["interactionId"] for data in resolved_webhooks(db, card)]
+
+
+def test_a_legacy_card_expires_when_the_task_changes_hands(app, db, make, card):
+    legacy = legacy_card(db, card)
+    change_task(app, card.owner, card.issue, "assignee", str(make.agent(card.company, "Other").id))
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.status == "expired"
+    assert row.result == {"version": 1, "outcome": "expired", "reason": "The task assignment changed"}
+
+
+def test_a_later_request_reuses_a_pending_legacy_card_and_one_for_someone_else_supersedes_it(
+    app, db, make, card
+):
+    # The fixture's own card is answered first, so the legacy card is the one pending for Honcho.
+    assert Htmx(app, card.member).post(f"{card.url}/decline").status_code == 200
+    legacy = legacy_card(db, card)
+    _, token = make.run(card.agent, card.issue)
+    again = request_service(app.test_client(), token, "honcho")
+    assert again.status_code == 200 and again.json["interactionId"] == str(legacy.id)
+    assert fresh(db, ThreadInteraction, legacy.id).kind == "connection_intent"
+
+
+def test_legacy_cards_become_connection_cards_at_the_upgrade_and_reach_the_inbox(app, db, card):
+    import importlib
+
+    legacy = legacy_card(db, card)
+    migration = importlib.import_module("migrations.versions.0018_card_keys_cards1")
+    with db.engine.begin() as conn:
+        migration.adopt_legacy_cards(conn)
+    row = fresh(db, ThreadInteraction, legacy.id)
+    assert row.kind == "connection_intent" and row.status == "pending"
+    assert row.payload["serviceSlug"] == "honcho" and row.payload["requestingAgentName"] == "Builder"
+    assert row.payload["legacy"]["kind"] == "request_confirmation"
+    inbox = board_api(app.test_client(), card.member, "GET", "/api/me/inbox")
+    assert inbox.status_code == 200, inbox.json
+    assert {"id": str(legacy.id), "service": "honcho", "kind": "connection_intent"}.items() <= next(
+        item for item in inbox.json["items"] if item["id"] == str(legacy.id)
+    ).items()
+    page = Htmx(app, card.member).client.get("/inbox").get_data(as_text=True)
+    assert f'id="inbox-item-{legacy.id}"' in page
+
+
+def test_a_sign_in_that_finishes_a_draft_two_cards_wait_on_resolves_both(app, live, db, make, oauth_card):  # noqa: F811
+    company, member, _, agent, issue, first = oauth_card
+    other_task = make.issue(company, status="in_progress", assignee=agent, responsible=member)
+    _, token = make.run(agent, other_task)
+    second = request_service(app.test_client(), token, "linear").json["interactionId"]
+    browser = Browser(live, member)
+    connection_id = browser.create_draft(company, interactionId=first)
+    assert browser.create_draft(company, interactionId=second) == connection_id
+    for interaction_id in (first, second):
+        assert (
+            fresh(db, ThreadInteraction, interaction_id).payload["audience"]["connectionId"] == connection_id
+        )
+    response = browser.callback(browser.authorize(start_from_card(browser, connection_id, second)))
+    assert response.status_code == 200 and '"outcome": "connected"' in response.text
+    for interaction_id in (first, second):
+        row = fresh(db, ThreadInteraction, interaction_id)
+        assert row.status == "accepted" and row.result["connectionId"] == connection_id
+    assert installs_of(db, connection_id) == {("agent", str(agent.id))}

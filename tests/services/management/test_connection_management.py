@@ -390,3 +390,112 @@ def test_the_openapi_document_describes_delete(client):
     operation = document["paths"]["/api/tool-connections/{connection_id}"]["delete"]
     assert {"204", "403", "404", "409"} <= set(operation["responses"])
     assert "revocation" in operation["description"]
+
+
+# --- issue 26, item 2: deleting a connection an access card names --------------------------------------------------
+
+
+def test_deleting_a_connection_an_access_card_names_expires_the_card_and_wakes_its_agent_once(
+    db, world, make
+):
+    from app.models import HeartbeatRun, WakeupRequest
+    from app.services.runs.invocation import prepare_invocation
+    from app.workers.continuations import sweep_pending
+
+    other = make.agent(world.company, "Writer")
+    cid = connect_honcho(world, audience={"allAgents": False, "agentIds": [str(other.id)]}).json["id"]
+    asked = world.client.post(
+        REQUEST_URL,
+        json={"service": "honcho", "connectionId": cid, "toolNames": ["search_memory"]},
+        headers=bearer(world.token),
+    )
+    assert asked.status_code == 200 and asked.json["state"] == "needs_user_action", asked.json
+    interaction_id = asked.json["interactionId"]
+    card = fresh(db, ThreadInteraction, interaction_id)
+    assert card.title == "Grant Honcho access to Builder?"
+
+    page = world.client.get(f"/apps/{cid}/delete").get_data(as_text=True)
+    assert "No pending requests name this connection" not in page
+    assert (
+        f'<a href="/tasks/{world.issue.id}">Grant Honcho access to Builder?</a>: expires (nothing else can answer it).'
+        in page
+    )
+
+    response = post_form(world, f"/apps/{cid}/delete")
+    assert response.status_code == 303, response.get_data(as_text=True)
+    card = fresh(db, ThreadInteraction, interaction_id)
+    assert card.status == "expired"
+    assert card.result == {"version": 1, "outcome": "expired", "reason": "The connection was deleted"}
+    # Grant access is no longer offered: the card says what became of it.
+    thread = world.client.get(f"/tasks/{world.issue.id}").get_data(as_text=True)
+    assert "Grant access" not in thread and "Connection request expired" in thread
+
+    # One wake, whose prompt tells the agent why the card it waits on will not be answered.
+    world.run.status = "succeeded"  # the run that asked ended, waiting for its continuation
+    db.session.commit()
+    assert sweep_pending() == {"woken": 1}
+    assert sweep_pending() == {}
+    [wake] = db.session.scalars(
+        select(WakeupRequest).where(WakeupRequest.idempotency_key.like("connection-intent:%"))
+    )
+    assert wake.idempotency_key == f"connection-intent:{interaction_id}:expired"
+    run = db.session.get(HeartbeatRun, wake.run_id)
+    assert run.context_snapshot["outcome"] == "expired"
+    run.status = "running"
+    db.session.commit()
+    prompt = prepare_invocation(run).prompt
+    assert (
+        f"The connection request for Honcho ({interaction_id}) can no longer be answered: The connection was "
+        "deleted. Do not wait for it; if you still need Honcho, look for it again with connections_search. "
+        "This is a fresh session."
+    ) in prompt
+
+
+@pytest.mark.postgres_only
+def test_a_delete_racing_grant_access_leaves_the_card_ended_one_way(app, db, world, make):
+    """Grant access and the delete of the connection it names, at once: the card ends exactly one way (access
+    granted before the delete, or expired by it with one continuation), and neither side answers with a 500."""
+    import threading
+
+    from app.models import ConnectionIntentDelivery
+
+    other = make.agent(world.company, "Writer")
+    cid = connect_honcho(world, audience={"allAgents": False, "agentIds": [str(other.id)]}).json["id"]
+    asked = world.client.post(
+        REQUEST_URL,
+        json={"service": "honcho", "connectionId": cid, "toolNames": ["search_memory"]},
+        headers=bearer(world.token),
+    )
+    interaction_id = asked.json["interactionId"]
+    barrier = threading.Barrier(2)
+    statuses: dict[str, int] = {}
+
+    clients = {name: app.test_client() for name in ("grant", "delete")}
+    csrf = {name: sign_in(client, world.owner) for name, client in clients.items()}
+
+    def grant():
+        barrier.wait()
+        response = clients["grant"].post(
+            f"/intents/{interaction_id}/use/{cid}", data={"csrf_token": csrf["grant"]}
+        )
+        statuses["grant"] = response.status_code
+
+    def delete():
+        barrier.wait()
+        response = clients["delete"].post(f"/apps/{cid}/delete", data={"csrf_token": csrf["delete"]})
+        statuses["delete"] = response.status_code
+
+    threads = [threading.Thread(target=grant), threading.Thread(target=delete)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert statuses["delete"] == 303 and statuses["grant"] in (200, 303, 409, 422), statuses
+    card = fresh(db, ThreadInteraction, interaction_id)
+    delivery = db.session.get(ConnectionIntentDelivery, card.id)
+    assert delivery is not None  # one continuation either way
+    if card.status == "expired":
+        assert card.result == {"version": 1, "outcome": "expired", "reason": "The connection was deleted"}
+    else:
+        assert card.status == "accepted" and card.result["connectionId"] == cid
+    assert fresh(db, ToolConnection, cid) is None
