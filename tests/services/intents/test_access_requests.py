@@ -304,7 +304,7 @@ def test_the_upgrade_rekeys_access_cards_stored_under_the_plain_key(client, db, 
     plain_key = card_key(run.id, owner.id, f"connection:{connection['id']}")
     access.idempotency_key = plain_key  # as it was stored
     db.session.commit()
-    migration = importlib.import_module("migrations.versions.0018_card_keys_cards1")
+    migration = importlib.import_module("migrations.versions.0019_card_keys")
     with db.engine.begin() as conn:
         assert migration.rekey_access_cards(conn) == 1
     db.session.expire_all()

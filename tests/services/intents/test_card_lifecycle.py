@@ -698,7 +698,7 @@ def test_legacy_cards_become_connection_cards_at_the_upgrade_and_reach_the_inbox
     import importlib
 
     legacy = legacy_card(db, card)
-    migration = importlib.import_module("migrations.versions.0018_card_keys_cards1")
+    migration = importlib.import_module("migrations.versions.0019_card_keys")
     with db.engine.begin() as conn:
         migration.adopt_legacy_cards(conn)
     row = fresh(db, ThreadInteraction, legacy.id)

@@ -14,8 +14,8 @@ Downgrade leaves the rows as they are: an adopted card is what the previous revi
 card when acting on it, and it looks pending cards up by key only to reuse them (a card it no longer finds under a
 plain key is one it would not have had to reuse).
 
-Revision ID: 0018_card_keys_cards1
-Revises: 0017_tool_listed_entry
+Revision ID: 0019_card_keys
+Revises: 0018_agent_cli_adapters
 """
 
 import uuid
@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0018_card_keys_cards1"
-down_revision = "0017_tool_listed_entry"
+revision = "0019_card_keys"
+down_revision = "0018_agent_cli_adapters"
 branch_labels = None
 depends_on = None
 
