@@ -157,8 +157,9 @@ def load_config(instance_path: str) -> dict:
         # Names this installation inside run tokens; derived from SECRET_KEY when unset.
         "SWITCHBOARD_INSTANCE_ID": env.get("SWITCHBOARD_INSTANCE_ID") or None,
         "RUN_WORKER_IN_PROCESS": _bool(env.get("RUN_WORKER_IN_PROCESS"), False),
-        # Agent CLIs (Claude Code, Codex): each agent's private config home, where the CLI keeps its sessions between
-        # turns (`<root>/<agent id>/`). Workers on several machines resume sessions only when this is shared storage.
+        # Agent CLIs (Claude Code, Codex, Gemini CLI): each agent's private config home, where the CLI keeps its
+        # sessions between turns (`<root>/<agent id>/`). Workers on several machines resume sessions only when this
+        # is shared storage.
         "AGENT_HOME_ROOT": env.get("SWITCHBOARD_AGENT_HOME") or str(inst / "agent-homes"),
         # The app catalog: an operator's own definitions folder (read with app/catalog/definitions/), and whether
         # app start ingests the definitions when they changed (the `switchboard` CLI never does; `db upgrade` does).

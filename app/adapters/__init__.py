@@ -98,5 +98,5 @@ def get_adapter(adapter_type: str) -> Adapter | None:
 
 
 # The agent CLIs Switchboard runs with a managed MCP configuration (`app.adapters.agents`).
-AGENT_CLI_ADAPTERS = ("claude_code", "codex")
+AGENT_CLI_ADAPTERS = ("claude_code", "codex", "gemini")
 EXECUTABLE_ADAPTERS = ("process", "http", *AGENT_CLI_ADAPTERS)

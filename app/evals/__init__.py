@@ -1,8 +1,8 @@
 """Connection evaluations: natural-prompt cases run against a configured agent, scored on what was observed.
 
 `switchboard evals run --agent <id> [--cases FILE]` runs each case as its own task, assigned to the agent and
-addressed to a responsible person, through the agent's real adapter (for Claude Code or Codex, the real CLI with its
-model credential). A case is scored only on what the run did and what Switchboard persisted:
+addressed to a responsible person, through the agent's real adapter (for Claude Code, Codex or Gemini CLI, the real
+CLI with its model credential). A case is scored only on what the run did and what Switchboard persisted:
 
 - the calls observed in the agent's machine-readable output (`RunLog.summary`), our two servers only;
 - the connection cards on the case's task, and the service each one asks for;

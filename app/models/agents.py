@@ -16,6 +16,7 @@ class AdapterType(ValueSet):
     HTTP = "http"
     CLAUDE_CODE = "claude_code"
     CODEX = "codex"
+    GEMINI = "gemini"
     MANUAL = "manual"
 
 

@@ -31,7 +31,7 @@ MANAGE_FORBIDDEN = "Only owners and admins can change how an agent runs."
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,119}$")
 # Names the server sets for every turn: an agent cannot shadow them with a variable or a secret of its own.
 RESERVED_PREFIXES = ("PAPERCLIP_", "SWITCHBOARD_")
-RESERVED_NAMES = {"PATH", "HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME"}
+RESERVED_NAMES = {"PATH", "HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"}
 SECRET_MAX_LENGTH = 8192
 ENV_MAX_ENTRIES = 50
 TIMEOUT_MAX_SECONDS = 24 * 3600
@@ -59,6 +59,13 @@ ADAPTER_CHOICES = (
         "Runs OpenAI's Codex CLI (codex exec) on the worker with Switchboard's runtime tools and gateway as its MCP "
         "servers and the connection instructions as developer instructions.",
         "OPENAI_API_KEY",
+    ),
+    AdapterChoice(
+        "gemini",
+        "Gemini CLI",
+        "Runs Google's Gemini CLI (gemini, headless) on the worker with Switchboard's runtime tools and gateway as its "
+        "MCP servers and the connection instructions appended to its system prompt.",
+        "GEMINI_API_KEY",
     ),
     AdapterChoice(
         "process",
@@ -159,10 +166,11 @@ def cli_config(settings: CliRuntimeSettings) -> dict[str, Any]:
 def configure_agent_cli(
     actor: Membership, agent: Agent, adapter_type: str, settings: CliRuntimeSettings
 ) -> Agent:
-    """Make the agent a Claude Code or Codex agent with these settings (replacing its adapter configuration)."""
+    """Make the agent a Claude Code, Codex or Gemini CLI agent with these settings (replacing its adapter
+    configuration)."""
     require_manage_agents(actor)
     if adapter_type not in AGENT_CLI_ADAPTERS:
-        raise Unprocessable("Choose Claude Code or Codex.")
+        raise Unprocessable("Choose Claude Code, Codex or Gemini CLI.")
     config = cli_config(settings)
     changed = agent.adapter_type != adapter_type or agent.adapter_config != config
     agent.adapter_type = adapter_type

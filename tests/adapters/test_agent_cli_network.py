@@ -20,7 +20,7 @@ from app.services.agent_runtime import set_agent_secret
 from app.services.runs.wakeups import request_wakeup
 from app.workers.run_executor import execute_next_run
 from tests.conftest import serving
-from tests.peers.agent_clis import INSTALL_HINT, claude_binary, codex_binary
+from tests.peers.agent_clis import INSTALL_HINT, claude_binary, codex_binary, gemini_binary
 from tests.peers.model_server import (
     Rule,
     ScriptedModelServer,
@@ -33,6 +33,7 @@ from tests.peers.model_server import (
 CLIS = {
     "claude_code": (claude_binary, "ANTHROPIC_API_KEY", ""),
     "codex": (codex_binary, "OPENAI_API_KEY", "/v1"),
+    "gemini": (gemini_binary, "GEMINI_API_KEY", ""),
 }
 ADDRESS = re.compile(r'(?:inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)")')
 PORT = re.compile(r"sin6?_port=htons\((\d+)\)")

@@ -21,6 +21,7 @@ from app.adapters import Invocation
 from app.adapters.agents import cli_adapter
 from app.adapters.agents.claude_code import mcp_config
 from app.adapters.agents.codex import config_toml
+from app.adapters.agents.gemini import settings_json
 from app.adapters.agents.runner import RUN_DIR_PREFIX, CliSettings
 
 TOKEN = "run-token-abcdefghijklmnop"
@@ -48,7 +49,7 @@ def invocation(adapter_type: str, config: dict, **overrides) -> Invocation:
         "prompt": "You are Builder.\n",
         "connection_instructions": SNAPSHOT,
         "runtime_tools": DESCRIPTOR,
-        "secret_env": {"ANTHROPIC_API_KEY": SECRET, "OPENAI_API_KEY": SECRET},
+        "secret_env": {"ANTHROPIC_API_KEY": SECRET, "OPENAI_API_KEY": SECRET, "GEMINI_API_KEY": SECRET},
     }
     fields.update(overrides)
     return Invocation(**fields)
@@ -124,7 +125,22 @@ def test_codex_configuration_is_valid_toml_with_the_token_named_not_written():
     assert parsed["check_for_update_on_startup"] is False
 
 
-@pytest.mark.parametrize("adapter_type", ["claude_code", "codex"])
+def test_gemini_settings_turn_off_what_phones_home_and_read_the_token_from_the_environment():
+    server = {"headers": {"Authorization": "Bearer ${PAPERCLIP_RUNTIME_TOOLS_TOKEN}"}, "trust": True}
+    assert settings_json(DESCRIPTOR) == {
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "mcpServers": {
+            "switchboard": {"httpUrl": "http://127.0.0.1:5000/mcp/runtime-tools", **server},
+            "gateway": {"httpUrl": "http://127.0.0.1:5000/mcp/gateway", **server},
+        },
+    }
+    assert settings_json(None)["mcpServers"] == {}
+
+
+@pytest.mark.parametrize("adapter_type", ["claude_code", "codex", "gemini"])
 def test_a_turn_keeps_the_token_off_the_command_line_and_removes_its_files(tmp_path, adapter_type):
     before = run_dirs()
     binary = fake_cli(tmp_path, "exit 0")
@@ -152,15 +168,76 @@ def test_a_turn_keeps_the_token_off_the_command_line_and_removes_its_files(tmp_p
         assert args[:5] == ["--print", "--output-format", "stream-json", "--verbose", "--strict-mcp-config"]
         assert args[args.index("--allowedTools") + 1] == "mcp__switchboard,mcp__gateway"
         assert args[args.index("--model") + 1] == "m1" and "--resume" not in args
-    else:
+    elif adapter_type == "codex":
         assert env["CODEX_HOME"].startswith(os.path.join(tempfile.gettempdir(), RUN_DIR_PREFIX))
         assert argv.splitlines() == ["exec", "--json", "--skip-git-repo-check", "-"]
         assert (home / "codex" / "sessions").is_dir()
+    else:
+        assert env["GEMINI_CLI_HOME"].startswith(os.path.join(tempfile.gettempdir(), RUN_DIR_PREFIX))
+        assert (
+            env["HOME"] == os.environ["HOME"]
+        )  # the person's, never written: GEMINI_CLI_HOME replaces ~/.gemini
+        assert argv.splitlines() == [
+            "--output-format",
+            "stream-json",
+            "--allowed-mcp-server-names",
+            "switchboard,gateway",
+            "--model",
+            "m1",
+        ]
+        assert (home / "gemini" / "tmp").is_dir() and (home / "gemini" / "history").is_dir()
+
+
+def test_a_gemini_turn_writes_its_settings_and_the_snapshot_privately_and_links_its_sessions(tmp_path):
+    before = run_dirs()
+    seen = tmp_path / "seen"
+    # The stand-in records the private home's tree (mode, kind, link target) and the two files Switchboard wrote.
+    body = (
+        f'find "$GEMINI_CLI_HOME" -exec stat -c "%a|%F|%N" {{}} \\; > "{seen}/tree"\n'
+        f'cat "$GEMINI_CLI_HOME/.gemini/settings.json" > "{seen}/settings.json"\n'
+        f'cat "$GEMINI_CLI_HOME/.gemini/GEMINI.md" > "{seen}/context.md" 2>/dev/null || true'
+    )
+    binary = fake_cli(tmp_path, body)
+    home = tmp_path / "agent-home"
+    config = {"binary": binary, "model": "gemini-2.5-flash", "baseUrl": "http://127.0.0.1:9"}
+    result = cli_adapter("gemini").execute(invocation("gemini", config, agent_home=str(home)))
+    assert result.ok, result.error
+    assert run_dirs() == before
+    env = dict(line.split("=", 1) for line in (seen / "env").read_text().splitlines() if "=" in line)
+    assert (env["GOOGLE_GEMINI_BASE_URL"], env["GEMINI_API_KEY"]) == ("http://127.0.0.1:9", SECRET)
+    assert env["GEMINI_CLI_TRUST_WORKSPACE"] == "true" and env["GEMINI_CLI_NO_RELAUNCH"] == "true"
+    gemini_home = env["GEMINI_CLI_HOME"]
+    tree = {}
+    for line in (seen / "tree").read_text().splitlines():
+        mode, kind, name = line.split("|", 2)
+        tree[name.replace(gemini_home, "~")] = (mode, kind)
+    assert tree == {
+        "'~'": ("700", "directory"),
+        "'~/.gemini'": ("700", "directory"),
+        "'~/.gemini/settings.json'": ("600", "regular file"),
+        "'~/.gemini/GEMINI.md'": ("600", "regular file"),
+        f"'~/.gemini/tmp' -> '{home / 'gemini' / 'tmp'}'": ("777", "symbolic link"),
+        f"'~/.gemini/history' -> '{home / 'gemini' / 'history'}'": ("777", "symbolic link"),
+    }
+    settings = (seen / "settings.json").read_text()
+    assert json.loads(settings) == settings_json(DESCRIPTOR)
+    # The snapshot is the global context file Gemini CLI appends to its system prompt, word for word.
+    assert (seen / "context.md").read_text() == SNAPSHOT["text"]
+    for text in (settings, (seen / "argv").read_text(), (seen / "context.md").read_text()):
+        assert TOKEN not in text and SECRET not in text
+
+    # Without instructions there is no context file.
+    (seen / "context.md").unlink()
+    result = cli_adapter("gemini").execute(
+        invocation("gemini", config, agent_home=str(home), connection_instructions=None)
+    )
+    assert result.ok, result.error
+    assert not (seen / "context.md").read_text()
 
 
 def test_a_resumed_turn_names_the_session(tmp_path):
     binary = fake_cli(tmp_path, "exit 0")
-    for adapter_type in ("claude_code", "codex"):
+    for adapter_type in ("claude_code", "codex", "gemini"):
         cli_adapter(adapter_type).execute(
             invocation(adapter_type, {"binary": binary}, resume_session_id="sess-1", agent_home=str(tmp_path))
         )
@@ -269,3 +346,83 @@ def test_a_failed_codex_turn_fails_the_run_with_its_reason(tmp_path):
     )
     assert not result.ok and result.session_id == "th-1"
     assert result.error == "unexpected status 401 Unauthorized"
+
+
+def test_gemini_stream_events_become_bounded_scrubbed_events(tmp_path):
+    lines = [
+        {"type": "init", "session_id": "g-1", "model": "gemini-2.5-flash"},
+        {"type": "message", "role": "user", "content": "You are Builder."},
+        {
+            "type": "tool_use",
+            "tool_name": "mcp_switchboard_connections_search",
+            "tool_id": "t1",
+            "parameters": {},
+        },
+        {"type": "tool_result", "tool_id": "t1", "status": "success", "output": "found"},
+        {"type": "tool_use", "tool_name": "mcp_gateway_honcho__search", "tool_id": "t2", "parameters": {}},
+        {"type": "tool_result", "tool_id": "t2", "status": "error", "error": {"type": "mcp_tool_error"}},
+        {"type": "tool_use", "tool_name": "read_file", "tool_id": "t3", "parameters": {}},
+        {"type": "tool_result", "tool_id": "t3", "status": "success", "output": "..."},
+        {"type": "error", "severity": "warning", "message": "Retrying the request."},
+        {"type": "message", "role": "assistant", "content": "Done, ", "delta": True},
+        {"type": "message", "role": "assistant", "content": f"my key is {SECRET}.", "delta": True},
+        {
+            "type": "result",
+            "status": "success",
+            "stats": {
+                "total_tokens": 18,
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "cached": 3,
+                "tool_calls": 3,
+            },
+        },
+    ]
+    body = "cat <<'EOF'\n" + "\n".join(json.dumps(line) for line in lines) + "\nnot json\nEOF"
+    result = cli_adapter("gemini").execute(
+        invocation("gemini", {"binary": fake_cli(tmp_path, body)}, agent_home=str(tmp_path))
+    )
+    assert result.ok and result.session_id == "g-1"
+    calls = [
+        {"server": "switchboard", "tool": "connections_search", "status": "ok"},
+        {"server": "gateway", "tool": "honcho__search", "status": "error"},
+        {"server": None, "tool": "read_file", "status": "ok"},
+    ]
+    usage = {"inputTokens": 10, "outputTokens": 5, "cachedTokens": 3}
+    assert result.events == [
+        {"type": "session", "sessionId": "g-1"},
+        *({"type": "tool_call", **call} for call in calls),
+        {"type": "message", "text": "Done, my key is [redacted]."},
+        {"type": "result", "ok": True, "usage": usage, "costUsd": None},
+    ]
+    assert result.summary == {
+        "sessionId": "g-1",
+        "finalMessage": "Done, my key is [redacted].",
+        "toolCalls": calls,
+        "usage": usage,
+        "costUsd": None,
+        "eventsDropped": 0,
+    }
+    assert SECRET not in result.stdout
+
+
+def test_a_failed_gemini_turn_fails_the_run_with_its_reason(tmp_path):
+    lines = [
+        {"type": "init", "session_id": "g-2", "model": "gemini-2.5-flash"},
+        {
+            "type": "result",
+            "status": "error",
+            "error": {"type": "FatalAuthenticationError", "message": "API key not valid."},
+            "stats": {"input_tokens": 0, "output_tokens": 0},
+        },
+    ]
+    body = "cat <<'EOF'\n" + "\n".join(json.dumps(line) for line in lines) + "\nEOF\nexit 41"
+    result = cli_adapter("gemini").execute(
+        invocation("gemini", {"binary": fake_cli(tmp_path, body)}, agent_home=str(tmp_path))
+    )
+    assert not result.ok and result.session_id == "g-2" and result.exit_code == 41
+    assert result.error == "API key not valid."
+    assert result.events[-2:] == [
+        {"type": "error", "message": "API key not valid."},
+        {"type": "result", "ok": False, "usage": {}, "costUsd": None},
+    ]

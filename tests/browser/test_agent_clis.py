@@ -1,14 +1,17 @@
-"""Real agent CLIs run on Switchboard, end to end (issue 25): Claude Code 2.1.332 and Codex 0.171.0, the npm packages
-installed by `make peers`, each driven by the scripted model server on loopback (tests/peers/model_server.py).
+"""Real agent CLIs run on Switchboard, end to end (issue 25): Claude Code 2.1.332, Codex 0.171.0 and Gemini CLI 0.61.0,
+the npm packages installed by `make peers`, each driven by the scripted model server on loopback
+(tests/peers/model_server.py).
 
 The scene, for each CLI:
-1. Builder (adapter `claude_code` or `codex`, its model key an encrypted agent secret) wakes on its task. The model
-   calls `connections_search` and then `connection_request` for Honcho, which is not connected: a card appears.
+1. Builder (adapter `claude_code`, `codex` or `gemini`, its model key an encrypted agent secret) wakes on its task.
+   The model calls `connections_search` and then `connection_request` for Honcho, which is not connected: a card
+   appears.
 2. The responsible person connects Honcho by API key in the card's dialog, in Chromium.
 3. The continuation (exactly one wake) runs in a fresh session: the model calls Honcho's `list_workspaces` through the
    tool gateway, and the provider's answer reaches the model.
-4. The model server saw Honcho's connection-instruction text in the system (Codex: developer) prompt of the
-   continuation and not of the first run; the run logs hold the CLI's session, tool calls and final message.
+4. The model server saw Honcho's connection-instruction text in the system prompt (Codex: developer instructions;
+   Gemini CLI: `systemInstruction`) of the continuation and not of the first run; the run logs hold the CLI's
+   session, tool calls and final message.
 
 Assertions read persisted state and what crossed the wire, not the CLI's words. The CLIs run with telemetry, update
 checks and non-essential traffic off (tests/peers/AGENT_CLIS.md: strace shows loopback only).
@@ -33,7 +36,7 @@ from app.workers.continuations import sweep_pending
 from app.workers.run_executor import execute_next_run
 from tests.browser.conftest import sign_in_through_the_form
 from tests.factories import DEFAULT_PASSWORD
-from tests.peers.agent_clis import INSTALL_HINT, claude_binary, codex_binary
+from tests.peers.agent_clis import INSTALL_HINT, claude_binary, codex_binary, gemini_binary
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.peers.model_server import (
     Rule,
@@ -59,6 +62,7 @@ CLIS = {
         "path": "",
     },
     "codex": {"binary": codex_binary, "key": "OPENAI_API_KEY", "model": "gpt-5-codex", "path": "/v1"},
+    "gemini": {"binary": gemini_binary, "key": "GEMINI_API_KEY", "model": "gemini-2.5-flash", "path": ""},
 }
 
 
@@ -238,7 +242,7 @@ def test_a_real_cli_asks_for_a_connection_and_uses_it_after_the_card(
     # The person's own CLI setup was never touched; the agent's private home holds the CLI's state.
     # (Chromium, driven by this test, keeps its own profile there.)
     written = [str(p.relative_to(world["home"])) for p in Path(world["home"]).rglob("*")]
-    assert not [p for p in written if "claude" in p.lower() or "codex" in p.lower()], written
+    assert not [p for p in written if any(cli in p.lower() for cli in ("claude", "codex", "gemini"))], written
     agent_home = Path(app.config["AGENT_HOME_ROOT"]) / str(agent.id)
     assert stat.S_IMODE(os.stat(agent_home).st_mode) == 0o700
 

@@ -2,8 +2,8 @@
 
 npm installs each CLI's native binary as a platform package; claude-code's postinstall (which would swap the
 `bin/claude` placeholder for the binary) does not run under npm 11's script policy, so tests run the native binaries
-directly. Gemini CLI is a JavaScript bundle run by node (>= 20). Each finder returns the binary's path (Gemini:
-the command), or None when the peers are not installed (tests then skip, saying
+directly. Gemini CLI is a JavaScript bundle run by node (>= 20). Each finder returns the binary's path
+(`gemini_command`: node and the bundle), or None when the peers are not installed (tests then skip, saying
 how to install them). See tests/peers/AGENT_CLIS.md for the flags, env and config that keep them on loopback.
 """
 
@@ -48,6 +48,13 @@ def codex_binary() -> str | None:
         return None
     triple = f"{_RUST_ARCH[arch]}-unknown-linux-musl"
     return _executable(NODE_MODULES / "@openai" / f"codex-linux-{arch}" / "vendor" / triple / "bin" / "codex")
+
+
+def gemini_binary() -> str | None:
+    """The Gemini CLI bundle as one executable (`#!/usr/bin/env node`: node >= 20 must be on PATH), for the adapter's
+    `binary` setting, or None."""
+    command = gemini_command()
+    return _executable(Path(command[1])) if command else None
 
 
 def gemini_command() -> list[str] | None:

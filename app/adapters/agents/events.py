@@ -1,7 +1,7 @@
 """What an agent CLI's turn leaves behind: a bounded list of normalized events and a summary.
 
-Each CLI profile turns its own machine-readable output (Claude Code's stream JSON, Codex's `--json` events) into these
-few shapes, so the run page, the evaluations and the tests read one format:
+Each CLI profile turns its own machine-readable output (Claude Code's and Gemini CLI's stream JSON, Codex's `--json`
+events) into these few shapes, so the run page, the evaluations and the tests read one format:
 
 - `{"type": "session", "sessionId"}`: the CLI's session (resumable with its resume option);
 - `{"type": "tool_call", "server", "tool", "status"}`: a tool the agent called (`server` is `switchboard` for the
@@ -114,10 +114,13 @@ class TurnEvents:
         }
 
 
-def split_mcp_name(name: str, servers: Iterable[str]) -> tuple[str | None, str]:
-    """`mcp__<server>__<tool>` -> (server, tool) for one of our servers; anything else is the CLI's own tool."""
+def split_mcp_name(
+    name: str, servers: Iterable[str], pattern: str = "mcp__{server}__"
+) -> tuple[str | None, str]:
+    """`mcp__<server>__<tool>` (or the CLI's own `pattern` of the prefix, Gemini's `mcp_{server}_`) -> (server,
+    tool) for one of our servers; anything else is the CLI's own tool."""
     for server in servers:
-        prefix = f"mcp__{server}__"
+        prefix = pattern.format(server=server)
         if name.startswith(prefix):
             return server, name[len(prefix) :]
     return None, name

@@ -1,13 +1,13 @@
 """Run one turn of an agent CLI: private files, the managed environment, the process group, the JSON events.
 
-A CLI profile (`claude_code`, `codex`) says how its CLI is invoked (`CliTurn`) and how its machine-readable output
-reads (`read`). This module owns everything they share:
+A CLI profile (`claude_code`, `codex`, `gemini`) says how its CLI is invoked (`CliTurn`) and how its machine-readable
+output reads (`read`). This module owns everything they share:
 
 - the binary: the configured path or name, looked up on the child's `PATH`, with a clear error when missing;
 - a private run folder (mode 0700, `switchboard-agent-run-*`) holding the turn's files (mode 0600): the MCP
   configuration, the instruction snapshot. It is removed on every exit path: success, failure, timeout, kill;
 - the CLI's private config home, kept per agent (`Invocation.agent_home`) so sessions can be resumed, and never the
-  person's own (`~/.claude`, `~/.codex`);
+  person's own (`~/.claude`, `~/.codex`, `~/.gemini`);
 - the environment: the process adapter's (`PAPERCLIP_*`, server secrets removed), the agent's configured variables
   and decrypted secrets, then the profile's. The run token travels only in the environment, read by the CLI's own
   header-from-environment mechanism, so `ps` never shows it;

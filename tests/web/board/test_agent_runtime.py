@@ -1,5 +1,5 @@
-"""The agent's Runtime tab: choosing Claude Code or Codex and their settings, the secrets only the agent's runs get
-(write-only, encrypted), who may change them, and the run page that shows what a CLI did."""
+"""The agent's Runtime tab: choosing Claude Code, Codex or Gemini CLI and their settings, the secrets only the agent's
+runs get (write-only, encrypted), who may change them, and the run page that shows what a CLI did."""
 
 from __future__ import annotations
 
@@ -36,13 +36,21 @@ def test_the_runtime_tab_explains_each_adapter(client, world):
     assert "How Builder runs" in html
     assert "Runs Anthropic's Claude Code CLI (claude -p)" in html
     assert "Runs OpenAI's Codex CLI (codex exec)" in html
+    assert (
+        "Runs Google's Gemini CLI (gemini, headless) on the worker with Switchboard's runtime tools and gateway as "
+        "its MCP servers and the connection instructions appended to its system prompt. Its model key is the secret "
+        "<code>GEMINI_API_KEY</code>."
+    ) in html
     assert "Its model key is the secret <code>ANTHROPIC_API_KEY</code>." in html
     assert 'value="manual" checked' in html
     assert "No secrets yet." in html
     # The agents list says what each adapter is and links to the tab.
     listing = client.get("/agents").get_data(as_text=True)
     assert f'href="/agents/{world["agent"].id}/runtime">Manual</a>' in listing
-    assert "<strong>Claude Code</strong> and <strong>Codex</strong> run those CLIs" in listing
+    assert (
+        "<strong>Claude Code</strong>, <strong>Codex</strong> and <strong>Gemini CLI</strong> run those CLIs"
+        in listing
+    )
 
 
 def test_an_owner_makes_the_agent_a_claude_code_agent(client, db, world):
