@@ -2,14 +2,14 @@
 
 - `agents.adapter_type` also accepts `gemini` (the check constraint is recreated).
 
-Revision ID: 0019_gemini_adapter
-Revises: 0018_agent_cli_adapters
+Revision ID: 0020_gemini_adapter
+Revises: 0019_card_keys
 """
 
 from alembic import op
 
-revision = "0019_gemini_adapter"
-down_revision = "0018_agent_cli_adapters"
+revision = "0020_gemini_adapter"
+down_revision = "0019_card_keys"
 branch_labels = None
 depends_on = None
 
