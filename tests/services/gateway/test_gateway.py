@@ -536,7 +536,11 @@ def test_transport_rules_and_run_checks(db, world):
     # Refusals on the gateway are JSON-RPC errors (issue 34: every MCP client shows the reason).
     refused = client.get(URL)
     assert refused.status_code == 401
-    assert refused.json == {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": TOKEN_INVALID["error"]}}
+    assert refused.json == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32001, "message": TOKEN_INVALID["error"]},
+    }
     assert rpc(client, "garbage", "tools/list").status_code == 401
     init = rpc(client, world.token, "initialize", {"protocolVersion": "2025-03-26"})
     assert init.json["result"]["serverInfo"] == {"name": "switchboard-tool-gateway", "version": "1"}
