@@ -73,6 +73,7 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
     prepared.connection_name = tool.connection_name
     prepared.grant_id = tool.grant_id
     prepared.app_definition = tool.app_definition
+    prepared.has_output_schema = tool.has_output_schema
     projected = project_arguments(arguments, tool.managed)
     prepared.arguments = projected
     if tool.action == "block":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,8 @@ class PreparedCall:
     approval_id: uuid.UUID | None = None
     result: dict | None = None
     unknown: bool = False
+    # The tool declares an `outputSchema` (its listing entry): the gateway's own refusals are shaped for it.
+    has_output_schema: bool = False
     # The connection cannot be called until the responsible person signs in to it again (`gateway/elicitation`).
     needs_person: bool = False
 
@@ -54,6 +57,28 @@ class PreparedCall:
         return self.ready and self.decision == "approved"
 
 
+class Refusal(dict):
+    """A `tools/call` result the gateway made itself (blocked, approval needed, provider failed, cancelled, ...), not
+    the provider's: `for_the_tool` shapes it for a tool that declares an output schema."""
+
+
 def _refusal(reason_code: str, message: str, **extra: Any) -> dict:
     structured = {"reasonCode": reason_code, "message": message, **extra}
-    return tool_error(f"{reason_code}: {message}", structured)
+    return Refusal(tool_error(f"{reason_code}: {message}", structured))
+
+
+def for_the_tool(result: dict, has_output_schema: bool) -> dict:
+    """The result as the agent's client may receive it for this tool.
+
+    When a tool declares an `outputSchema`, MCP says structured results MUST conform to it, and clients check
+    (TypeScript SDK 1.x: "Structured content does not match the tool's output schema", shown instead of the reason).
+    The gateway's own refusals have another shape, so for such a tool their structured fields travel as a second text
+    block instead (`reasonCode`, `retryAfterSeconds`, ... stay readable), and the result carries no
+    `structuredContent`, which an `isError` result need not. The provider's own results pass as they are.
+    """
+    if not (has_output_schema and isinstance(result, Refusal)) or "structuredContent" not in result:
+        return result
+    shaped = {key: value for key, value in result.items() if key != "structuredContent"}
+    details = {"type": "text", "text": json.dumps(result["structuredContent"], ensure_ascii=False)}
+    shaped["content"] = [*result.get("content", []), details]
+    return shaped

@@ -150,6 +150,7 @@ class CallTarget:
     connection_name: str
     grant_id: uuid.UUID
     app_definition: Any
+    has_output_schema: bool = False
 
     @classmethod
     def of(cls, tool: GatewayTool) -> CallTarget:
@@ -166,6 +167,7 @@ class CallTarget:
             connection_name=tool.connection.name,
             grant_id=tool.access.grant.id,
             app_definition=tool.app_definition,
+            has_output_schema=bool((raw.listing or {}).get("outputSchema")),
         )
 
 

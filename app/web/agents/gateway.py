@@ -49,6 +49,7 @@ from app.services.gateway import elicitation as gateway_elicitation
 from app.services.gateway import resources as gateway_resources
 from app.services.gateway import tools as gateway_tools
 from app.services.gateway.names import tool_name_budget
+from app.services.gateway.results import for_the_tool
 from app.services.runtime import context as run_context
 from app.web.agents import elicitation, jsonrpc, streaming
 from app.web.openapi import operations as openapi
@@ -169,7 +170,7 @@ def _call_tool(
                 prepared.result = gateway_calls.execute_call(prepared, target, control=control)
     # Every path above leaves a result: a refusal, the approval to wait for, or the provider's answer.
     assert prepared.result is not None
-    return jsonrpc.message(id_, result=prepared.result), 200
+    return jsonrpc.message(id_, result=for_the_tool(prepared.result, prepared.has_output_schema)), 200
 
 
 def _read_resource(id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange) -> jsonrpc.Reply:

@@ -32,7 +32,7 @@ from app.extensions import db
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
 from app.services.gateway import cancellation
-from app.services.gateway.results import PreparedCall
+from app.services.gateway.results import PreparedCall, for_the_tool
 from app.services.gateway.tools import SERVER_NAME
 from app.web.agents import jsonrpc
 from app.web.unit_of_work import Reason, commit_point
@@ -79,7 +79,9 @@ def streamed_call(
     def work() -> None:
         with app.app_context(), provider_calls.in_flight(run_id, id_, control):
             try:
-                result = gateway_calls.execute_call(prepared, target, control=control)
+                result = for_the_tool(
+                    gateway_calls.execute_call(prepared, target, control=control), prepared.has_output_schema
+                )
                 commit_point(Reason.STREAMED_CALL_RECORDED)
             except Exception:
                 db.session.rollback()

