@@ -229,7 +229,14 @@ def frozen_calls(base: str, token: str, count: int) -> tuple[list[threading.Thre
             answer = requests.post(
                 f"{base}/mcp/gateway", json=message, headers={"Authorization": f"Bearer {token}"}, timeout=600
             ).json()["result"]
-            results[i] = (answer.get("structuredContent") or {}).get("reasonCode") or "ok"
+            # A refusal's fields: its structuredContent, or for a tool with an output schema its last text block.
+            fields = answer.get("structuredContent")
+            if fields is None and answer.get("isError"):
+                try:
+                    fields = json.loads(answer["content"][-1]["text"])
+                except (ValueError, KeyError, IndexError):
+                    fields = {"reasonCode": "tool_error"}
+            results[i] = (fields or {}).get("reasonCode") or "ok"
         except requests.RequestException as exc:
             results[i] = type(exc).__name__
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 TOKEN_INVALID = {"error": "Runtime tools token is missing, invalid, or expired"}
 SEARCH_URL = "/runtime-tools/connections/search"
 REQUEST_URL = "/runtime-tools/connections/request"
@@ -34,4 +36,17 @@ def approval_card(world, tool: str = "honcho__save_memory", **arguments) -> str:
     """The agent calls a tool whose policy asks first (Honcho's save_memory does by default): the gateway opens an
     approval card on the task; its id."""
     call = rpc(world.client, world.token, "tools/call", {"name": tool, "arguments": arguments})
-    return call.json["result"]["structuredContent"]["approvalId"]
+    return refusal_fields(call.json["result"])["approvalId"]
+
+
+def refusal_fields(result) -> dict:
+    """The structured fields of a gateway refusal (`reasonCode`, `approvalId`, ...): its `structuredContent`, or,
+    for a tool that declares an output schema, the JSON text block that carries them (issue 34 item 1)."""
+    if isinstance(result, dict):
+        structured, blocks = result.get("structuredContent"), result.get("content") or []
+        texts = [b.get("text") for b in blocks]
+    else:
+        structured, texts = result.structured_content, [getattr(b, "text", None) for b in result.content]
+    if structured is not None:
+        return structured
+    return json.loads(texts[-1])

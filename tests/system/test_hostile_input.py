@@ -21,7 +21,7 @@ from app.models import ActivityLog, ThreadInteraction
 from app.services.accounts import create_api_key
 from app.web.json_body import MAX_DEPTH
 from tests.conftest import serving, sign_in
-from tests.doors import SEARCH_URL, bearer
+from tests.doors import SEARCH_URL, bearer, refusal_fields
 from tests.peers.mcp_servers import HONCHO_KEY
 
 RUNTIME_MCP = "/mcp/runtime-tools"
@@ -284,7 +284,7 @@ def test_an_ask_first_call_with_ordinary_unicode_still_makes_its_card(client, db
     }
     response = raw_post(client, GATEWAY, rpc_text(message), bearer(world.token))
     assert response.status_code == 200
-    assert response.json["result"]["structuredContent"]["reasonCode"] == "approval_required"
+    assert refusal_fields(response.json["result"])["reasonCode"] == "approval_required"
 
 
 @pytest.mark.parametrize("bad", [SURROGATE, NUL], ids=["surrogate", "nul"])

@@ -21,7 +21,7 @@ from app.services.connections.provider_errors import ProviderBusy, ProviderPause
 from app.services.connections.provider_mcp import call_tool
 from app.services.gateway import calls as gateway
 from tests.conftest import serving
-from tests.doors import SEARCH_URL, bearer
+from tests.doors import SEARCH_URL, bearer, refusal_fields
 from tests.factories import DEFAULT_PASSWORD
 from tests.peers.mcp_servers import NOTES_KEY, start_frozen_server
 from tests.services.gateway.test_gateway import connect
@@ -89,7 +89,7 @@ def browser_signed_in(base: str, email: str) -> httpx.Client:
 
 
 def reason(result: dict) -> str | None:
-    return (result.get("structuredContent") or {}).get("reasonCode") if result.get("isError") else None
+    return refusal_fields(result).get("reasonCode") if result.get("isError") else None
 
 
 # --- the whole server stays responsive -----------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def test_timeouts_say_the_provider_did_not_answer_and_open_the_breaker(app, db, 
     # The fourth call and a call of another tool of the same provider are answered at once, not sent.
     assert reason(paused) == "provider_paused" and reason(ping) == "provider_paused"
     assert "did not answer the last 3 calls in time" in paused["content"][0]["text"]
-    assert 0 < paused["structuredContent"]["retryAfterSeconds"] <= 600
+    assert 0 < refusal_fields(paused)["retryAfterSeconds"] <= 600
     assert [name for name, _ in frozen.calls] == ["wait_for_release"] * 3
     outcomes = [row.details["outcome"] for row in _gateway_activity(db)]
     assert outcomes == ["provider_timeout"] * 3 + ["provider_paused"] * 2

@@ -24,6 +24,7 @@ from app.core import mcp_versions
 from app.models import ThreadInteraction
 from app.services.connections.endpoint import OAUTH_REFRESH_TOKEN_KEY
 from app.services.connections.setup import _store_secret
+from tests.doors import refusal_fields
 from tests.services.oauth import test_oauth
 from tests.services.oauth.test_oauth import Browser, _expire_access_token
 
@@ -140,7 +141,7 @@ def test_a_client_without_url_mode_gets_the_calls_own_answers(db, broken):
             return first, caught.value
 
     first, second = asyncio.run(asyncio.wait_for(scenario(), timeout=60))
-    assert first.is_error is True and first.structured_content["reasonCode"] == "provider_error"
+    assert first.is_error is True and refusal_fields(first)["reasonCode"] == "provider_error"
     assert (second.code, second.message) == (-32602, f"Unknown tool: {broken['name']}")
     assert _cards(db, broken["issue"]) == []  # no card: the agent asks with connection_request, as before
 
@@ -194,7 +195,7 @@ def test_url_mode_needs_a_revision_that_has_it_and_is_remembered_per_run(db, bro
     assert db.session.get(type(broken["run"]), broken["run"].id).gateway_elicitation == ["url"]
     call = {"name": broken["name"], "arguments": {"query": "q"}}
     answer = send("tools/call", call, "2025-06-18")  # URL mode came with 2025-11-25
-    assert answer["result"]["structuredContent"]["reasonCode"] == "provider_error"
+    assert refusal_fields(answer["result"])["reasonCode"] == "provider_error"
     assert _cards(db, broken["issue"]) == []
     assert send("initialize", {**init, "protocolVersion": "2025-11-25", "capabilities": {}})["result"]
     db.session.expire_all()

@@ -26,7 +26,7 @@ from app.services.gateway import calls as gateway_calls
 from app.services.gateway import tools as gateway_tools
 from app.services.runs.runtime_tools import runtime_tools_descriptor
 from tests.conftest import count_statements, serving, sign_in
-from tests.doors import GATEWAY_URL, TOKEN_INVALID, approval_card, bearer, rpc
+from tests.doors import GATEWAY_URL, TOKEN_INVALID, approval_card, bearer, refusal_fields, rpc
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 
 URL = GATEWAY_URL
@@ -258,9 +258,9 @@ def test_ask_first_creates_one_card_and_approval_lets_exactly_one_retry(
         first = await session.call_tool("honcho__save_memory", {"content": "likes tea"})
         second = await session.call_tool("honcho__save_memory", {"content": "likes tea"})
         assert first.is_error and second.is_error
-        assert first.structured_content["reasonCode"] == "approval_required"
-        approval_id = first.structured_content["approvalId"]
-        assert second.structured_content["approvalId"] == approval_id and approval_id in text_of(first)
+        assert refusal_fields(first)["reasonCode"] == "approval_required"
+        approval_id = refusal_fields(first)["approvalId"]
+        assert refusal_fields(second)["approvalId"] == approval_id and approval_id in text_of(first)
         assert honcho_server.calls == []
         # The addressee approves on the board (htmx): the card fragment comes back.
         answered = approve(world, approval_id)
@@ -277,15 +277,15 @@ def test_ask_first_creates_one_card_and_approval_lets_exactly_one_retry(
         "workspace_id": "team-workspace",
         "content": "likes tea",
     }
-    assert again.is_error and again.structured_content["reasonCode"] == "approval_required"
-    assert again.structured_content["approvalId"] != state["approval_id"]
+    assert again.is_error and refusal_fields(again)["reasonCode"] == "approval_required"
+    assert refusal_fields(again)["approvalId"] != state["approval_id"]
     assert honcho_server.calls == [
         ("save_memory", {"workspace_id": "team-workspace", "content": "likes tea"})
     ]
     statuses = [(str(c.id), c.status) for c in cards(db)]
     assert statuses == [
         (state["approval_id"], "consumed"),
-        (again.structured_content["approvalId"], "pending"),
+        (refusal_fields(again)["approvalId"], "pending"),
     ]
     decisions = [r.details["decision"] for r in gateway_activity(db)]
     assert decisions == ["approval_required", "approval_required", "approved", "approval_required"]
@@ -331,13 +331,13 @@ def test_denial_refuses_the_call_and_the_provider_is_not_called(db, world, live_
 
     async def scenario(session):
         first = await session.call_tool("honcho__save_memory", {"content": "x"})
-        approval_id = first.structured_content["approvalId"]
+        approval_id = refusal_fields(first)["approvalId"]
         denied = approve(world, approval_id, "deny")
         assert denied.status_code == 200 and "Denied" in denied.get_data(as_text=True)
         return await session.call_tool("honcho__save_memory", {"content": "x"})
 
     result = run_agent(live_server, world.token, scenario)
-    assert result.is_error and result.structured_content["reasonCode"] == "approval_denied"
+    assert result.is_error and refusal_fields(result)["reasonCode"] == "approval_denied"
     assert honcho_server.calls == []
     assert [c.status for c in cards(db)] == ["denied"]
 
@@ -367,18 +367,18 @@ def test_changing_the_workspace_invalidates_an_approved_call(db, world, live_ser
 
     async def scenario(session):
         first = await session.call_tool("honcho__save_memory", {"content": "x"})
-        assert approve(world, first.structured_content["approvalId"]).status_code == 200
+        assert approve(world, refusal_fields(first)["approvalId"]).status_code == 200
         patch(world, honcho["id"], {"methodConfig": {"workspaceId": "other-workspace"}})
         changed = await session.call_tool("honcho__save_memory", {"content": "x"})
         after = await session.call_tool("honcho__save_memory", {"content": "x"})
         return first, changed, after
 
     first, changed, after = run_agent(live_server, world.token, scenario)
-    assert changed.is_error and changed.structured_content["reasonCode"] == "approved_tool_target_changed"
-    assert changed.structured_content["approvalId"] == first.structured_content["approvalId"]
+    assert changed.is_error and refusal_fields(changed)["reasonCode"] == "approved_tool_target_changed"
+    assert refusal_fields(changed)["approvalId"] == refusal_fields(first)["approvalId"]
     assert honcho_server.calls == []
     # The next call asks again, showing the new workspace.
-    assert after.structured_content["reasonCode"] == "approval_required"
+    assert refusal_fields(after)["reasonCode"] == "approval_required"
     old, new = cards(db)
     assert old.status == "invalidated" and old.result["reasonCode"] == "approved_tool_target_changed"
     assert new.status == "pending" and new.payload["arguments"]["workspace_id"] == "other-workspace"
@@ -430,7 +430,7 @@ def test_provider_errors_come_back_as_plain_iserror_results(app, db, world, live
 
     tool_error, unreachable = run_agent(live_server, world.token, scenario)
     assert tool_error.is_error and "No note with id missing" in text_of(tool_error)
-    assert unreachable.is_error and unreachable.structured_content["reasonCode"] == "provider_error"
+    assert unreachable.is_error and refusal_fields(unreachable)["reasonCode"] == "provider_error"
     assert "Could not reach the provider's MCP server" in text_of(unreachable)
     assert [r.details["outcome"] for r in gateway_activity(db)] == ["tool_error", "provider_error"]
 
@@ -602,15 +602,15 @@ def test_concurrent_identical_calls_make_one_card_and_an_approval_runs_once(
         return [r["result"] for r in results]
 
     first = burst(10)
-    assert {r["structuredContent"]["reasonCode"] for r in first} == {"approval_required"}
-    (approval_id,) = {r["structuredContent"]["approvalId"] for r in first}
+    assert {refusal_fields(r)["reasonCode"] for r in first} == {"approval_required"}
+    (approval_id,) = {refusal_fields(r)["approvalId"] for r in first}
     assert len(cards(db)) == 1
     assert approve(world, approval_id).status_code == 200
     second = burst(10)
     ran = [r for r in second if not r.get("isError")]
     assert len(ran) == 1
     assert len(honcho_server.calls) == 1
-    waiting = {r["structuredContent"]["approvalId"] for r in second if r.get("isError")}
+    waiting = {refusal_fields(r)["approvalId"] for r in second if r.get("isError")}
     assert len(waiting) == 1 and approval_id not in waiting
     assert sorted(c.status for c in cards(db)) == ["consumed", "pending"]
 
@@ -627,7 +627,7 @@ def test_answering_an_approval_wakes_the_agent_to_retry_or_move_on(db, world, li
 
     async def scenario(session):
         asked = await session.call_tool("honcho__save_memory", {"content": "likes tea"})
-        return asked.structured_content["approvalId"]
+        return refusal_fields(asked)["approvalId"]
 
     approval_id = run_agent(live_server, world.token, scenario)
     assert approve(world, approval_id).status_code == 200

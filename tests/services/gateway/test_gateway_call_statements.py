@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from sqlalchemy import event
 
 from tests.conftest import count_statements
+from tests.doors import refusal_fields
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 from tests.services.gateway import test_gateway
 from tests.services.gateway.test_gateway import connect, patch, rpc
@@ -100,7 +101,7 @@ def test_an_access_change_is_seen_by_the_next_call(app, db, world, notes_server)
     assert call(world)["isError"] is False
     patch(world, notes["id"], {"toolPolicies": {"get_note": "block"}})
     blocked, statements, commits, raw = measured(world)
-    assert blocked["isError"] is True and blocked["structuredContent"]["reasonCode"] == "tool_blocked"
+    assert blocked["isError"] is True and refusal_fields(blocked)["reasonCode"] == "tool_blocked"
     assert statements[-1] == "INSERT activity_log"
     assert not any("grant_secrets" in statement for statement in raw)  # the credentials are never read
     assert commits == 1  # a refusal never reaches the provider: the request's own commit only

@@ -16,6 +16,7 @@ from app.models import ConnectionGrant
 from app.services.access.revision import current_revision
 from app.services.connections.setup import _store_secret
 from app.services.gateway import targets
+from tests.doors import refusal_fields
 from tests.peers.mcp_servers import NOTES_KEY
 from tests.services.gateway import test_gateway
 from tests.services.gateway.test_gateway import connect, rpc
@@ -70,7 +71,7 @@ def test_a_replaced_key_is_used_by_the_next_call(app, db, world, notes_server):
     assert current_revision(world.company.id) == revision  # the tool stays resolved: only the key changed
 
     refused = call(world, "n2")
-    assert refused["isError"] is True and refused["structuredContent"]["reasonCode"] == "provider_error"
+    assert refused["isError"] is True and refusal_fields(refused)["reasonCode"] == "provider_error"
     assert "not-the-notes-key" not in str(refused)
     assert kept(db, notes["id"]).headers == {"Authorization": "Bearer not-the-notes-key"}
 

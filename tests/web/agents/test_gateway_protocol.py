@@ -22,7 +22,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from app.core import mcp_versions
-from tests.doors import bearer, rpc
+from tests.doors import bearer, refusal_fields, rpc
 from tests.peers.mcp_servers import (
     FORECAST_ANNOTATIONS,
     FORECAST_META,
@@ -384,5 +384,5 @@ def test_notifications_cancelled_cancels_the_provider_call(db, world, live_serve
     caller.join(PATIENCE)
     (answer,) = answers
     assert answer["result"]["isError"] is True
-    assert answer["result"]["structuredContent"]["reasonCode"] == "cancelled"
+    assert refusal_fields(answer["result"])["reasonCode"] == "cancelled"
     assert json.dumps(answer).count("released") == 0  # the provider never answered it
