@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import mcp_types
 from flask import current_app, url_for
-from mcp_types.jsonrpc import URL_ELICITATION_REQUIRED
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, URL_ELICITATION_REQUIRED
 
 from app.core import mcp_messages, mcp_versions
 from app.models import HeartbeatRun, ThreadInteraction, ToolConnection
@@ -35,6 +36,22 @@ def takes_url(run: HeartbeatRun, exchange: jsonrpc.Exchange, params: dict) -> bo
 def card_url(card: ThreadInteraction) -> str:
     base = str(current_app.config.get("PUBLIC_BASE_URL") or "").rstrip("/")
     return base + url_for("intent_cards.dialog", interaction_id=card.id)
+
+
+def url_mode_required(id_: Any, connection: ToolConnection) -> jsonrpc.Reply:
+    """-32021 for a 2026-07-28 client that did not declare URL-mode elicitation, which this call needs: the tool
+    exists, but only the responsible person can make it callable (MCP 2026-07-28 "missing required client
+    capability"). The error data names the capability, so a client that has it can declare it and retry."""
+    data = mcp_messages.dump(
+        mcp_types.MissingRequiredClientCapabilityErrorData(
+            required_capabilities=mcp_types.ClientCapabilities.model_validate({"elicitation": {"url": {}}})
+        )
+    )
+    message = (
+        f"Missing required client capability: elicitation (url mode). {connection.name} must be reconnected by the "
+        "task's responsible person first; a client that declares URL-mode elicitation is sent to the page to do it."
+    )
+    return mcp_messages.error(id_, MISSING_REQUIRED_CLIENT_CAPABILITY, message, data), 200
 
 
 def person_needed(

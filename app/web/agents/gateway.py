@@ -141,13 +141,17 @@ def _call_tool(
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
     if prepared.unknown:
         # A tool of a connection that needs the responsible person is not listed, so it arrives as unknown.
+        takes_url = elicitation.takes_url(ctx.run, exchange, params)
         needing = (
             gateway_elicitation.connection_needing_person(
                 ctx.run, name, tool_name_budget(ctx.agent.adapter_type)
             )
-            if elicitation.takes_url(ctx.run, exchange, params)
+            if takes_url or exchange.modern
             else None
         )
+        if needing and not takes_url:
+            # 2026-07-28: the call needs a capability the client did not declare: say so (-32021), not "unknown".
+            return elicitation.url_mode_required(id_, needing)
         elicited = needing and elicitation.person_needed(id_, ctx, needing, exchange, params)
         return elicited or jsonrpc.unknown_tool(id_, name, INVALID_PARAMS)
     if prepared.ready:

@@ -181,6 +181,44 @@ def test_a_modern_request_declaring_url_mode_gets_input_required(live, db, broke
     }
 
 
+def test_a_modern_request_without_url_mode_is_told_the_capability_it_lacks(db, broken):
+    """Issue 34 item 3: 2026-07-28 says -32021 (missing required client capability), not "Unknown tool"."""
+    meta = {
+        mcp_versions.META_PROTOCOL_VERSION: "2026-07-28",
+        mcp_versions.META_CLIENT_CAPABILITIES: {},
+        mcp_versions.META_CLIENT_INFO: {"name": "test", "version": "1"},
+    }
+    headers = {
+        "Authorization": f"Bearer {broken['token']}",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": broken["name"],
+    }
+
+    def call(id_):
+        body = {
+            "jsonrpc": "2.0",
+            "id": id_,
+            "method": "tools/call",
+            "params": {"name": broken["name"], "arguments": {"query": "q"}, "_meta": meta},
+        }
+        return requests.post(broken["gateway"], json=body, headers=headers, timeout=30)
+
+    first = call(1)  # the refresh fails: the connection now needs its person, and the call says why
+    assert (
+        first.status_code == 200 and refusal_fields(first.json()["result"])["reasonCode"] == "provider_error"
+    )
+    second = call(2)  # the tool is no longer listed: its call needs URL-mode elicitation
+    assert second.status_code == 200
+    assert second.json()["error"] == {
+        "code": -32021,
+        "message": "Missing required client capability: elicitation (url mode). Linear must be reconnected by the "
+        "task's responsible person first; a client that declares URL-mode elicitation is sent to the page to do it.",
+        "data": {"requiredCapabilities": {"elicitation": {"url": {}}}},
+    }
+    assert _cards(db, broken["issue"]) == []  # nothing was opened for a client that cannot take the page
+
+
 def test_url_mode_needs_a_revision_that_has_it_and_is_remembered_per_run(db, broken):
     headers = {"Authorization": f"Bearer {broken['token']}"}
 
