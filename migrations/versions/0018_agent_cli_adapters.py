@@ -22,6 +22,8 @@ JSON_TYPE = sa.JSON(none_as_null=True).with_variant(
 )
 BEFORE = ("process", "http", "manual")
 AFTER = ("process", "http", "claude_code", "codex", "manual")
+# The value sets this revision changes (tests/system/test_status_checks.py folds them over 0015's snapshot).
+CHECK_CHANGES = {("agents", "adapter_type"): AFTER}
 
 
 def _adapter_check(values: tuple[str, ...]) -> None:

@@ -15,6 +15,8 @@ depends_on = None
 
 BEFORE = ("process", "http", "claude_code", "codex", "manual")
 AFTER = ("process", "http", "claude_code", "codex", "gemini", "manual")
+# The value sets this revision changes (tests/system/test_status_checks.py folds them over 0015's snapshot).
+CHECK_CHANGES = {("agents", "adapter_type"): AFTER}
 
 
 def _adapter_check(values: tuple[str, ...]) -> None:
