@@ -157,4 +157,10 @@ def load_config(instance_path: str) -> dict:
         "MAIL_FROM": env.get("SWITCHBOARD_MAIL_FROM") or "Switchboard <switchboard@localhost>",
         "SMTP_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_SMTP_TIMEOUT_SECONDS", "10")),
         "WEBHOOK_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS", "10")),
+        # Issue 33: one webhook attempt ends within this many seconds however slowly the receiver answers; endpoints
+        # one company may have; delivery lanes (threads) and how many of them one company may use at once.
+        "WEBHOOK_DEADLINE_SECONDS": float(env.get("SWITCHBOARD_WEBHOOK_DEADLINE_SECONDS", "15")),
+        "WEBHOOK_ENDPOINTS_PER_COMPANY": int(env.get("SWITCHBOARD_WEBHOOK_ENDPOINTS_PER_COMPANY", "10")),
+        "NOTIFICATION_LANES": int(env.get("SWITCHBOARD_NOTIFICATION_LANES", "8")),
+        "NOTIFICATION_LANES_PER_COMPANY": int(env.get("SWITCHBOARD_NOTIFICATION_LANES_PER_COMPANY", "2")),
     }
