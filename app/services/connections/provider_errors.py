@@ -155,8 +155,34 @@ def _translate(
     return ProviderUnavailable(f"unexpected error ({type(_leaf(exc)).__name__})")
 
 
+TOO_LARGE_MARK = "switchboard: answer larger than"
+
+
+class AnswerTooLarge(httpx2.StreamError):
+    """A provider's HTTP answer passed `PROVIDER_MAX_RESPONSE_BYTES`: reading stops there (the SDK reports it as a
+    parse error carrying this message)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"{TOO_LARGE_MARK} {limit} bytes")
+
+
+def too_large_message(limit: int, calling: str | None = None) -> str:
+    size = f"{limit / 1024 / 1024:g} MiB"
+    if calling is None:
+        return f"The provider's answer was larger than {size}, so Switchboard stopped reading it."
+    return (
+        f"The provider's answer was larger than {size}, so Switchboard stopped reading it. "
+        "Ask the tool for less, for example a narrower query or one page at a time."
+    )
+
+
 def _translate_mcp_error(error: MCPError, calling: str | None, timeout: float) -> ProviderError:
     code = error.code
+    if code == mcp_types.PARSE_ERROR and TOO_LARGE_MARK in (error.message or ""):
+        limit = re.search(TOO_LARGE_MARK + r" (\d+) bytes", error.message or "")
+        message = too_large_message(int(limit.group(1)) if limit else 0, calling)
+        return ProviderToolError(message) if calling is not None else ProviderError(message)
     if code == mcp_types.CONNECTION_CLOSED:
         return ProviderUnavailable("the connection closed before the server answered")
     if code == mcp_types.REQUEST_TIMEOUT:
