@@ -437,6 +437,7 @@ def start_hostile_provider(
     big_schema_tools: int = 0,
     result_chars: int = 10,
     required_key: str | None = NOTES_KEY,
+    json_response: bool = True,
 ) -> RunningMcpServer:
     """A provider written to hurt its client (issue 33), on the SDK's low-level Server: `tool_count` read tools
     (`read_0`, `read_1`, ...) listed `page_size` at a time, each described with `description_chars` characters; the
@@ -469,7 +470,9 @@ def start_hostile_provider(
         return CallToolResult(content=[TextContent(type="text", text="r" * result_chars)])
 
     lowlevel = Server("hostile", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
-    server = RunningMcpServer("hostile", lowlevel_server=lowlevel, required_key=required_key)
+    server = RunningMcpServer(
+        "hostile", lowlevel_server=lowlevel, required_key=required_key, json_response=json_response
+    )
     return server.start()
 
 

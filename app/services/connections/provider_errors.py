@@ -156,11 +156,13 @@ def _translate(
 
 
 TOO_LARGE_MARK = "switchboard: answer larger than"
+# The SDK's own bound on one server-sent event (`max_sse_event_size`, 1 MiB): an SSE answer past it ends the same way.
+SDK_EVENT_TOO_LARGE = r"Server-sent event exceeded the (\d+) byte limit"
 
 
-class AnswerTooLarge(httpx2.StreamError):
-    """A provider's HTTP answer passed `PROVIDER_MAX_RESPONSE_BYTES`: reading stops there (the SDK reports it as a
-    parse error carrying this message)."""
+class AnswerTooLarge(httpx2.StreamError, httpx2.SSEError):
+    """A provider's HTTP answer passed `PROVIDER_MAX_RESPONSE_BYTES`: reading stops there. The SDK reports it with
+    this message inside, as a parse error (a JSON answer) or a failed stream (an SSE answer)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -179,9 +181,11 @@ def too_large_message(limit: int, calling: str | None = None) -> str:
 
 def _translate_mcp_error(error: MCPError, calling: str | None, timeout: float) -> ProviderError:
     code = error.code
-    if code == mcp_types.PARSE_ERROR and TOO_LARGE_MARK in (error.message or ""):
-        limit = re.search(TOO_LARGE_MARK + r" (\d+) bytes", error.message or "")
-        message = too_large_message(int(limit.group(1)) if limit else 0, calling)
+    too_large = re.search(TOO_LARGE_MARK + r" (\d+) bytes", error.message or "") or re.search(
+        SDK_EVENT_TOO_LARGE, error.message or ""
+    )
+    if too_large:
+        message = too_large_message(int(too_large.group(1)), calling)
         return ProviderToolError(message) if calling is not None else ProviderError(message)
     if code == mcp_types.CONNECTION_CLOSED:
         return ProviderUnavailable("the connection closed before the server answered")

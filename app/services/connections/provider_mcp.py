@@ -232,7 +232,13 @@ class _Exchange:
         self.max_response_bytes = _max_response_bytes()
 
     async def _on_response(self, response: httpx2.Response) -> None:
-        if self.max_response_bytes and isinstance(response.stream, httpx2.AsyncByteStream):
+        # The answer to one message (a POST: JSON, or an SSE stream ending in the result) is bounded; a standalone
+        # GET event stream is not, as it may rightly carry more over a long session.
+        if (
+            self.max_response_bytes
+            and response.request.method == "POST"
+            and isinstance(response.stream, httpx2.AsyncByteStream)
+        ):
             response.stream = _CappedStream(response.stream, self.max_response_bytes)
         if response.status_code < 400:
             return

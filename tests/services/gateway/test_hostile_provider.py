@@ -151,3 +151,18 @@ def test_an_answer_past_the_http_ceiling_is_not_read(app, db, world, hostile_pro
         "for example a narrower query or one page at a time."
     )
     assert peak < 64 * 1024 * 1024, f"{peak:,} bytes at the peak"
+
+
+def test_an_event_stream_answer_past_the_http_ceiling_is_abandoned(db, world, hostile):  # noqa: F811
+    hostile(tool_count=1, result_chars=20 * 1024 * 1024, json_response=False)  # the result as an SSE event
+    connect(world, "github", NOTES_KEY)
+    started = time.monotonic()
+    answer = rpc(world.client, world.token, "tools/call", {"name": "github__read_0", "arguments": {}})
+    assert time.monotonic() - started < 20
+    result = answer.json["result"]
+    assert result["isError"] is True
+    assert len(answer.get_data()) < 10_000
+    assert result["content"][0]["text"] == (
+        "provider_error: The call to GitHub failed: The provider's answer was larger than 1 MiB, so Switchboard "
+        "stopped reading it. Ask the tool for less, for example a narrower query or one page at a time."
+    )
