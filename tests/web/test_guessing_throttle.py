@@ -7,12 +7,23 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from app.config import load_config
 from app.services.accounts import create_api_key
 from tests.conftest import serving
 from tests.web.test_auth import login_form_token
 
 MESSAGE = "Too many failed authentication attempts from this address. Try again in {} seconds."
 GATEWAY = "/mcp/gateway"
+
+
+@pytest.fixture(autouse=True)
+def address_limit(app, tmp_path):
+    """The default limit (the suite's configuration raises it for the fuzzers)."""
+    saved = app.config["AUTH_ADDRESS_MAX_FAILURES"]
+    app.config["AUTH_ADDRESS_MAX_FAILURES"] = load_config(str(tmp_path))["AUTH_ADDRESS_MAX_FAILURES"]
+    assert app.config["AUTH_ADDRESS_MAX_FAILURES"] == 30
+    yield
+    app.config["AUTH_ADDRESS_MAX_FAILURES"] = saved
 
 
 @pytest.fixture
