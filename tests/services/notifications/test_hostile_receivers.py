@@ -4,6 +4,9 @@ delivery arrives meanwhile, a 200 MiB answer is not read, and a company's endpoi
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -18,6 +21,8 @@ from app.services.notifications import webhooks
 from app.services.secrets_box import encrypt
 from app.workers import outbox
 from app.workers.loop import run_worker_forever, stop_worker
+from tests.conftest import TEST_CONFIG, _database_url
+from tests.paths import ROOT
 from tests.peers.notification_peers import HostileReceiver, start_webhook_receiver
 from tests.services.gateway.test_gateway import world  # noqa: F401  (a signed-in owner with a company)
 from tests.services.notifications.test_webhooks import add_webhook
@@ -152,3 +157,43 @@ def test_a_company_may_have_ten_webhooks(db, world, loopback):  # noqa: F811
         assert len(list(db.session.scalars(select(WebhookEndpoint)))) == 10
     finally:
         receiver.stop()
+
+
+def test_the_worker_delivers_continuations_while_a_webhook_drips(app, db, make, tmp_path):
+    """`switchboard worker` in a process of its own: a receiver holds a webhook attempt for a minute, and a card
+    resolved meanwhile still wakes its agent at once (continuations never wait behind notifications)."""
+    from tests.workers.test_continuations import declined, wakes_for
+
+    team = make.team(adapter_type="manual")
+    drip = HostileReceiver("drip", interval=1.0)
+    queue(db, team[0], drip.url)
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "SWITCHBOARD_ENCRYPTION_KEY": TEST_CONFIG["ENCRYPTION_KEY"],
+        "SECRET_KEY": TEST_CONFIG["SECRET_KEY"],
+        "SWITCHBOARD_INSTANCE_PATH": str(tmp_path),
+        "SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS": "127.0.0.1",
+        "SWITCHBOARD_WEBHOOK_DEADLINE_SECONDS": "60",
+        "SWITCHBOARD_CATALOG_INGEST_ON_START": "0",
+    }
+    code = (
+        "from app import create_app\n"
+        "app = create_app()\n"
+        "app.test_cli_runner().invoke(args=['worker', '--poll-seconds', '0.2'], catch_exceptions=False)\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT)
+    try:
+        assert drip.accepted.wait(60), "the worker never reached the dripping receiver"
+        interaction = declined(db, team)
+        resolved_at = time.monotonic()
+        while not wakes_for(db, interaction.id) and time.monotonic() - resolved_at < 30:
+            time.sleep(0.1)
+        delay = time.monotonic() - resolved_at
+        assert wakes_for(db, interaction.id), "the continuation was not delivered"
+        assert delay < 5, f"the continuation waited {delay:.1f} s"
+        assert drip.sent < 30  # the webhook attempt is still in flight
+    finally:
+        worker.kill()
+        worker.wait(30)
+        drip.stop()
