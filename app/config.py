@@ -115,6 +115,9 @@ def load_config(instance_path: str) -> dict:
         "WTF_CSRF_CHECK_DEFAULT": False,
         "LOGIN_MAX_FAILURES": int(env.get("LOGIN_MAX_FAILURES", "5")),
         "LOGIN_FAILURE_WINDOW_SECONDS": int(env.get("LOGIN_FAILURE_WINDOW_SECONDS", "900")),
+        # Failed authentications of any kind (passwords for any email, API keys, run tokens) per client address.
+        "AUTH_ADDRESS_MAX_FAILURES": int(env.get("SWITCHBOARD_AUTH_ADDRESS_MAX_FAILURES", "30")),
+        "AUTH_ADDRESS_WINDOW_SECONDS": int(env.get("SWITCHBOARD_AUTH_ADDRESS_WINDOW_SECONDS", "900")),
         "PASSWORD_HASH_METHOD": env.get("PASSWORD_HASH_METHOD", "scrypt"),
         # Larger request bodies are answered 413 from their Content-Length (streamed ones once they pass it).
         "MAX_CONTENT_LENGTH": _positive_int(
@@ -129,6 +132,16 @@ def load_config(instance_path: str) -> dict:
         # Gateway tool calls: how long to wait for a provider (an app definition's callTimeoutSeconds wins), how
         # many calls one provider may have in flight per server process, and the circuit breaker (open after this
         # many consecutive timeouts, for this many seconds).
+        # Issue 33: what one provider may put in the index (more tools are not indexed; longer descriptions are cut;
+        # a tool whose schema and listing fields are larger is left out) and in one answer to an agent (characters of
+        # text a call result keeps, about 25k tokens; the rest is cut with a note) and in one HTTP answer (bytes).
+        "PROVIDER_MAX_TOOLS": int(env.get("SWITCHBOARD_PROVIDER_MAX_TOOLS", "500")),
+        "TOOL_DESCRIPTION_MAX_CHARS": int(env.get("SWITCHBOARD_TOOL_DESCRIPTION_MAX_CHARS", "4000")),
+        "TOOL_SCHEMA_MAX_BYTES": int(env.get("SWITCHBOARD_TOOL_SCHEMA_MAX_BYTES", "65536")),
+        "GATEWAY_RESULT_MAX_CHARS": int(env.get("SWITCHBOARD_GATEWAY_RESULT_MAX_CHARS", "100000")),
+        "PROVIDER_MAX_RESPONSE_BYTES": int(
+            env.get("SWITCHBOARD_PROVIDER_MAX_RESPONSE_BYTES", str(8 * 1024 * 1024))
+        ),
         "PROVIDER_CALL_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_PROVIDER_CALL_TIMEOUT_SECONDS", "30")),
         "PROVIDER_MAX_CONCURRENT_CALLS": int(env.get("SWITCHBOARD_PROVIDER_MAX_CONCURRENT_CALLS", "4")),
         "PROVIDER_BREAKER_TIMEOUTS": int(env.get("SWITCHBOARD_PROVIDER_BREAKER_TIMEOUTS", "3")),
@@ -171,4 +184,10 @@ def load_config(instance_path: str) -> dict:
         "MAIL_FROM": env.get("SWITCHBOARD_MAIL_FROM") or "Switchboard <switchboard@localhost>",
         "SMTP_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_SMTP_TIMEOUT_SECONDS", "10")),
         "WEBHOOK_TIMEOUT_SECONDS": float(env.get("SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS", "10")),
+        # Issue 33: one webhook attempt ends within this many seconds however slowly the receiver answers; endpoints
+        # one company may have; delivery lanes (threads) and how many of them one company may use at once.
+        "WEBHOOK_DEADLINE_SECONDS": float(env.get("SWITCHBOARD_WEBHOOK_DEADLINE_SECONDS", "15")),
+        "WEBHOOK_ENDPOINTS_PER_COMPANY": int(env.get("SWITCHBOARD_WEBHOOK_ENDPOINTS_PER_COMPANY", "10")),
+        "NOTIFICATION_LANES": int(env.get("SWITCHBOARD_NOTIFICATION_LANES", "8")),
+        "NOTIFICATION_LANES_PER_COMPANY": int(env.get("SWITCHBOARD_NOTIFICATION_LANES_PER_COMPANY", "2")),
     }

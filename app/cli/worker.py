@@ -24,14 +24,16 @@ def worker_command(once: bool, poll_seconds: float) -> None:
         return
     click.echo("worker: running (Ctrl+C to stop)")
     stop = threading.Event()
-    continuations = threading.Thread(
-        target=run_worker_forever,
-        args=(app, poll_seconds),
-        kwargs={"jobs": ("continuations", "notifications"), "stop": stop},  # notifications: issue 15
-        name="switchboard-worker-continuations",
-        daemon=True,
-    )
-    continuations.start()
+    # One thread per background job: continuation delivery never waits behind notifications (issue 33), and the
+    # notification thread only hands rows to its own delivery lanes (app/workers/outbox.py).
+    for job in ("continuations", "notifications"):
+        threading.Thread(
+            target=run_worker_forever,
+            args=(app, poll_seconds),
+            kwargs={"jobs": (job,), "stop": stop},
+            name=f"switchboard-worker-{job}",
+            daemon=True,
+        ).start()
     try:
         run_worker_forever(app, poll_seconds, jobs=("runs",), stop=stop)
     except KeyboardInterrupt:

@@ -54,6 +54,14 @@ def authenticate(email: str, password: str, remote_addr: str | None) -> User | N
     """Check a password. Too many recent failures for this email *from this address* refuse even a correct
     password (`login_throttle`); the same email from another address is not affected."""
     email = normalize_email(email)
+    wait = login_throttle.address_retry_after(remote_addr)
+    if wait is not None:
+        minutes = max(1, math.ceil(wait / 60))
+        raise TooManyRequests(
+            "Too many failed sign-in attempts from this network. Try again in "
+            f"{minutes} minute{'s' if minutes != 1 else ''}.",
+            retry_after=wait,
+        )
     wait = login_throttle.retry_after(email, remote_addr)
     if wait is not None:
         minutes = max(1, math.ceil(wait / 60))
@@ -71,6 +79,7 @@ def authenticate(email: str, password: str, remote_addr: str | None) -> User | N
         db.session.execute(delete(LoginFailure).where(LoginFailure.email == email))
         return user
     login_throttle.record_failure(email, remote_addr)
+    login_throttle.record_address_failure(remote_addr)
     # Kept as the record of failed sign-ins (who tried, from where); throttling itself reads `login_throttle`.
     db.session.add(LoginFailure(email=email, remote_addr=remote_addr))
     return None

@@ -10,6 +10,12 @@ storage URI in `LOGIN_THROTTLE_STORAGE_URI` (e.g. `redis://host:6379/0`; `limits
 so that several server processes share one count. With memory storage each process counts on its own.
 Identifiers are hashed, so emails and addresses never reach the storage in clear.
 
+Guessing across identities is limited too (issue 33): every failed authentication from one client address (a wrong
+password for any email, an unknown or revoked API key, a missing or invalid run token) counts towards
+`AUTH_ADDRESS_MAX_FAILURES` per `AUTH_ADDRESS_WINDOW_SECONDS` in the same storage. Once an address reaches it, that
+address's sign-ins and credential-bearing requests (API keys, the agent doors) are answered 429 with Retry-After,
+before any credential is checked, until old failures leave the window (`app/web/auth_throttle.py`).
+
 The client address is the one the WSGI server saw (`request.remote_addr`), which is the last proxy's address
 unless `SWITCHBOARD_TRUSTED_PROXIES` says how many proxies' `X-Forwarded-For` entries to trust (see `app/__init__.py`).
 """
@@ -65,6 +71,31 @@ def record_failure(email: str, remote_addr: str | None) -> None:
 
 def clear(email: str, remote_addr: str | None) -> None:
     _limiter().clear(_limit(), "login", _key(email, remote_addr))
+
+
+def _address_limit() -> RateLimitItemPerSecond:
+    config = current_app.config
+    return RateLimitItemPerSecond(
+        max(1, int(config["AUTH_ADDRESS_MAX_FAILURES"])), max(1, int(config["AUTH_ADDRESS_WINDOW_SECONDS"]))
+    )
+
+
+def _address_key(remote_addr: str | None) -> str:
+    return hashlib.sha256(f"address\n{remote_addr or '-'}".encode()).hexdigest()[:40]
+
+
+def address_retry_after(remote_addr: str | None) -> int | None:
+    """Seconds until this client address may try to authenticate again, or None when it may try now."""
+    limit, key = _address_limit(), _address_key(remote_addr)
+    if _limiter().test(limit, "auth-address", key):
+        return None
+    reset_at = _limiter().get_window_stats(limit, "auth-address", key).reset_time
+    return max(1, math.ceil(reset_at - time.time()))
+
+
+def record_address_failure(remote_addr: str | None) -> None:
+    """One failed authentication of any kind from this address."""
+    _limiter().hit(_address_limit(), "auth-address", _address_key(remote_addr))
 
 
 def reset() -> None:

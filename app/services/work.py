@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, ScalarSelect, case, func, select
@@ -68,6 +69,61 @@ def thread_items(issue: Issue) -> list[Comment | ThreadInteraction]:
         select(ThreadInteraction).where(ThreadInteraction.issue_id == issue.id)
     ).all()
     return sorted([*comments, *interactions], key=lambda item: item.created_at)
+
+
+THREAD_PAGE_SIZE = 30  # the newest items a task page shows; "Load earlier" adds this many more each time
+THREAD_MAX_SHOWN = 5000
+
+
+@dataclass(frozen=True)
+class ThreadPage:
+    """The newest `shown` items of a task's thread, oldest first, and how many earlier items are not shown."""
+
+    items: list[Comment | ThreadInteraction]
+    earlier: int
+    shown: int
+
+    @property
+    def next_shown(self) -> int:
+        """The window "Load earlier" asks for."""
+        return min(self.shown + THREAD_PAGE_SIZE, THREAD_MAX_SHOWN)
+
+
+def shown_count(raw: str | None) -> int:
+    """The `shown` query parameter as a window size: a whole number from 1 to `THREAD_MAX_SHOWN`, else the default."""
+    try:
+        value = int(raw or THREAD_PAGE_SIZE)
+    except ValueError:
+        return THREAD_PAGE_SIZE
+    return max(1, min(value, THREAD_MAX_SHOWN))
+
+
+def thread_page(issue: Issue, shown: int = THREAD_PAGE_SIZE) -> ThreadPage:
+    """The newest `shown` comments and interactions of a task, merged in creation order (issue 33: a thread of
+    hundreds of long comments is never sent whole)."""
+    comments = db.session.scalars(
+        select(Comment).where(Comment.issue_id == issue.id).order_by(Comment.created_at.desc()).limit(shown)
+    ).all()
+    interactions = db.session.scalars(
+        select(ThreadInteraction)
+        .where(ThreadInteraction.issue_id == issue.id)
+        .order_by(ThreadInteraction.created_at.desc())
+        .limit(shown)
+    ).all()
+    merged: list[Comment | ThreadInteraction] = [*comments, *interactions]
+    newest = sorted(merged, key=lambda item: item.created_at)[-shown:]
+    earlier = 0
+    if len(comments) == shown or len(interactions) == shown or len(comments) + len(interactions) > shown:
+        total = db.session.execute(
+            select(
+                select(func.count(Comment.id)).where(Comment.issue_id == issue.id).scalar_subquery(),
+                select(func.count(ThreadInteraction.id))
+                .where(ThreadInteraction.issue_id == issue.id)
+                .scalar_subquery(),
+            )
+        ).one()
+        earlier = int(total[0] or 0) + int(total[1] or 0) - len(newest)
+    return ThreadPage(newest, earlier, shown)
 
 
 def thread_version(issue: Issue) -> str:

@@ -30,6 +30,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from app.core import mcp_messages
 from app.extensions import csrf, db, login_manager
 from app.models import User
+from app.services import login_throttle
 from app.services.accounts import safe_next, user_for_api_key
 from app.web.json_body import EMPTY, BodyNotJson, TextProblem, read_json_body, unstorable_text
 from app.web.openapi.responses import ErrorResponse, ValidationErrorResponse, respond
@@ -75,6 +76,8 @@ def load_user_from_api_key(req: Request) -> User | None:
     if not token:
         return None
     user = user_for_api_key(token)
+    if user is None:
+        login_throttle.record_address_failure(req.remote_addr)  # guessing keys counts per address
     if user is not None:
         g.api_key_user = user
         # On SQLite the pending UPDATE would otherwise hold the write lock for the whole request.
@@ -140,10 +143,18 @@ def _bearer_challenge() -> str:
 
 def request_run_claims() -> dict:
     """The verified claims of the request's run token (checked once per request), else TokenInvalid (401)."""
-    from app.services.runs.tokens import verify_run_token
+    from app.services.runs.tokens import TokenInvalid, verify_run_token
 
     if "run_claims" not in g:
-        g.run_claims = verify_run_token(bearer_token())
+        try:
+            g.run_claims = verify_run_token(bearer_token())
+        except TokenInvalid:
+            if not g.get("run_token_failure_counted"):
+                g.run_token_failure_counted = True
+                login_throttle.record_address_failure(
+                    request.remote_addr
+                )  # guessing tokens counts per address
+            raise
     return g.run_claims
 
 

@@ -25,9 +25,10 @@ from app.workers.listener import ensure_listener
 log = logging.getLogger(__name__)
 
 JOBS = ("continuations", "runs", "notifications")  # notifications: issue 15 outbox
+_loop_thread = threading.local()
 
 
-def _job(name: str) -> Callable[[], int]:
+def _job(name: str, wait: bool = True) -> Callable[[], int]:
     if name == "continuations":
         from app.workers.continuations import sweep_pending
 
@@ -37,20 +38,27 @@ def _job(name: str) -> Callable[[], int]:
 
         return execute_pending_runs
     if name == "notifications":  # issue 15: the notification outbox (app/workers/outbox.py)
+        from app.workers.outbox import dispatch_due
         from app.workers.outbox import sweep_pending as sweep_notifications
 
+        if not wait:
+            return (
+                dispatch_due  # hands due rows to the delivery lanes and returns: never waits for a receiver
+            )
         return lambda: sum(sweep_notifications().values())
     raise ValueError(f"unknown worker job {name!r}")
 
 
 def run_once(app: Flask, jobs: tuple[str, ...] = JOBS) -> int:
-    """One pass over the jobs; returns how many units of work were done."""
+    """One pass over the jobs; returns how many units of work were done. In the long-running loop's thread
+    notifications are handed to the delivery lanes and counted as started, not waited for."""
+    wait = not getattr(_loop_thread, "active", False)
     done = 0
     with app.app_context():
         try:
             for name in jobs:
                 try:
-                    done += _job(name)()
+                    done += _job(name, wait)()
                 except Exception:
                     db.session.rollback()
                     log.exception("worker job %s failed", name)
@@ -72,6 +80,7 @@ def run_worker_forever(
     `listen=False` leaves out the PostgreSQL listener (the in-process signal and the poll remain).
     """
     stop = stop or threading.Event()
+    _loop_thread.active = True  # run_once in this thread: notifications never wait for a receiver
     if listen:
         with app.app_context():
             ensure_listener(db.engine.url)

@@ -6,20 +6,31 @@ dies after the lease leaves a row that becomes due again when the lease runs out
 the mail or webhook is sent; a second transaction marks the row delivered (only while it is not delivered yet), or
 records the failure and the next retry: 30 s, 1 min, 2 min, ... capped at one hour, for a day, then it gives up.
 A delivered row is never leased again.
+
+Fairness (issue 33): one company's slow receiver must not delay another's. Rows are claimed company by company (at
+most `NOTIFICATION_LANES_PER_COMPANY` in flight per company) and sent on a pool of `NOTIFICATION_LANES` threads, each
+attempt bounded by the webhook deadline; the long-running worker hands rows to the pool and returns at once
+(`dispatch`), so a new row of another company is sent while a slow one is still in flight. `sweep_pending` is the
+same, waiting for what it started (`switchboard worker --once` and tests).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from flask import Flask
+from sqlalchemy import func, select, update
 
-from app.extensions import db
+from app.core import wake_signal
+from app.extensions import current_app_object, db
 from app.models import NotificationDelivery, User, WebhookAttempt, WebhookEndpoint
 from app.models.base import as_utc, utcnow
 from app.services import notifications
@@ -49,36 +60,58 @@ def _is_postgres() -> bool:
     return db.session.get_bind().dialect.name == "postgresql"
 
 
-def claim_due(limit: int = SWEEP_LIMIT) -> list[uuid.UUID]:
-    """Lease due rows and commit the lease; returns the leased ids."""
-    now = utcnow()
-    query = (
-        select(NotificationDelivery.id)
-        .where(
-            NotificationDelivery.delivered_at.is_(None),
-            NotificationDelivery.gave_up_at.is_(None),
-            NotificationDelivery.next_attempt_at <= now,
-        )
-        .order_by(NotificationDelivery.next_attempt_at)
-        .limit(limit)
+def _due(now: datetime) -> tuple[Any, ...]:
+    return (
+        NotificationDelivery.delivered_at.is_(None),
+        NotificationDelivery.gave_up_at.is_(None),
+        NotificationDelivery.next_attempt_at <= now,
     )
-    if _is_postgres():
-        query = query.with_for_update(skip_locked=True)
-    claimed = []
-    for delivery_id in list(db.session.scalars(query)):
-        result = db.session.execute(
-            update(NotificationDelivery)
-            .where(
-                NotificationDelivery.id == delivery_id,
-                NotificationDelivery.delivered_at.is_(None),
-                NotificationDelivery.gave_up_at.is_(None),
-                NotificationDelivery.next_attempt_at <= now,
-            )
-            .values(next_attempt_at=now + timedelta(seconds=LEASE_SECONDS))
-            .execution_options(synchronize_session=False)
+
+
+def claim_due(
+    limit: int = SWEEP_LIMIT,
+    *,
+    per_company: int | None = None,
+    busy: dict[uuid.UUID, int] | None = None,
+) -> list[uuid.UUID]:
+    """Lease due rows and commit the lease; returns the leased ids.
+
+    Company by company (the longest-waiting first), at most `per_company` rows each minus what that company already
+    has in flight (`busy`), so one company with many due rows never fills the whole batch."""
+    now = utcnow()
+    busy = busy or {}
+    per_company = per_company or limit
+    companies = db.session.execute(
+        select(NotificationDelivery.company_id, func.min(NotificationDelivery.next_attempt_at))
+        .where(*_due(now))
+        .group_by(NotificationDelivery.company_id)
+        .order_by(func.min(NotificationDelivery.next_attempt_at))
+        .limit(limit + len(busy))
+    ).all()
+    claimed: list[uuid.UUID] = []
+    for company_id, _ in companies:
+        room = min(per_company - busy.get(company_id, 0), limit - len(claimed))
+        if room <= 0:
+            if len(claimed) >= limit:
+                break
+            continue
+        query = (
+            select(NotificationDelivery.id)
+            .where(NotificationDelivery.company_id == company_id, *_due(now))
+            .order_by(NotificationDelivery.next_attempt_at)
+            .limit(room)
         )
-        if getattr(result, "rowcount", 0) == 1:  # an UPDATE's CursorResult
-            claimed.append(delivery_id)
+        if _is_postgres():
+            query = query.with_for_update(skip_locked=True)
+        for delivery_id in list(db.session.scalars(query)):
+            result = db.session.execute(
+                update(NotificationDelivery)
+                .where(NotificationDelivery.id == delivery_id, *_due(now))
+                .values(next_attempt_at=now + timedelta(seconds=LEASE_SECONDS))
+                .execution_options(synchronize_session=False)
+            )
+            if getattr(result, "rowcount", 0) == 1:  # an UPDATE's CursorResult
+                claimed.append(delivery_id)
     db.session.commit()
     return claimed
 
@@ -206,16 +239,108 @@ def deliver_leased(delivery_id: uuid.UUID) -> str:
     return _finish(work, _send(work))
 
 
-def sweep_pending(limit: int = SWEEP_LIMIT) -> dict[str, int]:
-    """Lease and deliver up to `limit` due rows; returns a count per result."""
-    counts: dict[str, int] = {}
-    for delivery_id in claim_due(limit):
+def _deliver_in_context(app: Flask, delivery_id: uuid.UUID) -> str:
+    with app.app_context():
         try:
-            result = deliver_leased(delivery_id)
+            return deliver_leased(delivery_id)
         except Exception:
             # The lease stays; the row is retried when it becomes due again.
             db.session.rollback()
             log.exception("notification delivery failed for %s", delivery_id)
-            result = FAILED
-        counts[result] = counts.get(result, 0) + 1
+            return FAILED
+        finally:
+            db.session.remove()
+
+
+class Dispatcher:
+    """The per-app pool of delivery lanes and what each company has in flight."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self.lanes = max(int(app.config.get("NOTIFICATION_LANES", 8)), 1)
+        self.per_company = max(int(app.config.get("NOTIFICATION_LANES_PER_COMPANY", 2)), 1)
+        self.pool = ThreadPoolExecutor(max_workers=self.lanes, thread_name_prefix="switchboard-outbox")
+        self.lock = threading.Lock()
+        self.busy: dict[uuid.UUID, int] = {}
+        self.in_flight = 0
+
+    def dispatch(self, limit: int = SWEEP_LIMIT) -> list[Future[str]]:
+        """Lease what the free lanes can take now, fairly across companies, and start sending it; never waits."""
+        with self.lock:
+            free = min(self.lanes - self.in_flight, limit)
+            busy = dict(self.busy)
+        if free <= 0:
+            return []
+        ids = claim_due(free, per_company=self.per_company, busy=busy)
+        if not ids:
+            return []
+        companies = dict(
+            db.session.execute(
+                select(NotificationDelivery.id, NotificationDelivery.company_id).where(
+                    NotificationDelivery.id.in_(ids)
+                )
+            ).all()
+        )
+        db.session.commit()
+        futures = []
+        for delivery_id in ids:
+            company_id = companies[delivery_id]
+            with self.lock:
+                self.busy[company_id] = self.busy.get(company_id, 0) + 1
+                self.in_flight += 1
+            future = self.pool.submit(_deliver_in_context, self.app, delivery_id)
+            future.add_done_callback(self._releaser(company_id))
+            futures.append(future)
+        return futures
+
+    def _releaser(self, company_id: uuid.UUID) -> Callable[[Future[str]], None]:
+        return lambda _future: self._release(company_id)
+
+    def _release(self, company_id: uuid.UUID) -> None:
+        with self.lock:
+            self.in_flight -= 1
+            left = self.busy.get(company_id, 1) - 1
+            if left > 0:
+                self.busy[company_id] = left
+            else:
+                self.busy.pop(company_id, None)
+        wake_signal.nudge(wake_signal.NOTIFICATIONS)  # a lane is free: the idle loop looks again
+
+
+def dispatcher(app: Flask | None = None) -> Dispatcher:
+    app = app or current_app_object()
+    existing = app.extensions.get("switchboard_outbox")
+    if existing is None:
+        with _DISPATCHER_LOCK:
+            existing = app.extensions.get("switchboard_outbox")
+            if existing is None:
+                existing = app.extensions["switchboard_outbox"] = Dispatcher(app)
+    assert isinstance(existing, Dispatcher)
+    return existing
+
+
+_DISPATCHER_LOCK = threading.Lock()
+
+
+def dispatch_due(limit: int = SWEEP_LIMIT) -> int:
+    """The long-running worker's job: start sending what is due and return how many were started (never waits)."""
+    return len(dispatcher().dispatch(limit))
+
+
+def sweep_pending(limit: int = SWEEP_LIMIT) -> dict[str, int]:
+    """Lease and deliver up to `limit` due rows, waiting for them; returns a count per result."""
+    counts: dict[str, int] = {}
+    started = 0
+    pool = dispatcher()
+    while started < limit:
+        futures = pool.dispatch(limit - started)
+        if not futures:
+            if pool.in_flight == 0:
+                break
+            time.sleep(0.05)  # lanes still busy with earlier work: wait for one
+            continue
+        started += len(futures)
+        for future in futures:
+            result = future.result()
+            counts[result] = counts.get(result, 0) + 1
     return counts

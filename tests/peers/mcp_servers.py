@@ -429,6 +429,53 @@ def start_paged_server(tool_count: int = 5, page_size: int = 2) -> RunningMcpSer
     return server.start()
 
 
+def start_hostile_provider(
+    *,
+    tool_count: int = 3,
+    page_size: int = 1000,
+    description_chars: int = 20,
+    big_schema_tools: int = 0,
+    result_chars: int = 10,
+    required_key: str | None = NOTES_KEY,
+    json_response: bool = True,
+) -> RunningMcpServer:
+    """A provider written to hurt its client (issue 33), on the SDK's low-level Server: `tool_count` read tools
+    (`read_0`, `read_1`, ...) listed `page_size` at a time, each described with `description_chars` characters; the
+    first `big_schema_tools` have a 200 KB input schema; every call answers one text block of `result_chars`
+    characters. `server.calls` records `tools/list` pages and calls."""
+    big_schema = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string", "description": "x" * 200} for i in range(1000)},
+    }
+    server: RunningMcpServer
+
+    def tool(index: int) -> Tool:
+        return Tool(
+            name=f"read_{index}",
+            description=(f"Tool {index} " + "d" * description_chars)[:description_chars],
+            input_schema=big_schema if index < big_schema_tools else {"type": "object"},
+            annotations=ToolAnnotations(read_only_hint=True),
+        )
+
+    async def on_list_tools(ctx: Any, params: Any) -> ListToolsResult:
+        server.record_call("tools/list", {"cursor": params.cursor if params else None})
+        start = int(params.cursor) if params and params.cursor else 0
+        end = min(start + page_size, tool_count)
+        return ListToolsResult(
+            tools=[tool(i) for i in range(start, end)], next_cursor=str(end) if end < tool_count else None
+        )
+
+    async def on_call_tool(ctx: Any, params: Any) -> CallToolResult:
+        server.record_call(params.name, dict(params.arguments or {}))
+        return CallToolResult(content=[TextContent(type="text", text="r" * result_chars)])
+
+    lowlevel = Server("hostile", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    server = RunningMcpServer(
+        "hostile", lowlevel_server=lowlevel, required_key=required_key, json_response=json_response
+    )
+    return server.start()
+
+
 def start_frozen_server(required_key: str | None = NOTES_KEY) -> RunningMcpServer:
     """A provider that freezes on demand: `wait_for_release` takes the call and does not answer until
     `server.release.set()` (each call is recorded when it arrives); `ping` answers at once. The key is a notes key

@@ -137,3 +137,77 @@ def start_webhook_receiver() -> WebhookReceiver:
     receiver._server = server
     receiver._thread = thread
     return receiver
+
+
+class HostileReceiver:
+    """A webhook receiver written to hurt its sender (issue 33), on a raw socket so nothing buffers for it.
+
+    `drip`: reads the request, then answers one byte per `interval` seconds, forever (a status line that never
+    ends). `huge`: answers 200 at once, then streams `size` bytes of body as fast as the sender takes them.
+    `sent` counts the bytes it got out; `accepted` is set at the first connection."""
+
+    def __init__(self, mode: str, *, interval: float = 1.0, size: int = 200 * 1024 * 1024):
+        self.mode = mode
+        self.interval = interval
+        self.size = size
+        self.sent = 0
+        self.accepted = threading.Event()
+        self.closed = threading.Event()  # the sender hung up
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/hooks"
+        self._stopped = threading.Event()
+        threading.Thread(target=self._accept, name=f"hostile-{mode}", daemon=True).start()
+
+    def _accept(self):
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _read_request(self, conn: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        while len(body) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            body += chunk
+
+    def _serve(self, conn: socket.socket) -> None:
+        self.accepted.set()
+        try:
+            self._read_request(conn)
+            if self.mode == "drip":
+                answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" * 1000
+                for byte in answer:
+                    if self._stopped.wait(self.interval):
+                        return
+                    conn.sendall(bytes([byte]))
+                    self.sent += 1
+            else:
+                conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {self.size}\r\n\r\n".encode())
+                block = b"x" * 65536
+                while self.sent < self.size and not self._stopped.is_set():
+                    conn.sendall(block)
+                    self.sent += len(block)
+        except OSError:
+            self.closed.set()
+        finally:
+            conn.close()
+
+    def stop(self):
+        self._stopped.set()
+        self.sock.close()

@@ -155,8 +155,38 @@ def _translate(
     return ProviderUnavailable(f"unexpected error ({type(_leaf(exc)).__name__})")
 
 
+TOO_LARGE_MARK = "switchboard: answer larger than"
+# The SDK's own bound on one server-sent event (`max_sse_event_size`, 1 MiB): an SSE answer past it ends the same way.
+SDK_EVENT_TOO_LARGE = r"Server-sent event exceeded the (\d+) byte limit"
+
+
+class AnswerTooLarge(httpx2.StreamError, httpx2.SSEError):
+    """A provider's HTTP answer passed `PROVIDER_MAX_RESPONSE_BYTES`: reading stops there. The SDK reports it with
+    this message inside, as a parse error (a JSON answer) or a failed stream (an SSE answer)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"{TOO_LARGE_MARK} {limit} bytes")
+
+
+def too_large_message(limit: int, calling: str | None = None) -> str:
+    size = f"{limit / 1024 / 1024:g} MiB"
+    if calling is None:
+        return f"The provider's answer was larger than {size}, so Switchboard stopped reading it."
+    return (
+        f"The provider's answer was larger than {size}, so Switchboard stopped reading it. "
+        "Ask the tool for less, for example a narrower query or one page at a time."
+    )
+
+
 def _translate_mcp_error(error: MCPError, calling: str | None, timeout: float) -> ProviderError:
     code = error.code
+    too_large = re.search(TOO_LARGE_MARK + r" (\d+) bytes", error.message or "") or re.search(
+        SDK_EVENT_TOO_LARGE, error.message or ""
+    )
+    if too_large:
+        message = too_large_message(int(too_large.group(1)), calling)
+        return ProviderToolError(message) if calling is not None else ProviderError(message)
     if code == mcp_types.CONNECTION_CLOSED:
         return ProviderUnavailable("the connection closed before the server answered")
     if code == mcp_types.REQUEST_TIMEOUT:

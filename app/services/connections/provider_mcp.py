@@ -32,13 +32,14 @@ import logging
 import os
 import ssl
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
 import mcp_types
+from flask import current_app
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
@@ -49,6 +50,7 @@ from app.core.net_guard import guarded_async_transport
 from app.services.connections import provider_limits, provider_sessions, provider_transports
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.connections.provider_errors import (
+    AnswerTooLarge,
     ProviderBusy,
     ProviderError,
     ProviderPaused,
@@ -80,13 +82,17 @@ def list_tools(
     timeout: float = 10.0,
     guard: frozenset[str] | None = None,
     transport: Transport = "mcp_remote",
+    max_tools: int | None = None,
 ) -> list[ProviderTool]:
     """Connect, initialize and list every tool (following pagination cursors). Raises ProviderError.
+
+    With `max_tools`, paging stops once more than that many were seen (at most `max_tools + 1` come back, so the
+    caller can tell the provider offers more than it keeps: `tool_index.bounded_tools`).
 
     `guard` (the outbound guard's allowed hosts) pins connections to addresses checked at connect time; pass it
     for URLs a member typed. `transport` is the method's (`mcp_remote`: Streamable HTTP, or `sse`).
     """
-    return _on_loop(_run_list_tools(_Exchange(server_url, headers, timeout, guard, transport)))
+    return _on_loop(_run_list_tools(_Exchange(server_url, headers, timeout, guard, transport), max_tools))
 
 
 def call_tool(
@@ -165,6 +171,36 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
+def _max_response_bytes() -> int:
+    """The most of one HTTP answer a provider exchange reads (`PROVIDER_MAX_RESPONSE_BYTES`; issue 33)."""
+    try:
+        return int(current_app.config.get("PROVIDER_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES))
+    except RuntimeError:  # no app context
+        return DEFAULT_MAX_RESPONSE_BYTES
+
+
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    """A response body that stops at `limit` bytes (raising `AnswerTooLarge`) instead of growing the process."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise AnswerTooLarge(self._limit)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class _Exchange:
     """One connection to a provider: builds the HTTP client and remembers the first HTTP error status it saw.
 
@@ -193,8 +229,17 @@ class _Exchange:
         self.transport: Transport = transport
         self.error_status: int | None = None
         self.secrets = _secret_values(self.headers, parts.query)
+        self.max_response_bytes = _max_response_bytes()
 
     async def _on_response(self, response: httpx2.Response) -> None:
+        # The answer to one message (a POST: JSON, or an SSE stream ending in the result) is bounded; a standalone
+        # GET event stream is not, as it may rightly carry more over a long session.
+        if (
+            self.max_response_bytes
+            and response.request.method == "POST"
+            and isinstance(response.stream, httpx2.AsyncByteStream)
+        ):
+            response.stream = _CappedStream(response.stream, self.max_response_bytes)
         if response.status_code < 400:
             return
         holder = provider_sessions.current_status.get()  # a pooled client: the status of whose request
@@ -241,12 +286,12 @@ class _Exchange:
         return error
 
 
-async def _run_list_tools(exchange: _Exchange) -> list[ProviderTool]:
+async def _run_list_tools(exchange: _Exchange, max_tools: int | None = None) -> list[ProviderTool]:
     try:
         with anyio.fail_after(exchange.timeout):
             async with exchange.streams() as (read, write), exchange.session(read, write) as session:
                 await session.initialize()
-                tools = await _all_tools(session)
+                tools = await _all_tools(session, max_tools)
     except ProviderError:
         raise
     except Exception as exc:
@@ -254,15 +299,19 @@ async def _run_list_tools(exchange: _Exchange) -> list[ProviderTool]:
     return tools
 
 
-async def _all_tools(session: ClientSession) -> list[ProviderTool]:
+async def _all_tools(session: ClientSession, max_tools: int | None = None) -> list[ProviderTool]:
     tools: dict[str, ProviderTool] = {}
+    enough = None if max_tools is None else max_tools + 1
     cursor: str | None = None
     seen_cursors: set[str] = set()
     for _ in range(MAX_TOOL_PAGES):
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await session.list_tools(params=params)
         for tool in page.tools:
-            tools.setdefault(tool.name, _provider_tool(tool))
+            if enough is not None and len(tools) >= enough:
+                return list(tools.values())
+            if tool.name not in tools:
+                tools[tool.name] = _provider_tool(tool)
         cursor = page.next_cursor
         if not cursor or cursor in seen_cursors:
             break

@@ -370,6 +370,7 @@ def verify_and_list_tools(
             timeout=current_app.config["OUTBOUND_TIMEOUT_SECONDS"],
             guard=provider_guard(connection, method, secrets),
             transport=method.transport,
+            max_tools=current_app.config["PROVIDER_MAX_TOOLS"],
         )
     except provider_errors.ProviderAuthRejected as err:
         raise ProviderRefused(err.message, kind="rejected") from None

@@ -10,10 +10,12 @@ arguments) into that text.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
 
+from flask import current_app
 from pydantic import ValidationError
 from sqlalchemy import event, inspect, select
 from sqlalchemy.engine import Connection
@@ -32,9 +34,94 @@ from app.services.connections.settings import _set_policy
 SEARCH_WORD = re.compile(r"[^\W_]+")
 
 
+DESCRIPTION_CUT = "… [cut by Switchboard: {cut} more characters]"
+NOTES_KEY = "toolIndexLimits"  # in connection.config: what the last indexing left out (shown on Permissions)
+
+
+def _limit(name: str, default: int) -> int:
+    try:
+        return int(current_app.config.get(name, default))
+    except RuntimeError:  # no app context (scripts): the defaults
+        return default
+
+
+def bounded_tools(tools: list[ProviderTool]) -> tuple[list[ProviderTool], dict[str, Any]]:
+    """The tools the index keeps, within the limits (issue 33), and what was left out or cut (empty: nothing).
+
+    At most `PROVIDER_MAX_TOOLS` tools, in the provider's order (the listing stops paging past it); a tool whose
+    input schema and listing fields come to more than `TOOL_SCHEMA_MAX_BYTES` of JSON is left out; a description
+    longer than `TOOL_DESCRIPTION_MAX_CHARS` is cut, with a note saying how much."""
+    max_tools = _limit("PROVIDER_MAX_TOOLS", 500)
+    max_description = _limit("TOOL_DESCRIPTION_MAX_CHARS", 4000)
+    max_schema = _limit("TOOL_SCHEMA_MAX_BYTES", 65536)
+    kept: list[ProviderTool] = []
+    too_large: list[str] = []
+    cut: list[str] = []
+    more = len(tools) > max_tools
+    for tool in tools[:max_tools]:
+        size = len(json.dumps(tool.input_schema or {})) + len(json.dumps(tool.listing or {}, default=str))
+        if size > max_schema:
+            too_large.append(tool.name)
+            continue
+        description = tool.description or ""
+        if len(description) > max_description:
+            left_out = len(description) - max_description
+            description = description[:max_description] + DESCRIPTION_CUT.format(cut=f"{left_out:,}")
+            tool = dataclasses.replace(tool, description=description)
+            cut.append(tool.name)
+        kept.append(tool)
+    notes: dict[str, Any] = {}
+    if more:
+        notes["moreThan"] = max_tools
+    if too_large:
+        notes["tooLarge"] = too_large[:50]
+        notes["tooLargeCount"] = len(too_large)
+    if cut:
+        notes["cutDescriptions"] = cut[:50]
+        notes["cutDescriptionsCount"] = len(cut)
+    if notes:
+        notes.update(maxTools=max_tools, maxDescription=max_description, maxSchemaBytes=max_schema)
+    return kept, notes
+
+
+def index_limits_notes(connection: ToolConnection) -> list[str]:
+    """What the last indexing left out, as sentences for the Permissions page."""
+    notes = (connection.config or {}).get(NOTES_KEY) or {}
+    lines = []
+    if notes.get("moreThan"):
+        lines.append(
+            f"The provider offers more than {notes['moreThan']:,} tools; only the first {notes['moreThan']:,} "
+            "were indexed. Agents cannot see or call the others."
+        )
+    if notes.get("tooLarge"):
+        names = ", ".join(notes["tooLarge"])
+        more = notes["tooLargeCount"] - len(notes["tooLarge"])
+        lines.append(
+            f"{notes['tooLargeCount']:,} tool(s) were left out because their input schema is larger than "
+            f"{notes['maxSchemaBytes']:,} bytes: {names}{f' and {more:,} more' if more > 0 else ''}."
+        )
+    if notes.get("cutDescriptions"):
+        names = ", ".join(notes["cutDescriptions"])
+        more = notes["cutDescriptionsCount"] - len(notes["cutDescriptions"])
+        lines.append(
+            f"{notes['cutDescriptionsCount']:,} tool description(s) were cut to {notes['maxDescription']:,} "
+            f"characters: {names}{f' and {more:,} more' if more > 0 else ''}."
+        )
+    return lines
+
+
 def index_tools(connection: ToolConnection, tools: list[ProviderTool], *, first_index: bool) -> None:
     """Upsert the stored tool index. On first index read tools are allowed and write tools ask first; tools a
-    provider adds later get no policy row, which means ask first."""
+    provider adds later get no policy row, which means ask first. Only what `bounded_tools` keeps is indexed; what
+    it left out is kept in the connection's config for the Permissions page."""
+    tools, limit_notes = bounded_tools(tools)
+    config = dict(connection.config or {})
+    if limit_notes:
+        config[NOTES_KEY] = limit_notes
+    else:
+        config.pop(NOTES_KEY, None)
+    if config != (connection.config or {}):
+        connection.config = config
     existing = {
         t.name: t
         for t in db.session.scalars(

@@ -16,6 +16,7 @@ from app.services.gateway import resource_uris
 from app.services.gateway.approval_cards import _approval_step
 from app.services.gateway.arguments import REDACTED, project_arguments
 from app.services.gateway.names import tool_name_budget
+from app.services.gateway.result_limits import cap_result
 from app.services.gateway.results import (
     CALL_CANCELLED,
     PROVIDER_BUSY,
@@ -194,7 +195,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         result["structuredContent"] = raw["structuredContent"]
     if raw.get("_meta"):
         result["_meta"] = raw["_meta"]
-    result = scrub(result, target.scrub)
+    result = cap_result(scrub(result, target.scrub), int(current_app.config["GATEWAY_RESULT_MAX_CHARS"]))
     if prepared.connection_id is not None:
         result = resource_uris.namespace_links(
             result, prepared.company_id, prepared.agent_id, prepared.connection_id

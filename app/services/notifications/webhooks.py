@@ -16,11 +16,13 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 from flask import current_app
-from sqlalchemy import select
+from sqlalchemy import func, select
 from standardwebhooks.webhooks import Webhook
 
 from app.core.errors import Forbidden, NotFound, ValidationFailed
@@ -35,6 +37,17 @@ from app.services.secrets_box import decrypt, encrypt
 
 MANAGE_FORBIDDEN = "Managing webhooks needs connection-management authority"
 USER_AGENT = "Switchboard-Webhooks/1"
+# How much of a receiver's answer is read: only the status matters, so a few KB at most, never a whole large body.
+MAX_RESPONSE_BYTES = 4096
+
+
+def endpoint_limit() -> int:
+    """How many webhook endpoints one company may have (each event is one delivery per endpoint)."""
+    return int(current_app.config.get("WEBHOOK_ENDPOINTS_PER_COMPANY", 10))
+
+
+def endpoint_limit_message(limit: int) -> str:
+    return f"A company can have at most {limit} webhooks. Remove one before adding another."
 
 
 def can_manage(membership: Membership | None) -> bool:
@@ -87,6 +100,16 @@ def create_endpoint(
     """Add an endpoint; returns it and its signing secret (the only time the secret is shown)."""
     require_manager(membership)
     url, chosen = _validate(url, events)
+    limit = endpoint_limit()
+    existing = db.session.scalar(
+        select(func.count())
+        .select_from(WebhookEndpoint)
+        .where(WebhookEndpoint.company_id == membership.company_id)
+    )
+    if (existing or 0) >= limit:
+        raise ValidationFailed(
+            [{"loc": ["url"], "msg": endpoint_limit_message(limit), "type": "value_error"}]
+        )
     secret = new_secret()
     endpoint = WebhookEndpoint(
         company_id=membership.company_id,
@@ -230,8 +253,83 @@ def signed_request(
     return body.encode("utf-8"), headers
 
 
+class _DeadlineStream(httpcore.NetworkStream):
+    """A network stream whose every read and write is bounded by what is left of one deadline: a receiver that
+    drips its answer a byte at a time is cut off when the attempt's time is up, not after each byte's timeout."""
+
+    def __init__(self, inner: Any, deadline: float) -> None:
+        self._inner = inner
+        self._deadline = deadline
+
+    def _left(self, timeout: float | None, error: type[Exception]) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise error("The receiver did not answer in time")
+        return left if timeout is None else min(timeout, left)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return bytes(self._inner.read(max_bytes, self._left(timeout, httpcore.ReadTimeout)))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, self._left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> Any:
+        inner = self._inner.start_tls(
+            ssl_context, server_hostname, self._left(timeout, httpcore.ConnectTimeout)
+        )
+        return _DeadlineStream(inner, self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.SyncBackend):
+    """Wraps the guarded (pinned) network backend: connections it opens share one deadline."""
+
+    def __init__(self, inner: Any, deadline: float) -> None:
+        self._inner = inner
+        self._deadline = deadline
+
+    def _left(self, timeout: float | None) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise httpcore.ConnectTimeout("The receiver did not answer in time")
+        return left if timeout is None else min(timeout, left)
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> _DeadlineStream:
+        stream = self._inner.connect_tcp(
+            host,
+            port,
+            timeout=self._left(timeout),
+            local_address=local_address,
+            socket_options=socket_options,
+        )
+        return _DeadlineStream(stream, self._deadline)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def deadline_seconds() -> float:
+    """The whole attempt (connect, send, the answer's status and the few KB read of it) ends by then."""
+    return float(current_app.config.get("WEBHOOK_DEADLINE_SECONDS", 15))
+
+
 def post(url: str, secret_ciphertext: str, delivery_id: str, payload: dict) -> Outcome:
-    """One attempt: guard, sign, POST with timeouts, no redirects followed. Never raises for the far end's faults."""
+    """One attempt: guard, sign, POST with a total deadline, no redirects followed, at most `MAX_RESPONSE_BYTES` of
+    the answer read. Never raises for the far end's faults."""
     started = time.monotonic()
 
     def done(ok: bool, status: int | None = None, error: str | None = None) -> Outcome:
@@ -243,11 +341,25 @@ def post(url: str, secret_ciphertext: str, delivery_id: str, payload: dict) -> O
         return done(False, error=str(exc))
     body, headers = signed_request(delivery_id, decrypt(secret_ciphertext), payload)
     timeout = float(current_app.config.get("WEBHOOK_TIMEOUT_SECONDS", 10))
+    deadline = started + deadline_seconds()
+    transport = guarded_transport()
+    pool = transport._pool  # the pinned backend lives here (see net_guard.guarded_transport)
+    pool._network_backend = _DeadlineBackend(pool._network_backend, deadline)
     try:
-        with httpx.Client(transport=guarded_transport(), timeout=timeout, follow_redirects=False) as client:
-            response = client.post(url, content=body, headers=headers)
+        with (
+            httpx.Client(transport=transport, timeout=timeout, follow_redirects=False) as client,
+            client.stream("POST", url, content=body, headers=headers) as response,
+        ):
+            status = response.status_code
+            read = 0
+            for chunk in response.iter_raw():
+                read += len(chunk)
+                if read >= MAX_RESPONSE_BYTES:
+                    break  # the rest is never read: closing the stream drops the connection
+    except httpx.TimeoutException:
+        return done(False, error=f"The receiver did not answer within {deadline_seconds():g} s")
     except httpx.HTTPError as exc:
         return done(False, error=f"{type(exc).__name__}: {exc}"[:500])
-    if 200 <= response.status_code < 300:
-        return done(True, response.status_code)
-    return done(False, response.status_code, f"HTTP {response.status_code}")
+    if 200 <= status < 300:
+        return done(True, status)
+    return done(False, status, f"HTTP {status}")

@@ -27,6 +27,7 @@ from app.services.agents import agent_names
 from app.services.connections.audience import Audience, audience_of
 from app.services.connections.instructions import instruction_context
 from app.services.connections.settings import public_fields, update_connection
+from app.services.connections.tool_index import index_limits_notes
 from app.web.apps import bp
 from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm
 from app.web.apps.instructions_state import EditorState, editor_state
@@ -151,6 +152,7 @@ def page_context(
         "config": config or config_state(connection, app_definition),
         "editor": editor,
         "tools": tools_with_policies([connection.id]).get(connection.id, []),
+        "index_notes": index_limits_notes(connection),
         "action_labels": ACTION_LABELS,
     }
 

@@ -15,12 +15,13 @@ from app.services.agents import AgentName, agent_names
 from app.services.runs.lifecycle import recent_runs
 from app.services.tenancy import company_members
 from app.services.work import (
+    THREAD_PAGE_SIZE,
     add_comment,
     create_issue,
     list_issues,
-    thread_items,
+    shown_count,
+    thread_page,
     thread_version,
-    thread_version_of,
     update_issue,
 )
 from app.web.board import bp
@@ -47,13 +48,22 @@ def _responsible_form(issue: Issue) -> IssueResponsibleForm:
     return form
 
 
-def _task_context(issue: Issue, membership: Membership, **extra: Any) -> dict:
-    agents = agent_names(issue.company_id)
-    items = thread_items(issue)
+def _thread_context(issue: Issue, version: str | None = None) -> dict:
+    """What `board/_thread_items.html` shows: the newest items (`?shown=` widens the window: "Load earlier")."""
+    page = thread_page(issue, shown_count(request.args.get("shown")))
     return {
         "issue": issue,
-        "items": items,
-        "version": thread_version_of(issue, items),
+        "items": page.items,
+        "thread": page,
+        "default_shown": THREAD_PAGE_SIZE,
+        "version": version or thread_version(issue),
+    }
+
+
+def _task_context(issue: Issue, membership: Membership, **extra: Any) -> dict:
+    agents = agent_names(issue.company_id)
+    return {
+        **_thread_context(issue),
         "comment_form": extra.pop("comment_form", None) or CommentForm(formdata=None),
         "status_form": IssueStatusForm(formdata=None, status=issue.status),
         "assignee_form": _assignee_form(issue, agents),
@@ -124,9 +134,7 @@ def thread_items_fragment(issue_id: str) -> ResponseReturnValue:
     version = thread_version(issue)
     if request.args.get("v") == version:
         return "", 204
-    return render_template(
-        "board/_thread_items.html", issue=issue, items=thread_items(issue), version=version
-    )
+    return render_template("board/_thread_items.html", **_thread_context(issue, version))
 
 
 @bp.post("/tasks/<issue_id>/comments")
