@@ -244,6 +244,7 @@ def finish_connection(
     keeps its previous, working key.
     """
     _require_configure(actor, connection)
+    card_binding.require_card_draft_finisher(connection, actor.user_id)
     method = get_method(app_definition, connection.method_key)
     identity = connection.config.get("identity", "organization")
     if identity == "organization" and not can_manage_connections(actor):
@@ -285,6 +286,7 @@ def activate_connection(
 ) -> bool:
     """The shared tail of every successful setup (API key or OAuth): store the verified credentials encrypted,
     index tools, apply the audience, and mark the connection live. Returns True on first activation."""
+    card_binding.require_card_draft_finisher(connection, actor.user_id)
     for key, value in secrets.items():
         _store_secret(grant, key, value)
     grant.status = "active"
