@@ -71,6 +71,8 @@ def _start_authorization(
 ) -> str:
     """The provider's sign-in URL. A card's sign-in keeps the requesting page's origin: the callback page posts
     the outcome to that origin only."""
+    if interaction_id is not None:
+        intent_setup.prepare_card_sign_in(membership, connection, interaction_id)
     return oauth_flow.start_authorization(
         membership,
         connection,

@@ -298,7 +298,7 @@ def activate_connection(
     # Activate before applying the audience: installs exist only for live connections.
     connection.status = "active"
     if audience is not UNSET:
-        set_audience(actor, connection, audience)
+        set_audience(actor, connection, audience, first_activation=first_activation)
     elif first_activation and not card_binding.pending_cards_bound_to(connection):
         # A card's draft has no audience of its own: the card's completion applies the one saved on the card.
         set_audience(
@@ -308,6 +308,7 @@ def activate_connection(
                 draft_audience.get("allAgents", True),
                 tuple(uuid.UUID(a) for a in draft_audience.get("agentIds", [])),
             ),
+            first_activation=True,
         )
     if first_activation:
         connection.enabled = True

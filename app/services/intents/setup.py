@@ -158,6 +158,37 @@ def save_setup_choices(
     return card
 
 
+def prepare_card_sign_in(
+    membership: Membership, connection: ToolConnection, interaction_id: uuid.UUID
+) -> None:
+    """Before the addressee signs a draft in for a card: the draft finishes that card with the card's audience.
+
+    A draft made without the card (no saved audience bound to it) is bound now with the requesting agent alone, so
+    its own audience (company-wide by default) never applies; a saved audience that leaves the requester out (Save
+    & exit keeps one) is refused. Someone else's start is refused at the callback; a reconnect has no audience."""
+    interaction = db.session.get(ThreadInteraction, interaction_id)
+    if (
+        connection.status != "draft"
+        or interaction is None
+        or interaction.company_id != connection.company_id
+        or interaction.addressee_user_id != membership.user_id
+    ):
+        return
+    requester = resolution.requester_of(interaction)
+    saved = intents_audience.card_audience(interaction)
+    if saved is None or saved.connection_id != connection.id:
+        save_card_audience(
+            interaction.id,
+            membership,
+            connection,
+            Audience(False, (requester,) if requester is not None else ()),
+        )
+    elif (
+        requester is not None and not saved.audience.all_agents and requester not in saved.audience.agent_ids
+    ):
+        raise keep_requester_error(interaction)
+
+
 def bound_card_id(connection: ToolConnection, user_id: uuid.UUID) -> uuid.UUID | None:
     card = bound_card(connection, user_id)
     return card.id if card is not None else None
