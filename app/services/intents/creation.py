@@ -39,6 +39,22 @@ def _pending_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
     )
 
 
+def _answered_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
+    """The card the person already answered (connected or declined) under this key: a request with its key gets
+    it back, and the caller says it was resolved (reference.md 5.6 step 2), never a new card under the same key."""
+    return db.session.scalar(
+        select(ThreadInteraction)
+        .where(
+            ThreadInteraction.company_id == issue.company_id,
+            ThreadInteraction.issue_id == issue.id,
+            ThreadInteraction.idempotency_key == key,
+            ThreadInteraction.status.in_(("accepted", "rejected")),
+        )
+        .order_by(ThreadInteraction.created_at.desc())
+        .limit(1)
+    )
+
+
 @functools.cache
 def _pending_id_statement() -> Select[uuid.UUID]:
     """`_pending_by_key` for the id alone, built once (three parameters: company, task, key)."""
@@ -93,7 +109,7 @@ def create_connection_intent(
     Returns (interaction, created).
     """
     key = card_key(run_id, addressee_user_id, service.slug)
-    existing = _pending_by_key(issue, key)
+    existing = _pending_by_key(issue, key) or _answered_by_key(issue, key)
     if existing is not None:
         return existing, False
     # Serialize requests on this task (PostgreSQL); SQLite serializes writers itself.
