@@ -136,7 +136,9 @@ def test_completion_refuses_a_personal_grant_without_credentials(db, make, card)
         grants=[("user", card.owner)],
         tools={"search_memory": "allow"},
     )
-    make.grant(connection, "user", subject=card.member, credential=False)  # the addressee's, never given a key
+    make.grant(
+        connection, "user", subject=card.member, credential=False
+    )  # the addressee's, never given a key
 
     with pytest.raises(Conflict) as refused:
         resolution.complete_intent(uuid.UUID(card.id), card.member.id, connection.id)
