@@ -28,7 +28,7 @@ from app.services.access.rows import connection_is_healthy
 from app.services.activity import record_activity
 from app.services.connections.audience import add_agent_install
 from app.services.connections.endpoint import grant_holds_credentials
-from app.services.intents.access_requests import ACCESS_REQUEST_KEY, requested_scope
+from app.services.intents.access_requests import ACCESS_REQUEST_KEY, refuse_changed_tools, requested_scope
 from app.services.intents.audience import (
     _apply_card_audience,
     card_audience,
@@ -221,6 +221,8 @@ def complete_intent(
         or (access_request is not None and access_request.get("connectionId") != str(connection.id))
     ):
         raise NotFound("Connection does not match this intent")
+    if access_request is not None:
+        refuse_changed_tools(access_request)
     if not connection_is_live(connection) or not connection_is_healthy(connection):
         raise Conflict("Finish and test this connection before using it for the task")
     grants = [g for g in connection.grants if g.status == "active"]

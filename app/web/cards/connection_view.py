@@ -15,6 +15,7 @@ from flask_login import current_user
 from app.catalog.loader import get_app, logo_url
 from app.models import ThreadInteraction, User
 from app.models.base import as_utc
+from app.services.intents.access_requests import ToolStanding, tools_as_they_stand
 from app.services.intents.card import intent_payload
 from app.services.intents.card_state import CardState, Continuation, card_state
 
@@ -48,6 +49,8 @@ class CardView:
     setup_saved: bool = False
     # An access request: {connectionId, connectionName, tools: [{toolName, permission}]} (no setup, a grant).
     access_request: dict | None = None
+    # A pending access card's tools as they stand now (current policy; removed, blocked or changed ones say so).
+    access_tools: tuple[ToolStanding, ...] = ()
     title: str | None = None
     # Who answered and when ("Connected by Dana Owner", the time), and what became of the agent's continuation.
     resolved_by: str | None = None
@@ -97,6 +100,11 @@ def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
         ),
         setup_saved=current.setup_saved,
         access_request=current.access_request,
+        access_tools=(
+            tuple(tools_as_they_stand(current.access_request))
+            if current.pending and current.access_request
+            else ()
+        ),
         title=item.title,
         resolved_by=_resolved_by(item, current),
         resolved_at=as_utc(item.resolved_at) if current.answered else None,
