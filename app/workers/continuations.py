@@ -29,7 +29,7 @@ from app.models import Agent, ConnectionIntentDelivery, Issue, Membership, Threa
 from app.models.base import utcnow
 from app.models.keys import wake_key
 from app.services.access.effective import connection_access
-from app.services.intents.card import card_task_is_active
+from app.services.intents.card import WAKE_STATUSES, card_task_is_active
 from app.services.runs.wakeups import (
     WakeAlreadyExists,
     WakeSpec,
@@ -44,7 +44,6 @@ LEASE_SECONDS = 60
 SWEEP_LIMIT = 50
 KIND = keys.CONNECTION_CARD
 OUTCOMES = {"accepted": "connected", "rejected": "declined"}
-WAKE_STATUSES = ("in_progress", "in_review")
 
 WOKEN = "woken"
 ALREADY_WOKEN = "already_woken"

@@ -1,21 +1,24 @@
-"""Closing pending cards when their task closes or changes hands."""
+"""Closing pending cards when their task closes or changes hands; answered cards' continuations when it is taken up."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from app.core.wake_signal import CONTINUATIONS, signal_work
 from app.extensions import db
 from app.models import (
+    ConnectionIntentDelivery,
     Issue,
     ThreadInteraction,
 )
-from app.models.base import utcnow
+from app.models.base import rowcount, utcnow
 from app.services import notifications  # notifications: issue 15
 from app.services.intents.card import (
     ASSIGNMENT_CHANGED,
     ISSUE_CLOSED,
     KIND,
     RESPONSIBLE_CHANGED,
+    WAKE_STATUSES,
     retire_oauth_states,
 )
 
@@ -82,3 +85,28 @@ def supersede_intents_for_responsible_change(issue: Issue) -> int:
     db.session.flush()
     notifications.cards_resolved(rows)  # notifications: issue 15
     return len(rows)
+
+
+# --- continuations that waited for the task ----------------------------------------------------------------------
+
+
+def continue_answered_cards(issue: Issue) -> None:
+    """The task moved to a status that is worked on: the continuations of its answered cards that waited for that
+    (the card said "once the task is In progress") are due now, and a listening worker is told at commit."""
+    if issue.status not in WAKE_STATUSES:
+        return
+    waiting = db.session.execute(
+        update(ConnectionIntentDelivery)
+        .where(
+            ConnectionIntentDelivery.interaction_id.in_(
+                select(ThreadInteraction.id).where(
+                    ThreadInteraction.issue_id == issue.id, ThreadInteraction.kind == KIND
+                )
+            ),
+            ConnectionIntentDelivery.delivered_at.is_(None),
+        )
+        .values(next_attempt_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    if rowcount(waiting):
+        signal_work(db.session, CONTINUATIONS)
