@@ -16,7 +16,7 @@ from app.models import (
     ThreadInteraction,
 )
 from app.models.base import utcnow
-from app.models.keys import card_key
+from app.models.keys import REPAIR_MARK, card_key, repair_key
 from app.services import notifications  # notifications: issue 15
 from app.services.activity import record_activity
 from app.services.intents.access_requests import ACCESS_REQUEST_KEY
@@ -40,17 +40,17 @@ def _pending_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
 
 
 def _answered_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
-    """The card the person already answered (connected or declined) under this key: a request with its key gets
-    it back, and the caller says it was resolved (reference.md 5.6 step 2), never a new card under the same key."""
+    """The latest card the person answered (connected or declined) under this key or one of its repair keys."""
     return db.session.scalar(
         select(ThreadInteraction)
         .where(
             ThreadInteraction.company_id == issue.company_id,
             ThreadInteraction.issue_id == issue.id,
-            ThreadInteraction.idempotency_key == key,
+            (ThreadInteraction.idempotency_key == key)
+            | ThreadInteraction.idempotency_key.startswith(f"{key}{REPAIR_MARK}", autoescape=True),
             ThreadInteraction.status.in_(("accepted", "rejected")),
         )
-        .order_by(ThreadInteraction.created_at.desc())
+        .order_by(ThreadInteraction.resolved_at.desc(), ThreadInteraction.created_at.desc())
         .limit(1)
     )
 
@@ -109,9 +109,20 @@ def create_connection_intent(
     Returns (interaction, created).
     """
     key = card_key(run_id, addressee_user_id, service.slug)
-    existing = _pending_by_key(issue, key) or _answered_by_key(issue, key)
+    existing = _pending_by_key(issue, key)
     if existing is not None:
         return existing, False
+    # A card answered under this key is never replaced under it (reference.md 5.6 step 2): a declined one is
+    # returned (the caller answers "already resolved"); after an accepted one the connection stopped working, so a
+    # new card, under a repair key that names it, asks to repair it.
+    answered = _answered_by_key(issue, key)
+    if answered is not None:
+        if answered.status != "accepted":
+            return answered, False
+        key = repair_key(key, answered.id)
+        existing = _pending_by_key(issue, key)
+        if existing is not None:
+            return existing, False
     # Serialize requests on this task (PostgreSQL); SQLite serializes writers itself.
     locked = db.session.scalar(
         select(Issue).where(Issue.id == issue.id).with_for_update().execution_options(populate_existing=True)

@@ -18,7 +18,7 @@ from tests.services.oauth.test_oauth import Browser, live  # noqa: F401  (the li
 from tests.services.runtime.test_runtime_rest import providers  # noqa: F401  (the shared fixture)
 from tests.web.cards.test_intent_cards import Htmx, setup_form
 
-ALREADY_RESOLVED = "This connection request has already been resolved. Follow its recorded outcome."
+DECLINED = "The user declined this connection. Pursue alternatives; do not request it again in this continuation."
 
 
 def card_row(db, card) -> ThreadInteraction:
@@ -125,7 +125,7 @@ def test_a_failed_sign_in_is_recorded_when_its_person_lost_the_right_to_finish_i
 # --- an answered card and a broken connection ------------------------------------------------------------
 
 
-def test_an_answered_card_is_not_replaced_under_the_same_key(app, db, make):
+def test_an_accepted_card_whose_connection_broke_gets_a_new_card_for_the_repair(app, db, make):
     card = make.requested_card("honcho")
     connection = make.connection(
         card.company,
@@ -144,10 +144,36 @@ def test_an_answered_card_is_not_replaced_under_the_same_key(app, db, make):
 
     again = request_service(client, card.token, "honcho")
 
+    assert again.status_code == 200, again.json
+    repair_id = again.json["interactionId"]
+    assert repair_id != card.id and again.json["state"] == "needs_user_action"
+    assert again.json["instruction"] == (
+        f"The connection your earlier request ({card.id}) gave is not usable any more, so a new connection card "
+        "asks the responsible user to repair it. End this run and wait for continuation."
+    )
+    db.session.expire_all()
+    cards = db.session.scalars(
+        select(ThreadInteraction)
+        .where(ThreadInteraction.issue_id == card.issue.id)
+        .order_by(ThreadInteraction.created_at)
+    ).all()
+    assert [(str(c.id), c.status) for c in cards] == [(card.id, "accepted"), (repair_id, "pending")]
+    assert cards[1].idempotency_key == f"{cards[0].idempotency_key}:repair:{card.id}"
+    # Asked once more: the same repair card, said the same way.
+    assert request_service(client, card.token, "honcho").json == again.json
+
+
+def test_a_declined_card_is_not_replaced_under_the_same_key(app, db, make):
+    card = make.requested_card("honcho")
+    resolution.decline_intent(uuid.UUID(card.id), card.member.id, "Not now")
+    db.session.commit()
+
+    again = request_service(app.test_client(), card.token, "honcho")
+
     assert again.status_code == 409, again.json
-    assert again.json["error"] == ALREADY_RESOLVED
+    assert again.json["error"] == DECLINED
     db.session.expire_all()
     cards = db.session.scalars(
         select(ThreadInteraction).where(ThreadInteraction.issue_id == card.issue.id)
     ).all()
-    assert [(str(c.id), c.status) for c in cards] == [(card.id, "accepted")]
+    assert [(str(c.id), c.status) for c in cards] == [(card.id, "rejected")]
