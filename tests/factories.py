@@ -15,6 +15,7 @@ from app.models import (
     Company,
     ConnectionGrant,
     ConnectionTool,
+    GrantSecret,
     HeartbeatRun,
     Membership,
     ThreadInteraction,
@@ -29,11 +30,13 @@ from app.services.intents import creation as intents_creation
 from app.services.intents import service as intents_service
 from app.services.runs.tokens import mint_run_token, open_run
 from app.services.runs.wakeups import claim_next_run, request_wakeup
+from app.services.secrets_box import encrypt
 from app.services.tenancy import add_membership, create_company
 from app.services.work import add_comment, create_issue
 
 _seq = itertools.count(1)
 DEFAULT_PASSWORD = "correct horse battery staple"
+FACTORY_KEY = "factory-stored-key"  # noqa: S105 (a placeholder credential of factory grants)
 
 
 class Factory:
@@ -267,8 +270,10 @@ class Factory:
         default: bool = False,
         status: str = "active",
         commit: bool = True,
+        credential: bool = True,
     ) -> ConnectionGrant:
-        """An identity of the connection: `organization`, or `user` / `agent` for `subject`."""
+        """An identity of the connection: `organization`, or `user` / `agent` for `subject`, holding a stored key
+        (as a verified setup leaves it) unless `credential` is False."""
         row = ConnectionGrant(
             company_id=connection.company_id,
             connection_id=connection.id,
@@ -279,4 +284,14 @@ class Factory:
             status=status,
         )
         self.db.session.add(row)
+        if credential:
+            self.db.session.flush()
+            self.db.session.add(
+                GrantSecret(
+                    company_id=row.company_id,
+                    grant_id=row.id,
+                    key="authorization",
+                    ciphertext=encrypt(FACTORY_KEY),
+                )
+            )
         return self._commit(row) if commit else row

@@ -82,9 +82,9 @@ def runs_open(agent_ref: str, issue_ref: str, responsible_email: str | None, as_
 @click.argument("run_id")
 @needs_database
 def runs_close(run_id: str) -> None:
-    """Mark a run succeeded; its runtime-tools token stops working."""
+    """Mark a run succeeded (its runtime-tools token stops working) and start the next wake waiting on the task."""
     from app.core.errors import ServiceError
-    from app.services.runs.tokens import close_run
+    from app.services.runs.lifecycle import close_run
 
     try:
         run = close_run(_uuid_or_fail(run_id, "RUN_ID"))

@@ -41,6 +41,23 @@ def access_request_digest(access_request: dict | None) -> str | None:
     return hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
+REPAIR_MARK = ":repair:"
+
+
+def repair_key(key: str, answered_id: uuid.UUID) -> str:
+    """The key of a new card that repairs the connection an accepted card gave (the same run asks again after it
+    stopped working): `<card key>:repair:<answered card id>`, so no card is replaced under the key it was answered
+    with."""
+    return f"{key}{REPAIR_MARK}{answered_id}"
+
+
+def repaired_card_id(key: str | None) -> str | None:
+    """The answered card a repair card's key names, or None for a first card."""
+    if not key or REPAIR_MARK not in key:
+        return None
+    return key.rsplit(REPAIR_MARK, 1)[1]
+
+
 def wake_key(interaction_id: uuid.UUID | str, outcome: str) -> str:
     """The continuation wake of a resolved card: `connection-intent:<interactionId>:<connected|declined|expired>`."""
     return f"{CONNECTION_INTENT_KEY_PREFIX}{interaction_id}:{outcome}"

@@ -16,7 +16,11 @@ from app.extensions import db
 from app.models import Agent, Comment, HeartbeatRun, Issue, Membership, ThreadInteraction, WakeupRequest
 from app.models.work import IssueStatus
 from app.services.activity import record_activity
-from app.services.intents.expiry import expire_intents_for_issue, supersede_intents_for_responsible_change
+from app.services.intents.expiry import (
+    continue_answered_cards,
+    expire_intents_for_issue,
+    supersede_intents_for_responsible_change,
+)
 from app.services.runs.wakeups import request_wakeup
 from app.services.tenancy import allocate_issue_identifier, get_membership
 
@@ -250,6 +254,9 @@ def update_issue(
     if {"status", "assigneeAgentId"} & changes.keys():
         # Closing or reassigning a task makes its pending connection cards moot.
         expire_intents_for_issue(issue)
+    if "status" in changes:
+        # Cards answered while the task waited (Todo, Blocked) continue once it is worked on.
+        continue_answered_cards(issue)
     if "responsibleUserId" in changes:
         # Cards asked the previous person; the agent's next request asks the new one.
         supersede_intents_for_responsible_change(issue)

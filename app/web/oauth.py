@@ -71,6 +71,8 @@ def _start_authorization(
 ) -> str:
     """The provider's sign-in URL. A card's sign-in keeps the requesting page's origin: the callback page posts
     the outcome to that origin only."""
+    if interaction_id is not None:
+        intent_setup.prepare_card_sign_in(membership, connection, interaction_id)
     return oauth_flow.start_authorization(
         membership,
         connection,
@@ -247,6 +249,9 @@ def _unknown_state(raw_state: str) -> ResponseReturnValue:
         and interaction.addressee_user_id == current_user.id
         and get_membership(interaction.company_id, current_user.id) is not None
     ):
+        if interaction.status == "accepted":
+            # A reload of the callback that connected this card: say so, not that nothing was connected.
+            return _card_page(interaction, None, "connected")
         if not intent_setup.card_is_open(interaction.id):
             return _card_closed_page_for(interaction)
         return _invalid_state(interaction)
@@ -260,17 +265,31 @@ def _invalid_state(interaction: ThreadInteraction | None = None) -> ResponseRetu
 
 def _opener_page(state: OAuthState, outcome: str, error: str | None = None) -> ResponseReturnValue:
     interaction = db.session.get(ThreadInteraction, state.interaction_id)
+    return _card_page(interaction, state, outcome, error, interaction_id=state.interaction_id)
+
+
+def _card_page(
+    interaction: ThreadInteraction | None,
+    state: OAuthState | None,
+    outcome: str,
+    error: str | None = None,
+    *,
+    interaction_id: uuid.UUID | None = None,
+) -> ResponseReturnValue:
+    """The end of a card's sign-in in its window: the outcome posted to the opener (the origin the sign-in started
+    from, else our own), or back to the task."""
     fallback = (
         url_for("board.task", issue_id=interaction.issue_id) if interaction else url_for("apps.catalog")
     )
+    card_id = interaction_id or (interaction.id if interaction is not None else None)
     return render_template(
         "oauth/opener.html",
         message={
             "type": "paperclip.connection-intent.oauth",
-            "interactionId": str(state.interaction_id),
+            "interactionId": str(card_id),
             "outcome": outcome,
         },
-        target_origin=state.opener_origin
+        target_origin=(state.opener_origin if state is not None else None)
         or oauth_flow.normalize_origin(current_app.config["PUBLIC_BASE_URL"])
         or "/",
         fallback_url=fallback,

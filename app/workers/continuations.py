@@ -30,7 +30,7 @@ from app.models import Agent, ConnectionIntentDelivery, Issue, Membership, Threa
 from app.models.base import utcnow
 from app.models.keys import wake_key
 from app.services.access.effective import connection_access
-from app.services.intents.card import card_task_is_active
+from app.services.intents.card import WAKE_STATUSES, card_task_is_active
 from app.services.runs.wakeups import (
     WakeAlreadyExists,
     WakeSpec,
@@ -47,7 +47,6 @@ KIND = keys.CONNECTION_CARD
 # A card's answer (connected, declined), or its expiry when the connection it names was deleted: only that expiry
 # writes a delivery row (`intents.expiry.expire_for_deleted_connection`); a close or a change of hands writes none.
 OUTCOMES = {"accepted": "connected", "rejected": "declined", "expired": "expired"}
-WAKE_STATUSES = ("in_progress", "in_review")
 
 WOKEN = "woken"
 ALREADY_WOKEN = "already_woken"

@@ -77,12 +77,18 @@ def _check_audience(actor: Membership, audience: Audience) -> None:
         )
 
 
-def set_audience(actor: Membership, connection: ToolConnection, audience: Audience) -> None:
+WIDEN_FORBIDDEN = "Only connection managers can widen which agents use this connection"
+
+
+def set_audience(
+    actor: Membership, connection: ToolConnection, audience: Audience, *, first_activation: bool = False
+) -> None:
     """Apply the audience as installs in the same transaction; narrowing removes the matching installs.
 
-    Broadening an organization connection's audience needs connection-management authority.
+    Broadening a live connection's audience needs connection-management authority, for personal connections as for
+    organization ones (the card dialog's rule). `first_activation`: the setup's own audience, chosen when the draft
+    was made, is applied as the connection goes live.
     """
-    identity = connection.config.get("identity", "organization")
     _check_audience(actor, audience)
     if connection.status == "draft":
         connection.config = {**connection.config, "draftAudience": audience.to_json()}
@@ -91,8 +97,8 @@ def set_audience(actor: Membership, connection: ToolConnection, audience: Audien
     broadening = (audience.all_agents and not current.all_agents) or bool(
         set(audience.agent_ids) - set(current.agent_ids)
     )
-    if broadening and identity == "organization" and not can_manage_connections(actor):
-        raise Forbidden("Only connection managers can widen which agents use this connection")
+    if broadening and not first_activation and not can_manage_connections(actor):
+        raise Forbidden(WIDEN_FORBIDDEN)
     if audience.all_agents and not current.all_agents:
         add_company_install(connection, actor.user_id)
     elif not audience.all_agents and current.all_agents:

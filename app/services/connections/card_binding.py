@@ -9,11 +9,16 @@ import uuid
 
 from sqlalchemy import select
 
+from app.core.errors import Forbidden
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection, keys
 
 KIND = keys.CONNECTION_CARD
 AUDIENCE_KEY = "audience"
+CARD_DRAFT_NOT_YOURS = (
+    "This setup answers a connection request addressed to someone else. "
+    "Only the person the request asks can finish it."
+)
 
 
 def bound_draft_id(interaction: ThreadInteraction) -> uuid.UUID | None:
@@ -40,3 +45,13 @@ def pending_cards_bound_to(connection: ToolConnection) -> list[ThreadInteraction
         .order_by(ThreadInteraction.created_at, ThreadInteraction.id)
     )
     return [row for row in rows if bound_draft_id(row) == connection.id]
+
+
+def require_card_draft_finisher(connection: ToolConnection, user_id: uuid.UUID) -> None:
+    """A draft bound to a pending card is finished (signed in, given a key, activated) only by a person the card
+    asks: anyone else's credentials would activate it without resolving the card."""
+    if connection.status != "draft":
+        return
+    cards = pending_cards_bound_to(connection)
+    if cards and all(card.addressee_user_id != user_id for card in cards):
+        raise Forbidden(CARD_DRAFT_NOT_YOURS)

@@ -153,6 +153,16 @@ def stored_secrets(grant: ConnectionGrant) -> dict[str, str]:
     return {row.key: decrypt(row.ciphertext) for row in rows}
 
 
+def grant_holds_credentials(connection: ToolConnection, grant: ConnectionGrant) -> bool:
+    """Whether the grant can reach its provider: its connection's method needs no credentials, or the grant holds
+    one (stored when a setup or sign-in of this grant was verified). A grant made for a setup that someone else
+    finished holds none."""
+    if connection.auth_kind == "none":
+        return True
+    held = select(GrantSecret.id).where(GrantSecret.grant_id == grant.id).limit(1)
+    return db.session.scalar(held) is not None
+
+
 def provider_headers(method: Method, secrets: dict[str, str]) -> tuple[dict, dict]:
     """Headers and query parameters that carry the credential as the definition places it."""
     if method.auth == "oauth":

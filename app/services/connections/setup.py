@@ -244,6 +244,7 @@ def finish_connection(
     keeps its previous, working key.
     """
     _require_configure(actor, connection)
+    card_binding.require_card_draft_finisher(connection, actor.user_id)
     method = get_method(app_definition, connection.method_key)
     identity = connection.config.get("identity", "organization")
     if identity == "organization" and not can_manage_connections(actor):
@@ -285,6 +286,7 @@ def activate_connection(
 ) -> bool:
     """The shared tail of every successful setup (API key or OAuth): store the verified credentials encrypted,
     index tools, apply the audience, and mark the connection live. Returns True on first activation."""
+    card_binding.require_card_draft_finisher(connection, actor.user_id)
     for key, value in secrets.items():
         _store_secret(grant, key, value)
     grant.status = "active"
@@ -296,7 +298,7 @@ def activate_connection(
     # Activate before applying the audience: installs exist only for live connections.
     connection.status = "active"
     if audience is not UNSET:
-        set_audience(actor, connection, audience)
+        set_audience(actor, connection, audience, first_activation=first_activation)
     elif first_activation and not card_binding.pending_cards_bound_to(connection):
         # A card's draft has no audience of its own: the card's completion applies the one saved on the card.
         set_audience(
@@ -306,6 +308,7 @@ def activate_connection(
                 draft_audience.get("allAgents", True),
                 tuple(uuid.UUID(a) for a in draft_audience.get("agentIds", [])),
             ),
+            first_activation=True,
         )
     if first_activation:
         connection.enabled = True

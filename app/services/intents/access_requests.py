@@ -10,9 +10,10 @@ tools allowed and write tools asking first.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
-from app.core.errors import Forbidden, Unprocessable
+from app.core.errors import Conflict, Forbidden, Unprocessable
 from app.models import ToolConnection
 from app.services.access import scopes
 from app.services.access.effective import tools_with_policies
@@ -84,3 +85,57 @@ def requested_scope(access_request: dict | None) -> dict[str, str] | None:
         for tool in access_request.get("tools") or []
         if isinstance(tool, dict) and tool.get("toolName")
     }
+
+
+# --- the tools as they stand when the card is answered -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolStanding:
+    """One tool an access card asks for, as it stands now: the permission granting it would give (`allowed`,
+    `ask_first`, or `blocked` / `removed`), and why it cannot be granted as asked (None when it can)."""
+
+    name: str
+    permission: str
+    changed: str | None = None
+
+
+def tools_as_they_stand(access_request: dict) -> list[ToolStanding]:
+    """The requested tools with the connection's current index and policies (one statement): a tool removed,
+    blocked, or changed (another version) since the request cannot be granted as it was asked for."""
+    try:
+        connection_id = uuid.UUID(str(access_request.get("connectionId")))
+    except ValueError:
+        return []
+    current = {
+        access.tool.name: access for access in tools_with_policies([connection_id]).get(connection_id, [])
+    }
+    standing = []
+    for asked in access_request.get("tools") or []:
+        if not isinstance(asked, dict) or not asked.get("toolName"):
+            continue
+        name = str(asked["toolName"])
+        access = current.get(name)
+        if access is None:
+            standing.append(ToolStanding(name, "removed", "was removed from the connection"))
+            continue
+        if access.action == "block":
+            standing.append(ToolStanding(name, "blocked", "is blocked on the connection now"))
+            continue
+        asks_first = access.action == "ask_first" or scopes.permission_for(access.tool) == "ask_first"
+        permission = "ask_first" if asks_first else "allowed"
+        changed = (
+            "changed since the request" if access.tool.version_hash != asked.get("versionHash") else None
+        )
+        standing.append(ToolStanding(name, permission, changed))
+    return standing
+
+
+def refuse_changed_tools(access_request: dict) -> None:
+    """Granting answers the request as it was asked, or not at all: a changed tool refuses the whole grant."""
+    changed = [tool for tool in tools_as_they_stand(access_request) if tool.changed]
+    if changed:
+        reasons = "; ".join(f"{tool.name} {tool.changed}" for tool in changed)
+        raise Conflict(
+            f"Nothing was granted: {reasons}. Decline this request; the agent can ask again for the tools as they are."
+        )

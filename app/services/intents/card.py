@@ -30,6 +30,10 @@ ASSIGNMENT_CHANGED = "assignment_changed"
 RESPONSIBLE_CHANGED = "The responsible person changed"
 CONNECTION_DELETED = "The connection was deleted"
 AUDIENCE_KEY = card_binding.AUDIENCE_KEY
+# A task in these statuses is worked on: an answered card's continuation wakes its agent only then (reference.md 9,
+# step 7); in Todo or Blocked it waits for the task to move.
+WAKE_STATUSES = ("in_progress", "in_review")
+
 BROADEN_FORBIDDEN = (
     "Sharing this connection beyond the requesting agent requires connection-management authority"
 )

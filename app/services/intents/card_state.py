@@ -8,7 +8,8 @@ to someone else replaced it) or `expired` (the task closed or changed hands).
 
 An answered card (accepted or declined) wakes its agent only while the card's task is active for it
 (`card.card_task_is_active`, the rule the continuation worker applies); otherwise the task was closed, or the agent
-no longer owns it.
+no longer owns it. While the task is not being worked on (Todo, Blocked) an undelivered continuation waits for the
+task to move to In progress, and the card says so.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from app.extensions import db
-from app.models import Issue, ThreadInteraction
+from app.models import ConnectionIntentDelivery, Issue, ThreadInteraction
 from app.services.intents import access_requests
 from app.services.intents import audience as intents_audience
-from app.services.intents.card import card_task_is_active, intent_payload
+from app.services.intents.card import WAKE_STATUSES, card_task_is_active, intent_payload
 
 PENDING_STATES = ("requested", "authorizing", "needs_retry")
 ANSWERED_STATES = ("accepted", "declined")
@@ -32,6 +33,8 @@ class Continuation(StrEnum):
     """What becomes of the agent's continuation once the card is answered."""
 
     WAKES = "wakes"
+    # Not woken yet: the task is not being worked on (Todo, Blocked); the agent continues once it is In progress.
+    WHEN_IN_PROGRESS = "when_in_progress"
     TASK_CLOSED = "task_closed"
     REASSIGNED = "reassigned"
 
@@ -96,4 +99,8 @@ def _continuation(interaction: ThreadInteraction, issue: Issue | None) -> Contin
         return Continuation.TASK_CLOSED
     if not card_task_is_active(interaction, issue):
         return Continuation.REASSIGNED
+    if issue.status not in WAKE_STATUSES:
+        delivery = db.session.get(ConnectionIntentDelivery, interaction.id)
+        if delivery is None or delivery.delivered_at is None:
+            return Continuation.WHEN_IN_PROGRESS
     return Continuation.WAKES

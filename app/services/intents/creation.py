@@ -16,7 +16,7 @@ from app.models import (
     ThreadInteraction,
 )
 from app.models.base import utcnow
-from app.models.keys import access_request_digest, card_key
+from app.models.keys import REPAIR_MARK, access_request_digest, card_key, repair_key
 from app.services import notifications  # notifications: issue 15
 from app.services.activity import record_activity
 from app.services.intents.access_requests import ACCESS_REQUEST_KEY
@@ -44,6 +44,22 @@ def _pending_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
             ThreadInteraction.status == "pending",
         )
         .execution_options(populate_existing=True)
+    )
+
+
+def _answered_by_key(issue: Issue, key: str) -> ThreadInteraction | None:
+    """The latest card the person answered (connected or declined) under this key or one of its repair keys."""
+    return db.session.scalar(
+        select(ThreadInteraction)
+        .where(
+            ThreadInteraction.company_id == issue.company_id,
+            ThreadInteraction.issue_id == issue.id,
+            (ThreadInteraction.idempotency_key == key)
+            | ThreadInteraction.idempotency_key.startswith(f"{key}{REPAIR_MARK}", autoescape=True),
+            ThreadInteraction.status.in_(("accepted", "rejected")),
+        )
+        .order_by(ThreadInteraction.resolved_at.desc(), ThreadInteraction.created_at.desc())
+        .limit(1)
     )
 
 
@@ -152,6 +168,17 @@ def create_connection_intent(
         if not same(existing):
             raise Conflict(KEY_REUSED)
         return existing, False
+    # A card answered under this key is never replaced under it (reference.md 5.6 step 2): a declined one is
+    # returned (the caller answers "already resolved"); after an accepted one the connection stopped working, so a
+    # new card, under a repair key that names it, asks to repair it.
+    answered = _answered_by_key(issue, key)
+    if answered is not None:
+        if answered.status != "accepted":
+            return answered, False
+        key = repair_key(key, answered.id)
+        existing = _pending_by_key(issue, key)
+        if existing is not None:
+            return existing, False
     # Serialize requests on this task (PostgreSQL); SQLite serializes writers itself.
     locked = db.session.scalar(
         select(Issue).where(Issue.id == issue.id).with_for_update().execution_options(populate_existing=True)

@@ -1,8 +1,9 @@
-"""Closing pending cards when their task closes or changes hands, or the connection they name is deleted."""
+"""Closing pending cards when their task closes or changes hands, or the connection they name is deleted; answered
+cards' continuations when the task is taken up."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.core.wake_signal import CONTINUATIONS, signal_work
 from app.extensions import db
@@ -11,7 +12,7 @@ from app.models import (
     Issue,
     ThreadInteraction,
 )
-from app.models.base import utcnow
+from app.models.base import rowcount, utcnow
 from app.services import notifications  # notifications: issue 15
 from app.services.intents.card import (
     ASSIGNMENT_CHANGED,
@@ -19,6 +20,7 @@ from app.services.intents.card import (
     CONNECTION_KINDS,
     ISSUE_CLOSED,
     RESPONSIBLE_CHANGED,
+    WAKE_STATUSES,
     adopted_connection_cards,
     retire_oauth_states,
 )
@@ -112,3 +114,28 @@ def expire_for_deleted_connection(cards: list[ThreadInteraction]) -> None:
     db.session.flush()
     signal_work(db.session, CONTINUATIONS)  # NOTIFY at commit: a listening worker delivers the continuations
     notifications.cards_resolved(cards)  # notifications: issue 15
+
+
+# --- continuations that waited for the task ----------------------------------------------------------------------
+
+
+def continue_answered_cards(issue: Issue) -> None:
+    """The task moved to a status that is worked on: the continuations of its answered cards that waited for that
+    (the card said "once the task is In progress") are due now, and a listening worker is told at commit."""
+    if issue.status not in WAKE_STATUSES:
+        return
+    waiting = db.session.execute(
+        update(ConnectionIntentDelivery)
+        .where(
+            ConnectionIntentDelivery.interaction_id.in_(
+                select(ThreadInteraction.id).where(
+                    ThreadInteraction.issue_id == issue.id, ThreadInteraction.kind.in_(CONNECTION_KINDS)
+                )
+            ),
+            ConnectionIntentDelivery.delivered_at.is_(None),
+        )
+        .values(next_attempt_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    if rowcount(waiting):
+        signal_work(db.session, CONTINUATIONS)

@@ -27,7 +27,8 @@ from app.services.access.effective import (
 from app.services.access.rows import connection_is_healthy
 from app.services.activity import record_activity
 from app.services.connections.audience import add_agent_install
-from app.services.intents.access_requests import ACCESS_REQUEST_KEY, requested_scope
+from app.services.connections.endpoint import grant_holds_credentials
+from app.services.intents.access_requests import ACCESS_REQUEST_KEY, refuse_changed_tools, requested_scope
 from app.services.intents.audience import (
     _apply_card_audience,
     card_audience,
@@ -53,6 +54,11 @@ from app.services.intents.service import (
     resolve_service,
     reusable_by,
     service_slug_of,
+)
+
+NO_CREDENTIALS = (
+    "The identity this agent would use on this connection holds no credentials. "
+    "Sign in or enter the key again before continuing."
 )
 
 
@@ -215,6 +221,8 @@ def complete_intent(
         or (access_request is not None and access_request.get("connectionId") != str(connection.id))
     ):
         raise NotFound("Connection does not match this intent")
+    if access_request is not None:
+        refuse_changed_tools(access_request)
     if not connection_is_live(connection) or not connection_is_healthy(connection):
         raise Conflict("Finish and test this connection before using it for the task")
     grants = [g for g in connection.grants if g.status == "active"]
@@ -270,6 +278,8 @@ def complete_intent(
             "This identity is not the connection this agent can execute. "
             "Resolve conflicting identities before continuing."
         )
+    if access.grant is None or not grant_holds_credentials(connection, access.grant):
+        raise Conflict(NO_CREDENTIALS)
     _resolve(
         interaction,
         user_id,

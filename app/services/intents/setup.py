@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 
 from app.catalog.schema import AppDefinition
-from app.core.errors import Conflict, NotFound, ServiceError, ValidationFailed
+from app.core.errors import Conflict, NotFound, ProviderRefused, ServiceError, ValidationFailed
 from app.extensions import db
 from app.models import Issue, Membership, OAuthState, ThreadInteraction, ToolConnection
 from app.models.connections import ConnectionStatus
@@ -23,7 +23,7 @@ from app.services.access.effective import can_configure
 from app.services.connections import card_binding
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, Unset, update_connection
-from app.services.connections.setup import finish_connection
+from app.services.connections.setup import finish_connection, record_setup_failed
 from app.services.intents import audience as intents_audience
 from app.services.intents import card as intents_card
 from app.services.intents import resolution, service
@@ -178,6 +178,37 @@ def save_setup_choices(
     return card
 
 
+def prepare_card_sign_in(
+    membership: Membership, connection: ToolConnection, interaction_id: uuid.UUID
+) -> None:
+    """Before the addressee signs a draft in for a card: the draft finishes that card with the card's audience.
+
+    A draft made without the card (no saved audience bound to it) is bound now with the requesting agent alone, so
+    its own audience (company-wide by default) never applies; a saved audience that leaves the requester out (Save
+    & exit keeps one) is refused. Someone else's start is refused at the callback; a reconnect has no audience."""
+    interaction = db.session.get(ThreadInteraction, interaction_id)
+    if (
+        connection.status != "draft"
+        or interaction is None
+        or interaction.company_id != connection.company_id
+        or interaction.addressee_user_id != membership.user_id
+    ):
+        return
+    requester = resolution.requester_of(interaction)
+    saved = intents_audience.card_audience(interaction)
+    if saved is None or saved.connection_id != connection.id:
+        save_card_audience(
+            interaction.id,
+            membership,
+            connection,
+            Audience(False, (requester,) if requester is not None else ()),
+        )
+    elif (
+        requester is not None and not saved.audience.all_agents and requester not in saved.audience.agent_ids
+    ):
+        raise keep_requester_error(interaction)
+
+
 def bound_card_id(connection: ToolConnection, user_id: uuid.UUID) -> uuid.UUID | None:
     card = bound_card(connection, user_id)
     return card.id if card is not None else None
@@ -304,13 +335,34 @@ def _complete_others(card_ids: list[uuid.UUID], membership: Membership, connecti
                 forget_saved_setup(card)
 
 
+# What a provider answered to an attempt (a refused key, no answer, another refusal); a sign-in this Switchboard
+# cannot start (no OAuth client) is not an attempt the person can retry.
+RETRYABLE_REFUSALS = ("rejected", "unreachable", "refused")
+
+
+def setup_refused(
+    membership: Membership,
+    connection: ToolConnection,
+    refusal: ProviderRefused,
+    interaction_id: uuid.UUID | None = None,
+) -> None:
+    """A setup the provider refused (after the caller rolled back): recorded as a failed setup, and the card it
+    answers (`interaction_id`, else the person's card the draft is bound to) asks to try again."""
+    card_id = interaction_id or bound_card_id(connection, membership.user_id)
+    if card_id is not None and refusal.kind in RETRYABLE_REFUSALS:
+        mark_needs_retry(card_id, membership.user_id)
+    record_setup_failed(membership, connection, refusal.message)
+
+
 def mark_needs_retry(interaction_id: uuid.UUID, user_id: uuid.UUID) -> None:
     """After a failed sign-in or a refused completion (rolled back): the card waits again with "Try again".
-    A card that stopped waiting meanwhile is left as it is."""
+    A card that stopped waiting meanwhile, or that this person may no longer answer, is left as it is; what the
+    caller recorded of the failure is kept (only this step's savepoint is rolled back)."""
     try:
-        resolution.set_phase(interaction_id, user_id, "needs_retry")
+        with db.session.begin_nested():
+            resolution.set_phase(interaction_id, user_id, "needs_retry")
     except ServiceError:
-        db.session.rollback()
+        pass
 
 
 OUTCOMES = {"accepted": "connected", "rejected": "declined"}

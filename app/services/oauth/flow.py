@@ -28,7 +28,7 @@ from app.models import (
 from app.models.base import as_utc, rowcount, utcnow
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, can_manage_connections
 from app.services.activity import record_activity
-from app.services.connections import endpoint, setup
+from app.services.connections import card_binding, endpoint, setup
 from app.services.oauth.clients import ClientConfig, _oauth_session, redirect_uri, resolve_client
 from app.services.oauth.errors import CARD_CLOSED, WRONG_USER, InvalidOAuthState
 from app.services.secrets_box import encrypt
@@ -104,6 +104,7 @@ def start_authorization(
         raise Unprocessable("This connection does not sign in with OAuth.")
     identity = connection.config.get("identity", "organization")
     _require_configure(actor, connection, identity)
+    card_binding.require_card_draft_finisher(connection, actor.user_id)
     if interaction_id is not None:
         interaction = db.session.get(ThreadInteraction, interaction_id)
         if interaction is None or interaction.company_id != connection.company_id:

@@ -11,11 +11,14 @@ from app.services.runs.runtime_tools import runtime_tools_descriptor
 from app.services.runs.sessions import session_for_turn
 from app.services.runs.snapshot import _load_run_scope, resolve_instructions_for_run
 from app.services.runs.wake_context import TURN_KEY, WAKE_KEY, _scrub_config, scrub_server_fields
+from app.services.runtime.readiness import Readiness, readiness_for_run
 
 # --- the shared wake prompt --------------------------------------------------------------------------------------
 
 
 def _continuation_text(run: HeartbeatRun, context: dict) -> str | None:
+    """Why a continuation woke. A connected card's tools are announced only when the service is ready for the run
+    now (the card was answered earlier; the connection may have been disabled or its tools blocked since)."""
     interaction_id = context.get("interactionId")
     outcome = context.get("outcome")
     if not interaction_id or outcome not in ("connected", "declined", "expired"):
@@ -29,8 +32,8 @@ def _continuation_text(run: HeartbeatRun, context: dict) -> str | None:
         interaction = None
     if interaction is not None and interaction.company_id != run.company_id:
         interaction = None
-    service = (interaction.payload or {}).get("serviceName") if interaction is not None else None
-    service = service or "the requested service"
+    payload = (interaction.payload or {}) if interaction is not None else {}
+    service = payload.get("serviceName") or "the requested service"
     if outcome == "expired":
         reason = (interaction.result or {}).get("reason") if interaction is not None else None
         return (
@@ -39,9 +42,23 @@ def _continuation_text(run: HeartbeatRun, context: dict) -> str | None:
             "connections_search. This is a fresh session."
         )
     if outcome == "connected":
+        slug = payload.get("serviceSlug")
+        state = (
+            readiness_for_run(run, slug)
+            if isinstance(slug, str) and slug
+            else Readiness("unavailable", "Connection is disabled or unavailable")
+        )
+        if state.state == "ready":
+            return (
+                f"The responsible person connected {service} for this task (connection request {interaction_id}). "
+                "Its tools are available to you now within their permissions. Continue the task; this is a fresh "
+                "session."
+            )
         return (
-            f"The responsible person connected {service} for this task (connection request {interaction_id}). "
-            "Its tools are available to you now within their permissions. Continue the task; this is a fresh session."
+            f"The responsible person connected {service} for this task (connection request {interaction_id}), "
+            f"but its tools are not available to you now: {state.reason}. Do not rely on them in this run; continue "
+            f"with what you can do without them, and tell the responsible person in the task if you still need "
+            f"{service}. This is a fresh session."
         )
     return (
         f"The responsible person declined the connection request for {service} ({interaction_id}). "

@@ -1,20 +1,28 @@
-"""Ending runs: completion with its bounded log, failure, recovery of abandoned runs, the next waiting wake."""
+"""Ending runs: completion with its bounded log, failure, closing by hand, recovery of abandoned runs.
+
+Every path that ends a run goes through `_end`: the run's end is recorded, its wake finished, and the oldest wake
+waiting behind it on the task becomes the next run. `_end` locks the run, then the agent (the order the task update
+takes), so a wake recorded meanwhile (`request_wakeup` holds the same agent lock) is seen by one side or the other.
+"""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import joinedload
 
 from app.adapters import AdapterResult
+from app.core.errors import NotFound
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
 from app.models.base import as_utc, utcnow
 from app.models.run_logs import RUN_LOG_LIMIT, RunLog
+from app.models.runs import ACTIVE_RUN_STATUSES
 from app.services.runs.sessions import _record_session
 from app.services.runs.wake_context import TURN_KEY
-from app.services.runs.wakeups import _is_postgres, _record_run_activity, start_next_wake
+from app.services.runs.wakeups import _is_postgres, _lock_agent, _record_run_activity, start_next_wake
 
 # --- completion --------------------------------------------------------------------------------------------------
 
@@ -29,9 +37,7 @@ def complete_run(run: HeartbeatRun, result: AdapterResult) -> HeartbeatRun:
     snapshot = turn.get("connectionInstructions")
     digest = snapshot.get("digest") if isinstance(snapshot, dict) else None
     resumed = turn.get("resumeSessionId")
-    run.status = "succeeded" if result.ok else "failed"
-    run.error = None if result.ok else (result.error or "The run failed.")[:2000]
-    run.finished_at = utcnow()
+    _lock_ending(run)
     agent = db.session.get(Agent, run.agent_id)
     log = db.session.get(RunLog, run.id) or RunLog(run_id=run.id, company_id=run.company_id)
     log.adapter_type = agent.adapter_type if agent is not None else "unknown"
@@ -50,11 +56,9 @@ def complete_run(run: HeartbeatRun, result: AdapterResult) -> HeartbeatRun:
     log.summary = result.summary
     db.session.add(log)
     _record_session(run, result, digest, resumed)
-    _record_run_activity(run, f"run.{run.status}")
-    _finish_wake(run)
-    db.session.flush()
-    start_next_wake(run.agent_id, run.issue_id)
-    return run
+    return _end(
+        run, "succeeded" if result.ok else "failed", None if result.ok else result.error or "The run failed."
+    )
 
 
 # A run still `running` this long after its adapter timeout was abandoned by a worker that died mid-turn.
@@ -93,10 +97,34 @@ def recover_abandoned_runs(now: datetime | None = None) -> int:
 
 def fail_run(run: HeartbeatRun, message: str) -> HeartbeatRun:
     """End a run that could not be executed (bad configuration, refused scope) without touching its session."""
-    run.status = "failed"
-    run.error = message[:2000]
+    _lock_ending(run)
+    return _end(run, "failed", message)
+
+
+def close_run(run_id: uuid.UUID, status: str = "succeeded") -> HeartbeatRun:
+    """End a queued or running run by hand (`switchboard runs close`); an ended run stays as it is."""
+    run = db.session.get(HeartbeatRun, run_id)
+    if run is None:
+        raise NotFound("Heartbeat run not found")
+    _lock_ending(run)
+    if run.status in ACTIVE_RUN_STATUSES:
+        _end(run, status, None)
+    return run
+
+
+def _lock_ending(run: HeartbeatRun) -> None:
+    """Lock the run's row, then its agent's, and read the run's current state."""
+    db.session.execute(select(HeartbeatRun.id).where(HeartbeatRun.id == run.id).with_for_update())
+    _lock_agent(run.agent_id)
+    db.session.refresh(run)
+
+
+def _end(run: HeartbeatRun, status: str, error: str | None) -> HeartbeatRun:
+    """Record the end (status, error, time, activity), finish the run's wake, start the next waiting wake."""
+    run.status = status
+    run.error = error[:2000] if error else None
     run.finished_at = utcnow()
-    _record_run_activity(run, "run.failed")
+    _record_run_activity(run, f"run.{status}")
     _finish_wake(run)
     db.session.flush()
     start_next_wake(run.agent_id, run.issue_id)

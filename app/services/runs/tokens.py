@@ -4,7 +4,7 @@ Each company has its own signing key, HMAC-SHA256(SECRET_KEY, `runtime-tools:<in
 minted for one company can never verify for another. The token only names the run; every use re-validates the run
 itself (see `app.services.runtime.context.load_run_context`), so a token of an ended run stops working at once.
 
-Also here: opening and closing a task-bound heartbeat run by hand (the `switchboard runs` commands).
+Also here: opening a task-bound heartbeat run by hand (`switchboard runs open`; closing is `lifecycle.close_run`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 import jwt
 from flask import current_app
 
-from app.core.errors import NotFound, ServiceError, Unprocessable
+from app.core.errors import ServiceError, Unprocessable
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue
 from app.models.base import utcnow
@@ -115,7 +115,7 @@ def verify_run_token(token: str | None) -> dict:
     return claims
 
 
-# --- opening and closing runs by hand ----------------------------------------------------------------------------
+# --- opening runs by hand ------------------------------------------------------------------------------------------
 
 
 def open_run(agent: Agent, issue: Issue, responsible_user_id: uuid.UUID | None = None) -> HeartbeatRun:
@@ -135,14 +135,4 @@ def open_run(agent: Agent, issue: Issue, responsible_user_id: uuid.UUID | None =
     )
     db.session.add(run)
     db.session.flush()
-    return run
-
-
-def close_run(run_id: uuid.UUID, status: str = "succeeded") -> HeartbeatRun:
-    run = db.session.get(HeartbeatRun, run_id)
-    if run is None:
-        raise NotFound("Heartbeat run not found")
-    if run.status in ("queued", "running"):
-        run.status = status
-        run.finished_at = utcnow()
     return run

@@ -6,6 +6,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
+from app.models import HeartbeatRun
 from app.services.access.effective import effective_access
 from app.services.access.rows import ConnectionAccess, connection_is_healthy
 from app.services.intents import service as intents_service
@@ -55,6 +56,27 @@ def readiness(
             "Connection needs attention" if attention else "Review identity and access for this agent",
         )
     return Readiness("available", "Connect this service to continue")
+
+
+def readiness_for_run(run: HeartbeatRun, slug: str) -> Readiness:
+    """`readiness` of one service for a run's agent and responsible person, read now (a continuation rechecks what
+    its card promised when it starts). A service this audience can no longer see is unavailable."""
+    service = intents_service.resolve_service(run.company_id, slug, run.responsible_user_id, run.agent_id)
+    if service is None:
+        return Readiness("unavailable", "Connection is disabled or unavailable")
+    matching = intents_service.matching_connections(run.company_id, service.slug)
+    accesses = (
+        effective_access(
+            run.company_id,
+            run.agent_id,
+            run.responsible_user_id,
+            connection_ids=[c.id for c in matching],
+            with_tools=False,
+        )
+        if matching
+        else []
+    )
+    return readiness(service, accesses, matching)
 
 
 def _accesses_by_service(

@@ -14,7 +14,7 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
 )
-from app.models.keys import access_request_digest, card_key
+from app.models.keys import access_request_digest, card_key, repaired_card_id
 from app.services.access.effective import connection_access
 from app.services.access.eligible import eligible_access
 from app.services.intents import access_requests, creation
@@ -29,6 +29,10 @@ DECLINED_IN_CONTINUATION = (
 )
 # The instruction of a request that sent a card, as the contract (connection-intents-api.md) words it.
 CARD_SENT = "A connection card was sent to the responsible user. End this run and wait for continuation."
+CARD_SENT_FOR_REPAIR = (
+    "The connection your earlier request ({card}) gave is not usable any more, so a new connection card asks the "
+    "responsible user to repair it. End this run and wait for continuation."
+)
 ADMIN_DENIAL = (
     "This agent has no permitted actions for this service. Ask an administrator to review tool permissions; "
     "reconnecting will not remove a denial."
@@ -210,6 +214,12 @@ def _open_card(
             kind=intents_card.KIND,
             purpose=None,
         )
+    repaired = repaired_card_id(interaction.idempotency_key)
+    if repaired is not None:
+        return {
+            **_card_sent(service, interaction.id),
+            "instruction": CARD_SENT_FOR_REPAIR.format(card=repaired),
+        }
     return _card_sent(service, interaction.id)
 
 

@@ -15,7 +15,7 @@ from app.extensions import db
 from app.models import Membership, ThreadInteraction, ToolConnection
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, Unset, list_connections, update_connection
-from app.services.connections.setup import record_setup_failed, start_connection
+from app.services.connections.setup import start_connection
 from app.services.intents import card as intents_card
 from app.services.intents import resolution
 from app.services.intents import setup as intent_setup
@@ -104,7 +104,7 @@ def connect_app(company_id: str) -> ResponseReturnValue:
             )
         except ProviderRefused as err:
             db.session.rollback()
-            record_setup_failed(membership, connection, err.message)
+            intent_setup.setup_refused(membership, connection, err)
             commit_point(Reason.SETUP_FAILURE_RECORDED)
             return respond(ConnectRefusedResponse(error=err.message, connectionId=connection.id), 422)
         except intent_setup.CardCompletionFailed as err:
@@ -158,7 +158,7 @@ def finish_app(company_id: str, connection_id: str) -> ResponseReturnValue:
         )
     except ProviderRefused as err:
         db.session.rollback()
-        record_setup_failed(membership, connection, err.message)
+        intent_setup.setup_refused(membership, connection, err)
         commit_point(Reason.SETUP_FAILURE_RECORDED)
         raise
     except intent_setup.CardCompletionFailed as err:

@@ -22,7 +22,6 @@ from app.models import Membership, ThreadInteraction, ToolConnection
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, Unset
-from app.services.connections.setup import record_setup_failed
 from app.services.intents import setup as intent_setup
 from app.services.oauth import flow as oauth_flow
 from app.web.apps import bp
@@ -127,13 +126,18 @@ def connect_submit(slug: str) -> ResponseReturnValue:
     return _finished(draft, card)
 
 
-def record_refusal(membership: Membership, connection: ToolConnection | None, err: Exception) -> None:
-    """A key the provider refused is a failed attempt: recorded as one (the form answers 422 and rolls back). The
-    card's dialog records its refusals here too."""
+def record_refusal(
+    membership: Membership,
+    connection: ToolConnection | None,
+    err: Exception,
+    interaction_id: uuid.UUID | None = None,
+) -> None:
+    """A key the provider refused is a failed attempt: recorded as one (the form answers 422 and rolls back), and
+    the card it answers asks to try again. The card's dialog records its refusals here too."""
     if connection is None or not isinstance(err, ProviderRefused):
         return
     db.session.rollback()
-    record_setup_failed(membership, connection, err.message)
+    intent_setup.setup_refused(membership, connection, err, interaction_id)
     commit_point(Reason.SETUP_FAILURE_RECORDED)
 
 

@@ -250,7 +250,7 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
         # Inside the card's dialog a refusal re-renders the form (htmx swaps only 2xx/422), never a 403 page.
         response = failed(422 if status == 403 and is_fragment() else status, **shown)
         # A refused key is a failed attempt, recorded as on the Apps page (`tool_app.setup_failed`).
-        record_refusal(membership, draft, err)
+        record_refusal(membership, draft, err, interaction.id)
         return response
     except intent_setup.CardCompletionFailed as err:
         db.session.rollback()
@@ -295,7 +295,7 @@ def reconnect(interaction_id: str, connection_id: str) -> ResponseReturnValue:
         response = _flow_response(
             interaction, membership, flow, 422 if status == 403 and is_fragment() else status
         )
-        record_refusal(membership, connection, err)
+        record_refusal(membership, connection, err, interaction.id)
         return response
     except Conflict:
         db.session.rollback()

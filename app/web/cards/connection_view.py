@@ -15,6 +15,7 @@ from flask_login import current_user
 from app.catalog.loader import get_app, logo_url
 from app.models import ThreadInteraction, User
 from app.models.base import as_utc
+from app.services.intents.access_requests import ToolStanding, tools_as_they_stand
 from app.services.intents.card import intent_payload
 from app.services.intents.card_state import CardState, Continuation, card_state
 
@@ -48,6 +49,8 @@ class CardView:
     setup_saved: bool = False
     # An access request: {connectionId, connectionName, tools: [{toolName, permission}]} (no setup, a grant).
     access_request: dict | None = None
+    # A pending access card's tools as they stand now (current policy; removed, blocked or changed ones say so).
+    access_tools: tuple[ToolStanding, ...] = ()
     title: str | None = None
     # Who answered and when ("Connected by Dana Owner", the time), and what became of the agent's continuation.
     resolved_by: str | None = None
@@ -55,6 +58,8 @@ class CardView:
     continuation_text: str | None = None
     can_decline: bool = False
     intro: str = INTRO
+    # The answer waits for the task to be In progress: the addressee is offered that move (the task's id).
+    start_task_id: str | None = None
 
 
 def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
@@ -73,6 +78,9 @@ def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
     definition = get_app(payload.get("serviceSlug", "")) if payload.get("serviceSlug") else None
     logo = payload.get("serviceLogoUrl") or (logo_url(definition) if definition else None)
     dark = payload.get("serviceDarkLogoUrl") or (logo_url(definition, dark=True) if definition else None)
+    viewer_is_addressee = bool(
+        getattr(viewer, "is_authenticated", False) and viewer.id == item.addressee_user_id
+    )
     addressee = item.addressee_user
     agent_name = payload.get("requestingAgentName") or (
         item.requesting_agent.name if item.requesting_agent else "An agent"
@@ -81,7 +89,7 @@ def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
         id=str(item.id),
         state=state,
         pending=current.pending,
-        is_addressee=bool(getattr(viewer, "is_authenticated", False) and viewer.id == item.addressee_user_id),
+        is_addressee=viewer_is_addressee,
         service_name=service_name,
         agent_name=agent_name,
         addressee_name=addressee.name if addressee is not None else "the responsible person",
@@ -97,11 +105,21 @@ def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
         ),
         setup_saved=current.setup_saved,
         access_request=current.access_request,
+        access_tools=(
+            tuple(tools_as_they_stand(current.access_request))
+            if current.pending and current.access_request
+            else ()
+        ),
         title=item.title,
         resolved_by=_resolved_by(item, current),
         resolved_at=as_utc(item.resolved_at) if current.answered else None,
         continuation_text=_continuation_text(current, agent_name),
         can_decline=current.can_decline,
+        start_task_id=(
+            str(item.issue_id)
+            if current.continuation == Continuation.WHEN_IN_PROGRESS and viewer_is_addressee
+            else None
+        ),
     )
 
 
@@ -126,8 +144,9 @@ def _continuation_text(current: CardState, agent_name: str) -> str | None:
         return "The task is closed, so the agent is not woken."
     if current.continuation == Continuation.REASSIGNED:
         return f"{agent_name} is not assigned any more, so it is not woken."
+    when = " once the task is In progress" if current.continuation == Continuation.WHEN_IN_PROGRESS else ""
     return (
-        f"{agent_name} will continue in a new session."
+        f"{agent_name} will continue in a new session{when}."
         if current.state == "accepted"
-        else f"{agent_name} will continue without it."
+        else f"{agent_name} will continue without it{when}."
     )

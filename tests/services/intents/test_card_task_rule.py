@@ -13,6 +13,7 @@ import itertools
 import pytest
 
 from app.models import ConnectionIntentDelivery, ThreadInteraction
+from app.services.intents.card import WAKE_STATUSES
 from app.services.intents.card_state import Continuation, card_state
 from app.workers.continuations import KIND, OUTCOMES, _still_wanted
 
@@ -68,6 +69,8 @@ def test_the_worker_retires_what_it_used_to(db, make, status, assignee, resoluti
     elif issue.is_closed:
         assert current.continuation == Continuation.TASK_CLOSED
     elif _still_wanted(delivery, interaction, issue):
-        assert current.continuation == Continuation.WAKES
+        # Wanted and not delivered yet: it wakes the agent now, or once the task is taken up (issue 26 item 11).
+        waits = issue.status not in WAKE_STATUSES
+        assert current.continuation == (Continuation.WHEN_IN_PROGRESS if waits else Continuation.WAKES)
     else:
         assert current.continuation == Continuation.REASSIGNED
