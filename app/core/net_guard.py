@@ -23,24 +23,92 @@ from flask import current_app
 
 from app.core.errors import ProviderRefused
 
-METADATA_ADDRESSES = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+# The deny list. Python's `ipaddress` flags (`is_global`, `is_private`, ...) follow the IANA special-purpose
+# registries, but their coverage varies between Python versions (3.11 counts 100.64.0.0/10 as neither private nor
+# global, 192.0.0.0/24 only in part, and 6to4 as global), so this table states every range refused, and why. The
+# flags are checked too, so a range the registry adds later is refused without editing this table.
+DENIED_NETWORKS: tuple[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str], ...] = tuple(
+    (ipaddress.ip_network(network), why)
+    for network, why in (
+        ("0.0.0.0/8", "this network (0.0.0.0 reaches the local host)"),
+        ("10.0.0.0/8", "private (RFC 1918)"),
+        (
+            "100.64.0.0/10",
+            "shared address space (RFC 6598): carrier NAT, and cloud metadata at 100.100.100.200",
+        ),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local, and cloud metadata at 169.254.169.254"),
+        ("172.16.0.0/12", "private (RFC 1918)"),
+        ("192.0.0.0/24", "IETF protocol assignments (RFC 6890): NAT64 discovery, DS-Lite, PCP anycast"),
+        ("192.0.2.0/24", "documentation (TEST-NET-1)"),
+        ("192.88.99.0/24", "6to4 relay anycast (RFC 7526, deprecated): a relay into other networks"),
+        ("192.168.0.0/16", "private (RFC 1918)"),
+        ("198.18.0.0/15", "benchmarking (RFC 2544), used inside labs and appliances"),
+        ("198.51.100.0/24", "documentation (TEST-NET-2)"),
+        ("203.0.113.0/24", "documentation (TEST-NET-3)"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved, and 255.255.255.255 broadcast"),
+        (
+            "168.63.129.16/32",
+            "Azure's platform address (wire server and metadata), public-looking but host-local",
+        ),
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("::/96", "IPv4-compatible (deprecated): wraps an IPv4 address"),
+        ("64:ff9b:1::/48", "local-use NAT64 (RFC 8215): a translator inside the operator's network"),
+        ("100::/64", "discard-only (RFC 6666)"),
+        (
+            "2001::/32",
+            "Teredo (deprecated tunnel): its client address is obfuscated, so it cannot be checked",
+        ),
+        ("2001:db8::/32", "documentation"),
+        ("fc00::/7", "unique local (the IPv6 private range), and AWS metadata at fd00:ec2::254"),
+        ("fe80::/10", "link-local"),
+        ("fec0::/10", "site-local (deprecated, still routed inside some sites)"),
+        ("ff00::/8", "multicast"),
+    )
+)
+
+# IPv6 prefixes that carry an IPv4 address the packet is delivered to; the embedded address is judged instead.
+NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: DNS64/NAT64 translate to the low 32 bits
+SIX_TO_FOUR = ipaddress.ip_network("2002::/16")  # RFC 3056: the 32 bits after the prefix are the IPv4 address
+
+# Named for tests and documentation: the cloud metadata services, each inside a denied range above.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "100.100.100.200", "fd00:ec2::254", "168.63.129.16")
+)
 
 
 class UnsafeUrl(ProviderRefused):
     pass
 
 
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv4-mapped, NAT64 (well-known prefix) or 6to4 IPv6 address delivers to, if any."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in NAT64_WELL_KNOWN:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in SIX_TO_FOUR:
+        return address.sixtofour
+    return None
+
+
 def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
-    return not (
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(address)
+        if embedded is not None:
+            return _is_public(embedded)
+    if any(address in network for network, _why in DENIED_NETWORKS if network.version == address.version):
+        return False
+    return address.is_global and not (
         address.is_loopback
         or address.is_private
         or address.is_link_local
         or address.is_multicast
         or address.is_reserved
         or address.is_unspecified
-        or address in METADATA_ADDRESSES
+        or (isinstance(address, ipaddress.IPv6Address) and address.is_site_local)
     )
 
 
