@@ -2,7 +2,8 @@
 
 A URL passes when it is http(s) and every address its host resolves to is public (not loopback, private, link-local,
 multicast, reserved, or a cloud metadata address), unless the operator allow-lists the host in
-`OUTBOUND_ALLOWED_HOSTS`. Operator configuration (catalog defaults, PROVIDER_SERVER_URLS) is trusted and not checked.
+`OUTBOUND_ALLOWED_HOSTS`. Only the operator's settings (PROVIDER_SERVER_URLS, OAUTH_CLIENTS, the allow-list) are
+trusted; a catalog definition's URLs are not (a definition may come from an imported server.json).
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ class UnsafeUrl(ProviderRefused):
     pass
 
 
+class UnresolvedHost(UnsafeUrl):
+    """The host name does not resolve (now): nothing is reached, and it is checked again at connect time."""
+
+
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv4-mapped, NAT64 (well-known prefix) or 6to4 IPv6 address delivers to, if any."""
     if address.ipv4_mapped is not None:
@@ -124,7 +129,7 @@ def public_addresses(host: str, port: int) -> list[str]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
-        raise UnsafeUrl(f"The host {host} could not be resolved.") from None
+        raise UnresolvedHost(f"The host {host} could not be resolved.") from None
     addresses = []
     for info in infos:
         # sockaddr[0] is the address text for AF_INET/AF_INET6 (typeshed also allows an int for AF_CAN).
@@ -154,6 +159,8 @@ def _checked_addresses(host: str, port: int, allowed_hosts: frozenset[str], conn
     try:
         return public_addresses(host, port)
     except UnsafeUrl as exc:
+        if isinstance(exc, connect_error):
+            raise
         raise connect_error(str(exc)) from None
 
 

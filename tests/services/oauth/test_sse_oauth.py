@@ -99,12 +99,14 @@ def moved_peer(sse_oauth_servers) -> SseOAuthMcpServer:
 
 @pytest.fixture
 def live(app, db, tmp_path, peer, oidc, real_catalog_restored) -> Iterator[str]:
-    """Our app on a free loopback port, its catalog holding the SSE app definition that points at `peer`."""
+    """Our app on a free loopback port, its catalog holding the SSE app definition that points at `peer` (a
+    definition's URL passes the outbound guard, so the operator allow-lists loopback)."""
     extra = tmp_path / "catalog-extra"
     extra.mkdir()
     (extra / f"{APP_SLUG}.json").write_text(json.dumps(definition(peer.url)), encoding="utf-8")
-    saved = {key: app.config.get(key) for key in ("PUBLIC_BASE_URL", "OAUTH_CLIENTS", "CATALOG_EXTRA_DIR")}
-    app.config.update(CATALOG_EXTRA_DIR=str(extra), OAUTH_CLIENTS={})
+    keys = ("PUBLIC_BASE_URL", "OAUTH_CLIENTS", "CATALOG_EXTRA_DIR", "OUTBOUND_ALLOWED_HOSTS")
+    saved = {key: app.config.get(key) for key in keys}
+    app.config.update(CATALOG_EXTRA_DIR=str(extra), OAUTH_CLIENTS={}, OUTBOUND_ALLOWED_HOSTS=["127.0.0.1"])
     ingest_definitions()
     db.session.commit()
     with serving(app) as base:
