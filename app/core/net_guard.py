@@ -20,6 +20,10 @@ import httpcore
 import httpcore2
 import httpx
 import httpx2
+import requests
+import requests.adapters
+import urllib3.connection
+import urllib3.connectionpool
 from flask import current_app
 
 from app.core.errors import ProviderRefused
@@ -234,3 +238,67 @@ def guarded_async_transport(
     transport = httpx2.AsyncHTTPTransport(trust_env=False, verify=verify)
     transport._pool._network_backend = _PinnedAsyncBackend(allowed_hosts)
     return transport
+
+
+# The same pinning for `requests` (the OAuth calls: discovery, registration, token, userinfo and revocation, through
+# Authlib's requests session): urllib3 connects to `_dns_host`, which each connection sets to an address it has just
+# checked; the TLS handshake still verifies the URL's host name (`server_hostname` is the host, not the address).
+
+
+class RefusedAddress(OSError):
+    """The host's addresses are not allowed (raised inside urllib3; requests reports a ConnectionError)."""
+
+
+class _PinnedConnectionMixin(urllib3.connection.HTTPConnection):
+    allowed_hosts: frozenset[str] = frozenset()
+
+    def _new_conn(self) -> socket.socket:
+        error: Exception | None = None
+        for address in _checked_addresses(self.host, self.port, self.allowed_hosts, RefusedAddress):
+            self._dns_host = address
+            try:
+                return super()._new_conn()
+            except (OSError, urllib3.exceptions.HTTPError) as exc:
+                error = exc
+        raise error or RefusedAddress(f"The host {self.host} could not be reached.")
+
+
+class _PinnedAdapter(requests.adapters.HTTPAdapter):
+    def __init__(self, allowed_hosts: frozenset[str]) -> None:
+        self.allowed_hosts = allowed_hosts
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        attributes = {"allowed_hosts": self.allowed_hosts}
+        pinned_http = type("PinnedHTTPConnection", (_PinnedConnectionMixin,), attributes)
+        pinned_https = type(
+            "PinnedHTTPSConnection", (_PinnedConnectionMixin, urllib3.connection.HTTPSConnection), attributes
+        )
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": type(
+                "PinnedHTTPPool", (urllib3.connectionpool.HTTPConnectionPool,), {"ConnectionCls": pinned_http}
+            ),
+            "https": type(
+                "PinnedHTTPSPool",
+                (urllib3.connectionpool.HTTPSConnectionPool,),
+                {"ConnectionCls": pinned_https},
+            ),
+        }
+
+
+def guard_session(session: requests.Session, allowed_hosts: frozenset[str] | None = None) -> requests.Session:
+    """Make `session` (a plain or an Authlib requests session) connect only to checked addresses: hosts in
+    `allowed_hosts` (default: the operator's allow-list) as named, every other host to addresses that passed the
+    guard just before the connection. No proxy from the environment (it would connect on our behalf)."""
+    allowed = outbound_allowed_hosts() if allowed_hosts is None else allowed_hosts
+    session.trust_env = False
+    adapter = _PinnedAdapter(allowed)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def guarded_session(allowed_hosts: frozenset[str] | None = None) -> requests.Session:
+    """A requests session for URLs providers or users supplied (see `guard_session`)."""
+    return guard_session(requests.Session(), allowed_hosts)

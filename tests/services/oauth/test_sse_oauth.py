@@ -138,9 +138,12 @@ def _metadata_path(server: SseOAuthMcpServer) -> str:
 
 # -- discovery -----------------------------------------------------------------------------------------------------
 
+# The peers are on loopback: discovery reaches them as the operator's hosts (as PROVIDER_SERVER_URLS would make them).
+OPERATOR_LOOPBACK = frozenset({"127.0.0.1"})
+
 
 def test_sse_discovery_gets_the_event_stream_and_reads_the_challenge(db, peer, oidc):
-    server = discovery.discover_authorization_server(peer.url, "sse")
+    server = discovery.discover_authorization_server(peer.url, "sse", OPERATOR_LOOPBACK)
     assert (server.issuer, server.authorization_endpoint, server.token_endpoint) == (
         oidc.issuer,
         f"{oidc.issuer}/auth",
@@ -158,13 +161,13 @@ def test_without_the_transport_the_moved_metadata_is_missed(db, moved_peer):
     """What discovery did for SSE methods before it knew the transport: the initialize POST is 405 at an SSE
     server, the standard metadata addresses are 404 here, and the server is not an authorization server."""
     with pytest.raises(ProviderRefused):
-        discovery.discover_authorization_server(moved_peer.url)
+        discovery.discover_authorization_server(moved_peer.url, "mcp_remote", OPERATOR_LOOPBACK)
     assert moved_peer.requests[0] == RequestRecord("POST", "/sse", "http 405")
     assert RequestRecord("GET", MOVED_METADATA_PATH, "metadata") not in moved_peer.requests
 
 
 def test_streamable_http_discovery_still_posts_an_initialize(db, oauth_mcp: OAuthMcpServer, oidc):
-    server = discovery.discover_authorization_server(oauth_mcp.url)
+    server = discovery.discover_authorization_server(oauth_mcp.url, "mcp_remote", OPERATOR_LOOPBACK)
     assert server.issuer == oidc.issuer
     assert [(r.method, r.path, r.auth) for r in oauth_mcp.requests] == [
         ("POST", "/mcp", "missing"),
@@ -175,7 +178,7 @@ def test_streamable_http_discovery_still_posts_an_initialize(db, oauth_mcp: OAut
 def test_an_open_event_stream_gives_no_hint(db, mcp_server_factory):
     """A server that needs no token opens the stream (200): the probe reads no event and finds no hint."""
     open_sse: RunningMcpServer = mcp_server_factory(_start_open_sse_server)
-    assert discovery._resource_metadata_hint(open_sse.url, "sse") is None
+    assert discovery._resource_metadata_hint(open_sse.url, "sse", OPERATOR_LOOPBACK) is None
     assert open_sse.requests == [RequestRecord("GET", "/sse", "not-required")]
 
 
