@@ -48,15 +48,37 @@ def browser():
             chromium.close()
 
 
+def watch_csp(context) -> list[str]:
+    """Every Content-Security-Policy violation in the context's pages (Chromium reports each on the console; the
+    page's own `securitypolicyviolation` event is reported there too, with the directive and what was blocked)."""
+    violations: list[str] = []
+    context.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e => "
+        "console.error('CSP violation: ' + e.violatedDirective + ' blocked ' + e.blockedURI))"
+    )
+
+    def on_console(message) -> None:
+        if "Content Security Policy" in message.text or message.text.startswith("CSP violation"):
+            violations.append(message.text)
+
+    context.on("console", on_console)
+    context.on("page", lambda p: p.on("console", on_console))
+    return violations
+
+
 @pytest.fixture
 def page(browser):
+    """A page whose test fails on any Content-Security-Policy violation (the pages must work under the strict
+    policy every HTML answer carries)."""
     context = browser.new_context(viewport={"width": 1200, "height": 1000})
+    violations = watch_csp(context)
     page = context.new_page()
     page.set_default_timeout(10_000)
     try:
         yield page
     finally:
         context.close()
+    assert violations == [], violations
 
 
 @pytest.fixture
