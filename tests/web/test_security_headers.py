@@ -34,13 +34,17 @@ def test_hsts_under_an_https_base_url(app, db, monkeypatch):
         assert httpx.get(f"{base}/login").headers["content-security-policy"] == POLICY
 
 
-def test_no_template_holds_inline_script_style_or_handler():
+def test_no_template_holds_inline_script_style_handler_or_evaluated_code():
     import re
 
     from tests.paths import ROOT
 
+    # Inline scripts, styles and handlers, and what htmx evaluates as code (hx-on, hx-vars, js: values, trigger
+    # filters in [brackets]): the policy allows none of them.
     inline = re.compile(
-        r"<script(?![^>]*\bsrc=)[^>]*>|<style\b|\sstyle=|\son[a-z]+=|javascript:", re.IGNORECASE
+        r"<script(?![^>]*\bsrc=)[^>]*>|<style\b|\sstyle=|\son[a-z]+=|javascript:|hx-on|hx-vars|js:|"
+        r"hx-trigger=\"[^\"]*\[",
+        re.IGNORECASE,
     )
     found = [
         f"{path.relative_to(ROOT)}: {match.group(0)}"
@@ -48,3 +52,6 @@ def test_no_template_holds_inline_script_style_or_handler():
         for match in inline.finditer(path.read_text(encoding="utf-8"))
     ]
     assert found == []
+    from app.web.apps.permissions import SWAP_FORBIDDEN
+
+    assert not inline.search(str(SWAP_FORBIDDEN))  # the attribute a template global adds
