@@ -71,10 +71,16 @@ def load_user(user_id: str) -> User | None:
     # must neither stand in for an invalid key nor change whom a valid key acts as.
     if is_api_bearer_request():
         return None
+    # `User.get_id`: the id and the session generation it was signed in under; an older generation (signed out, or
+    # the password changed since) or an id without one (a cookie from before generations) signs no one in.
+    id_text, _, epoch = user_id.partition(":")
     try:
-        return db.session.get(User, uuid.UUID(user_id))
+        user = db.session.get(User, uuid.UUID(id_text))
     except ValueError:
         return None
+    if user is None or not epoch.isdigit() or int(epoch) != user.session_epoch:
+        return None
+    return user
 
 
 @login_manager.request_loader
