@@ -29,3 +29,26 @@ keepalive = 5
 accesslog = "-"
 access_log_format = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms "%(a)s"'
 errorlog = "-"
+
+
+# A body over the app's limit is answered 413 without being read. Gunicorn would announce keep-alive on that answer
+# and then fail to read the next request behind the unread body, so the client's next request on the connection
+# died. The connection is closed instead, and the answer says so (`Connection: close`): a body whose declared length
+# is over the limit is marked before the app runs; a streamed one that passes it is closed after its 413.
+
+
+def _max_content_length(worker) -> int | None:
+    config = getattr(worker.wsgi, "config", None)
+    return config.get("MAX_CONTENT_LENGTH") if config is not None else None
+
+
+def pre_request(worker, req):
+    limit = _max_content_length(worker)
+    declared = next((value for name, value in req.headers if name == "CONTENT-LENGTH"), None)
+    if limit is not None and declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        req.must_close = True
+
+
+def post_request(worker, req, environ, resp):
+    if resp.status_code == 413:
+        resp.force_close()

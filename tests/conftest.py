@@ -275,7 +275,7 @@ def _signed_in(client) -> bool:
 def sign_in(client, user) -> str:
     """Sign a user in through the session (the login form itself has its own tests); returns a CSRF token."""
     with client.session_transaction() as sess:
-        sess["_user_id"] = str(user.id)
+        sess["_user_id"] = user.get_id()
         sess["_fresh"] = True
     return csrf_token_for(client)
 

@@ -33,7 +33,7 @@ from jsonschema.validators import validator_for
 
 from app.catalog.loader import CATALOG_DIR, validate_definition
 from app.core.errors import ProviderRefused
-from app.core.net_guard import check_outbound_url, guarded_transport
+from app.core.net_guard import UnresolvedHost, UnsafeUrl, check_outbound_url, guarded_transport
 
 SCHEMA_PATH = CATALOG_DIR / "registry" / "server.schema.json"
 MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -258,6 +258,24 @@ def _method(remote: dict, key: str, label_suffix: str, auth_without_key: AuthWit
     return {k: method[k] for k in [*order, "keyPlacement"] if k in method}
 
 
+def _internal_remote(url: str) -> str | None:
+    """Why a remote's URL may not become a default, if it may not: it must pass the outbound guard like a URL a
+    member types (a host that does not resolve now is checked again at connect time; a `{variable}` in the host is
+    filled and checked at connect time). Only the operator's settings may point inside."""
+    if "{" in urlsplit(url).netloc:
+        return None
+    try:
+        check_outbound_url(url)
+    except UnresolvedHost:
+        return None
+    except (UnsafeUrl, ValueError) as refused:
+        return (
+            f"the remote {url} is not allowed: {refused} Only the operator's settings "
+            "(SWITCHBOARD_PROVIDER_SERVER_URLS, SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS) may point to internal addresses."
+        )
+    return None
+
+
 def convert(
     document: dict, *, slug: str | None = None, auth_without_key: AuthWithoutKey = "oauth"
 ) -> tuple[dict, list[str]]:
@@ -282,6 +300,9 @@ def convert(
     slug = slug or slug_for(document)
     methods = []
     used: set[str] = set()
+    refused = [problem for remote in remotes if (problem := _internal_remote(remote["url"]))]
+    if refused:
+        raise ImportRefused(refused)
     for remote in remotes:
         sse = _transport(remote) == "sse"
         method = _method(remote, "pending", "", auth_without_key)

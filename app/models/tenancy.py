@@ -69,11 +69,16 @@ class User(IdMixin, TimestampMixin, UserMixin, Model):
     name: Mapped[str] = mapped_column(String(200), nullable=False)
     password_hash: Mapped[str] = mapped_column(String(255), nullable=False)
     is_instance_admin: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    # The generation of the user's browser sessions: each session carries the value it was signed in under
+    # (`get_id`), and one that does not match is signed out. Signing out (or a password change) moves it on, so a
+    # session cookie captured before then no longer signs anyone in (the cookie itself lives in the browser).
+    session_epoch: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
 
     memberships: Mapped[list[Membership]] = relationship(back_populates="user")
 
     def get_id(self) -> str:
-        return str(self.id)
+        """What the session stores (Flask-Login's alternative id): the user's id and its session generation."""
+        return f"{self.id}:{self.session_epoch}"
 
 
 class Membership(IdMixin, TimestampMixin, Model):

@@ -46,6 +46,14 @@ def create_user(email: str, name: str, password: str, *, is_instance_admin: bool
     return user
 
 
+def end_sessions(user: User) -> None:
+    """Sign the user's browser sessions out, everywhere: their session generation moves on, so no cookie signed in
+    before now signs anyone in again (`User.get_id`, checked by the user loader). For sign-out, and for a password
+    change when there is one."""
+    user.session_epoch = User.session_epoch + 1
+    db.session.flush()
+
+
 def find_user_by_email(email: str) -> User | None:
     return db.session.scalar(select(User).where(User.email == normalize_email(email)))
 

@@ -5,7 +5,7 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required, login_user, logout_user
 
 from app.core.errors import TooManyRequests
-from app.services.accounts import authenticate, safe_next
+from app.services.accounts import authenticate, end_sessions, safe_next
 from app.web.forms import EmptyForm, LoginForm
 from app.web.unit_of_work import Reason, commit_point
 
@@ -41,6 +41,7 @@ def login() -> ResponseReturnValue:
 def logout() -> ResponseReturnValue:
     form = EmptyForm()
     if form.validate_on_submit():
+        end_sessions(current_user)
         logout_user()
         # Drop everything else the session carried too (the chosen company, the CSRF secret).
         session.clear()

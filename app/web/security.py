@@ -37,6 +37,16 @@ from app.web.openapi.responses import ErrorResponse, ValidationErrorResponse, re
 from app.web.unit_of_work import Reason, commit_point
 
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+# Every HTML page: scripts, styles and requests from this origin only (no inline script, style or handler anywhere in
+# the templates; htmx's indicator styles are off and its eval unused), images also as data: URLs (Pico's icons), no
+# plugins, no <base>, framed only by this origin. Forms may post anywhere a page of ours sends them (OAuth sign-in
+# continues at the provider), so form-action is not limited.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'self'"
+)
+# Under an https PUBLIC_BASE_URL: browsers use https only, for two years, subdomains included.
+STRICT_TRANSPORT_SECURITY = "max-age=63072000; includeSubDomains"
 # Agent-facing routes authenticate with their own bearer tokens and are never driven by a browser session.
 TOKEN_AUTH_PREFIXES = ("/mcp/", "/runtime-tools/")
 CSRF_EXEMPT_ENDPOINTS: set[str] = set()
@@ -62,10 +72,16 @@ def load_user(user_id: str) -> User | None:
     # must neither stand in for an invalid key nor change whom a valid key acts as.
     if is_api_bearer_request():
         return None
+    # `User.get_id`: the id and the session generation it was signed in under; an older generation (signed out, or
+    # the password changed since) or an id without one (a cookie from before generations) signs no one in.
+    id_text, _, epoch = user_id.partition(":")
     try:
-        return db.session.get(User, uuid.UUID(user_id))
+        user = db.session.get(User, uuid.UUID(id_text))
     except ValueError:
         return None
+    if user is None or not epoch.isdigit() or int(epoch) != user.session_epoch:
+        return None
+    return user
 
 
 @login_manager.request_loader
@@ -258,6 +274,10 @@ def install_request_security(app: Flask) -> None:
     @app.after_request
     def _security_headers(response: Response) -> Response:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        if response.mimetype == "text/html":
+            response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        if str(app.config.get("PUBLIC_BASE_URL") or "").lower().startswith("https://"):
+            response.headers.setdefault("Strict-Transport-Security", STRICT_TRANSPORT_SECURITY)
         response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
         response.headers.setdefault("Referrer-Policy", "same-origin")
         if request.headers.get("HX-Request") is not None or response.mimetype == "text/html":

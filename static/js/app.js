@@ -66,3 +66,23 @@ document.addEventListener("htmx:afterSettle", function (event) {
   reason.focus();
   reason.scrollIntoView({ block: "center" });
 });
+
+// A poll marked data-poll-paused-by-dialog skips its request while a dialog is open, so an open card dialog is never
+// replaced under the person. (Here rather than as an htmx trigger filter: filters are evaluated as code, which the
+// Content-Security-Policy does not allow.)
+document.addEventListener("htmx:beforeRequest", function (event) {
+  var elt = event.detail.elt;
+  if (elt && elt.hasAttribute && elt.hasAttribute("data-poll-paused-by-dialog") && document.querySelector("dialog[open]")) {
+    event.preventDefault();
+  }
+});
+
+// A component marked data-swap-forbidden (the `swap_forbidden()` template global) swaps its own 403 answer too (the
+// page-wide htmx config swaps only 2xx and 422), so a refused save shows its reason inline and keeps the draft.
+document.addEventListener("htmx:beforeSwap", function (event) {
+  var target = event.target;
+  if (event.detail.xhr.status === 403 && target && target.closest && target.closest("[data-swap-forbidden]")) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});

@@ -42,14 +42,46 @@ def browser():
 
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        # Every context a test opens reports Content-Security-Policy violations: the test fails on any.
+        violations: list[str] = []
+        new_context = chromium.new_context
+
+        def watched_context(*args, **kwargs):
+            context = new_context(*args, **kwargs)
+            watch_csp(context, violations)
+            return context
+
+        chromium.new_context = watched_context  # type: ignore[method-assign]
         try:
             yield chromium
         finally:
             chromium.close()
+        assert violations == [], violations
+
+
+def watch_csp(context, violations: list[str] | None = None) -> list[str]:
+    """Every Content-Security-Policy violation in the context's pages (Chromium reports each on the console; the
+    page's own `securitypolicyviolation` event is reported there too, with the directive and what was blocked)."""
+    violations = [] if violations is None else violations
+    context.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e => "
+        "console.error('CSP violation: ' + e.violatedDirective + ' blocked ' + e.blockedURI + ' at ' + "
+        "e.sourceFile + ':' + e.lineNumber + ' ' + e.sample + ' on ' + location.pathname + ' in ' + "
+        "(e.target && e.target.outerHTML ? e.target.outerHTML.slice(0, 300) : '')), true)"
+    )
+
+    def on_console(message) -> None:
+        if message.text.startswith("CSP violation"):
+            violations.append(message.text)
+
+    context.on("console", on_console)
+    context.on("page", lambda p: p.on("console", on_console))
+    return violations
 
 
 @pytest.fixture
 def page(browser):
+    """A page; its test fails on any Content-Security-Policy violation (see `browser`)."""
     context = browser.new_context(viewport={"width": 1200, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(10_000)
@@ -57,6 +89,18 @@ def page(browser):
         yield page
     finally:
         context.close()
+
+
+def wait_until_true(page, expression: str, timeout_ms: int = 10_000) -> None:
+    """Poll a page expression until it is true. Not `page.wait_for_function`: Playwright evaluates that predicate with
+    the page's eval, which the Content-Security-Policy forbids; `page.evaluate` runs outside the page's policy."""
+    import time
+
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never true within {timeout_ms} ms: {expression}")
+        page.wait_for_timeout(25)
 
 
 @pytest.fixture

@@ -29,10 +29,12 @@ from app.models.run_logs import RunLog
 from app.services.connections.endpoint import stored_secrets
 from app.services.demo import load_demo
 from app.workers.loop import run_worker_forever
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, wait_until_true, watch_csp
 from tests.peers.mcp_servers import HONCHO_KEY
 
 VIEWPORT = {"width": 1280, "height": 800}
+# Content-Security-Policy violations in the journey's pages (it opens its own Chromium): none is allowed.
+CSP_VIOLATIONS: list[str] = []
 WORKSPACE = "acme-launch"
 CUSTOM_TEXT = "Recall the launch decisions from the acme-launch workspace before drafting anything."
 OFF_NOTICE = "Agents can still use this connection’s tools, but won’t receive these instructions."
@@ -99,7 +101,7 @@ class Journey:
 
     def shot(self, page, name: str, *, full_page: bool = False) -> None:
         # Logos swapped in by htmx load asynchronously: wait until every image has loaded (or failed).
-        page.wait_for_function("Array.from(document.images).every((image) => image.complete)")
+        wait_until_true(page, "Array.from(document.images).every((image) => image.complete)")
         self.count += 1
         page.screenshot(path=str(self.directory / f"{self.count:02d}-{name}.png"), full_page=full_page)
         self.keep(page)
@@ -131,6 +133,7 @@ def assert_succeeded(db, run: HeartbeatRun) -> RunLog:
 
 def signed_in_page(browser, base: str, email: str, password: str, journey: Journey | None = None):
     context = browser.new_context(viewport=VIEWPORT)
+    watch_csp(context, CSP_VIOLATIONS)
     page = context.new_page()
     page.set_default_timeout(15_000)
     page.goto(f"{base}/login")
@@ -153,6 +156,7 @@ def test_the_whole_journey(app, db, journey_config, worker, honcho_server, oidc,
     directory = ARTIFACTS / "journey"
     directory.mkdir(parents=True, exist_ok=True)
     journey = Journey(directory)
+    CSP_VIOLATIONS.clear()
 
     demo = load_demo()
     db.session.commit()
@@ -250,6 +254,8 @@ def test_the_whole_journey(app, db, journey_config, worker, honcho_server, oidc,
     for row in db.session.scalars(select(ThreadInteraction)):
         assert not any(secret in json.dumps([row.payload, row.result]) for secret in secrets)
     assert all(r.auth == "ok" for r in honcho_server.requests), honcho_server.requests
+    # Every page of the journey worked under the Content-Security-Policy.
+    assert CSP_VIOLATIONS == [], CSP_VIOLATIONS
 
 
 # --- the steps ----------------------------------------------------------------------------------------------------
@@ -301,8 +307,8 @@ def settled(page) -> None:
     The browser may focus an `autofocus` field as soon as it is inserted, before htmx's settle step binds its
     triggers, so "focused" alone does not mean "ready for input".
     """
-    page.wait_for_function(
-        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
+    wait_until_true(
+        page, "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
     )
 
 

@@ -367,3 +367,99 @@ def test_url_variables_and_headers_cannot_smuggle_another_address_or_header(
     assert injected.status_code in (400, 422)
     fine = attempt({"host": parts.netloc, "x_team": "robots"})
     assert fine.status_code == 201 and fine.json["tools"], fine.json
+
+
+# --- imported URLs are as untrusted as a member's ---------------------------------------------------------------
+
+
+@contextmanager
+def recording_peer():
+    """A hostile 'provider' on loopback that records every request it gets (with its headers)."""
+    seen: list[dict] = []
+
+    def wsgi(environ, start_response):
+        seen.append({k: v for k, v in environ.items() if k.startswith("HTTP_")})
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b"{}"]
+
+    with serving(wsgi) as base_url:
+        yield base_url, seen
+
+
+def remote_document(url: str) -> dict:
+    return {
+        "$schema": SCHEMA_URL,
+        "name": "io.github.hostile/inside",
+        "title": "Inside",
+        "description": "A server.json whose remote points inside the operator's network.",
+        "version": "1.0.0",
+        "remotes": [
+            {
+                "type": "streamable-http",
+                "url": url,
+                "headers": [{"name": "Authorization", "value": "Bearer {token}", "isSecret": True}],
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("http://127.0.0.2:8931/mcp", "127.0.0.2"),
+        ("http://[::1]:8931/mcp", "::1"),
+        ("http://localhost:8931/mcp", "localhost"),
+        ("http://169.254.169.254/latest", "169.254.169.254"),
+        ("http://[2002:7f00:1::]:8931/mcp", "2002:7f00:1::"),
+        ("http://100.100.100.200/latest", "100.100.100.200"),
+    ],
+)
+def test_an_internal_remote_is_refused_at_import(app, db, extra_dir, tmp_path, url, host):
+    result = run_import(app, write_document(tmp_path, remote_document(url)))
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"the remote {url} is not allowed: The host {host} resolves to a private or local address, which is not "
+        "allowed. Only the operator's settings (SWITCHBOARD_PROVIDER_SERVER_URLS, "
+        "SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS) may point to internal addresses.\nNothing was imported.\n"
+    )
+    assert not extra_dir.exists()
+    assert get_app("inside") is None
+
+
+def test_a_definition_default_pointing_inside_is_guarded_at_every_use(
+    app, db, extra_dir, world, notes_server, monkeypatch
+):  # noqa: F811
+    """A definition already in the catalog (an import from before the guard, or a hand-edited file) whose default
+    names a loopback listener: connecting is refused and the listener never sees the member's credential. Only the
+    operator's PROVIDER_SERVER_URLS (or allow-list) may point inside."""
+    with recording_peer() as (base_url, seen):
+        definition = json.loads(json.dumps(REMOTE_WEATHER))
+        definition.update(slug="inside", name="Inside")
+        [method] = definition["methods"]
+        method["defaults"] = {"serverUrl": f"{base_url}/mcp"}
+        del method["tenantFields"]
+        extra_dir.mkdir(parents=True)
+        (extra_dir / "inside.json").write_text(json.dumps(definition), encoding="utf-8")
+        ingested = app.test_cli_runner().invoke(args=["catalog", "ingest"])
+        assert ingested.exit_code == 0, ingested.output
+        assert get_app("inside").methods[0].defaults.serverUrl == f"{base_url}/mcp"
+
+        body = {
+            "appSlug": "inside",
+            "identity": "organization",
+            "credentials": {"authorization": "Bearer member-secret-1"},
+        }
+        path = f"/api/companies/{world.company.id}/tools/apps/connect"
+        refused = board_api(app.test_client(), world.owner, "POST", path, body)
+        assert refused.status_code == 422, refused.json
+        assert refused.json["error"] == (
+            "The host 127.0.0.1 resolves to a private or local address, which is not allowed."
+        )
+        assert seen == []
+
+        # The operator's setting may point inside: the same app at the notes peer connects.
+        monkeypatch.setitem(app.config, "PROVIDER_SERVER_URLS", {"inside": notes_server.url})
+        body["credentials"] = {"authorization": "Bearer notes-key-123"}
+        fine = board_api(app.test_client(), world.owner, "POST", path, body)
+        assert fine.status_code == 201 and fine.json["tools"], fine.json
+        assert seen == []

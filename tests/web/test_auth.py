@@ -37,7 +37,8 @@ def post_login(client, email: str, password: str, next_url: str | None = None):
 
 def session_user_id(client) -> str | None:
     with client.session_transaction() as sess:
-        return sess.get("_user_id")
+        # The id part of `User.get_id` (the session generation follows it).
+        return (sess.get("_user_id") or "").partition(":")[0] or None
 
 
 def failure_count(db, email: str) -> int:
@@ -335,3 +336,54 @@ def test_sign_in_ignores_spaces_around_a_pasted_email(app, db, make):
         "/login", data={"csrf_token": csrf, "email": f"  {user.email}  ", "password": DEFAULT_PASSWORD}
     )
     assert response.status_code == 303
+
+
+# --- sign-out ends the session on the server --------------------------------------------------------------------
+
+
+def _signed_in_browser(base: str, email: str):
+    """A browser (httpx client with cookies) signed in through the real form on a live server."""
+    import httpx
+
+    browser = httpx.Client(base_url=base, follow_redirects=False)
+    token = LOGIN_CSRF_RE.search(browser.get("/login").text).group(1)
+    answer = browser.post("/login", data={"csrf_token": token, "email": email, "password": DEFAULT_PASSWORD})
+    assert answer.status_code == 303, answer.text
+    return browser
+
+
+def test_a_cookie_captured_before_sign_out_no_longer_signs_in(app, db, make):
+    """An attacker who copied the session cookie (a shared machine, a proxy log) replays it after the person signed
+    out: the server refuses it, although the cookie itself is still validly signed."""
+    import httpx
+
+    from tests.conftest import serving
+
+    make.member(make.company(), "owner", user=make.user(email="sam@example.com"))
+    with serving(app) as base:
+        browser = _signed_in_browser(base, "sam@example.com")
+        assert browser.get("/tasks").status_code == 200
+        captured = dict(browser.cookies)
+        assert captured
+
+        with httpx.Client(base_url=base, cookies=captured, follow_redirects=False) as attacker:
+            assert attacker.get("/tasks").status_code == 200  # the replay works while the person is signed in
+            assert attacker.get("/api/me/inbox").status_code == 200
+
+        page = browser.get("/tasks").text
+        token = re.search(r'"X-CSRFToken": "([^"]+)"', page)
+        assert token, "no CSRF token on the page"
+        signed_out = browser.post("/logout", data={"csrf_token": token.group(1)})
+        assert signed_out.status_code == 303 and signed_out.headers["location"] == "/login"
+
+        with httpx.Client(base_url=base, cookies=captured, follow_redirects=False) as attacker:
+            replay = attacker.get("/tasks")
+            assert replay.status_code == 302, replay.status_code
+            assert replay.headers["location"].startswith("/login")
+            assert attacker.get("/api/me/inbox").status_code == 401
+
+        # Signing in again works, and a new session is a new generation.
+        again = _signed_in_browser(base, "sam@example.com")
+        assert again.get("/tasks").status_code == 200
+        browser.close()
+        again.close()

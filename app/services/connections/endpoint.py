@@ -42,23 +42,20 @@ def _member_server_url(
     return connection.method_config.get(field.key) or None
 
 
+def operator_url(connection: ToolConnection) -> str | None:
+    """The operator's server URL for this app (`SWITCHBOARD_PROVIDER_SERVER_URLS`): the only URL that may point
+    inside the operator's network without the allow-list."""
+    overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
+    return overrides.get(connection.app_slug) or None
+
+
 def provider_guard(
     connection: ToolConnection, method: Method, secrets: dict[str, str] | None = None
 ) -> frozenset[str] | None:
-    """For a member-typed server URL, the outbound guard's allowed hosts: its MCP client then connects only to
-    addresses checked at connect time. None for operator-configured URLs, which are trusted."""
-    return (
-        outbound_allowed_hosts()
-        if _member_server_url(connection, method, secrets) or _templated(connection, method)
-        else None
-    )
-
-
-def _templated(connection: ToolConnection, method: Method) -> bool:
-    """The server URL is the method's template filled with the member's values (an operator override wins)."""
-    overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
-    default = method.defaults.serverUrl if method is not None and method.defaults is not None else None
-    return bool(default and URL_VARIABLE.search(default) and not overrides.get(connection.app_slug))
+    """The outbound guard's allowed hosts for every server URL but the operator's: its MCP client then connects
+    only to addresses checked at connect time. A definition's default is not trusted: it may come from an imported
+    server.json (`switchboard catalog import`), as untrusted as a member-typed URL. None for the operator's URL."""
+    return None if operator_url(connection) else outbound_allowed_hosts()
 
 
 def server_url_for(
@@ -68,7 +65,8 @@ def server_url_for(
     secrets: dict[str, str] | None = None,
 ) -> str:
     """The provider MCP endpoint: an operator override, the member's value of the field the definition marks as the
-    server URL (`secrets` are the grant's credentials, for a credential field), or the method's default."""
+    server URL (`secrets` are the grant's credentials, for a credential field), or the method's default. All but the
+    operator's pass the outbound guard here, and again at connect time (`provider_guard`)."""
     overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
     url = overrides.get(connection.app_slug)
     member_url = _member_server_url(connection, method, secrets)
@@ -80,6 +78,9 @@ def server_url_for(
         if URL_VARIABLE.search(url):
             # A template filled with the member's values reaches our network only through the outbound guard.
             url = check_outbound_url(_filled_url(url, method, connection.method_config or {}))
+        else:
+            # So does a definition's default: it may come from an imported server.json.
+            url = check_outbound_url(url)
     if not url:
         raise ProviderRefused("This connection has no MCP server URL configured.")
     return str(url)

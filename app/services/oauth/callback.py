@@ -16,6 +16,7 @@ from app.catalog.schema import AppDefinition
 from app.core.errors import (
     ProviderRefused,
 )
+from app.core.net_guard import guarded_session
 from app.extensions import db
 from app.models import (
     Membership,
@@ -27,7 +28,7 @@ from app.services.activity import record_activity
 from app.services.connections import endpoint as connections_endpoint
 from app.services.connections import setup
 from app.services.oauth.clients import ClientConfig, _oauth_session, operator_clients
-from app.services.oauth.discovery import AuthServer, _timeout
+from app.services.oauth.discovery import AuthServer, _timeout, operator_hosts
 from app.services.oauth.errors import OAuthFlowError
 from app.services.oauth.flow import _require_configure
 from app.services.secrets_box import decrypt
@@ -84,11 +85,13 @@ def _label_from(info: dict) -> str | None:
     return None
 
 
-def _account_label(userinfo_endpoint: str | None, access_token: str) -> str | None:
+def _account_label(
+    userinfo_endpoint: str | None, access_token: str, allowed: frozenset[str] | None
+) -> str | None:
     if not userinfo_endpoint:
         return None
     try:
-        response = requests.get(
+        response = guarded_session(allowed).get(
             userinfo_endpoint,
             headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
             timeout=_timeout(),
@@ -166,6 +169,7 @@ def exchange_authorization(
             issuer=state.issuer, authorization_endpoint="", token_endpoint=provider["tokenEndpoint"]
         ),
         source=provider.get("clientSource", "operator"),
+        allowed_hosts=operator_hosts(connection.app_slug),
     )
     client.client_secret = _current_client_secret(connection, client)
     token = _exchange_code(state, client, code, provider_name)
@@ -178,7 +182,7 @@ def exchange_authorization(
     except ProviderRefused:
         raise OAuthFlowError("tools_failed", provider=provider_name, status=502) from None
     label = _id_token_label(token.get("id_token"), state.issuer, client.client_id) or _account_label(
-        provider.get("userinfoEndpoint"), access_token
+        provider.get("userinfoEndpoint"), access_token, client.allowed_hosts
     )
     return SignedIn(client=client, token=token, secrets=secrets_to_store, tools=tools, label=label)
 

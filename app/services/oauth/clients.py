@@ -6,11 +6,10 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-import requests
 from authlib.integrations.requests_client import OAuth2Session
 from flask import current_app
+from requests import RequestException
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -20,6 +19,7 @@ from app.core.errors import (
     Conflict,
     ProviderRefused,
 )
+from app.core.net_guard import guard_session, guarded_session
 from app.extensions import db
 from app.models import (
     ConnectionGrant,
@@ -32,6 +32,7 @@ from app.services.oauth.discovery import (
     _timeout,
     discover_authorization_server,
     fetch_server_metadata,
+    operator_hosts,
 )
 from app.services.oauth.errors import ReauthorizationRequired, SignInNotConfigured
 from app.services.secrets_box import decrypt, encrypt
@@ -60,6 +61,8 @@ class ClientConfig:
     server: AuthServer
     source: str  # "operator" or "registration"
     scopes: list = field(default_factory=list)
+    # Hosts its calls may reach as named (`operator_hosts`); None: the operator's allow-list only.
+    allowed_hosts: frozenset[str] | None = None
 
 
 # -- clients ------------------------------------------------------------------------------------------------------
@@ -89,10 +92,12 @@ def _operator_client(
             userinfo_endpoint=entry.get("userinfo_endpoint"),
         )
     elif entry.get("issuer"):
-        server = fetch_server_metadata(entry["issuer"], urlsplit(entry["issuer"]).hostname)
+        server = fetch_server_metadata(entry["issuer"], operator_hosts(connection.app_slug))
     else:
         server = discover_authorization_server(
-            endpoint.server_url_for(connection, app_definition, method), method.transport
+            endpoint.server_url_for(connection, app_definition, method),
+            method.transport,
+            operator_hosts(connection.app_slug),
         )
     secret = entry.get("client_secret") or None
     return ClientConfig(
@@ -102,6 +107,7 @@ def _operator_client(
         server=server,
         source="operator",
         scopes=list(entry.get("scopes") or []),
+        allowed_hosts=operator_hosts(connection.app_slug),
     )
 
 
@@ -113,6 +119,7 @@ def _client_from_registration(row: OAuthClientRegistration) -> ClientConfig:
         auth_method=data.get("token_endpoint_auth_method") or "client_secret_basic",
         server=AuthServer(**data["server"]),
         source="registration",
+        allowed_hosts=operator_hosts(row.app_slug),
     )
 
 
@@ -129,10 +136,10 @@ def register_client(server: AuthServer, app_definition: AppDefinition) -> tuple[
         "token_endpoint_auth_method": auth_method,
     }
     try:
-        response = requests.post(
+        response = guarded_session(operator_hosts(app_definition.slug)).post(
             server.registration_endpoint, json=request_body, timeout=_timeout(), allow_redirects=False
         )
-    except requests.RequestException:
+    except RequestException:
         raise ProviderRefused("Could not reach the provider to register Switchboard as a client.") from None
     if response.status_code not in (200, 201):
         raise ProviderRefused(f"The provider refused to register Switchboard (HTTP {response.status_code}).")
@@ -169,7 +176,9 @@ def _registered_client(
     if row is not None and redirect_uri() in (row.registration or {}).get("redirect_uris", [redirect_uri()]):
         return _client_from_registration(row)
     server = discover_authorization_server(
-        endpoint.server_url_for(connection, app_definition, method), method.transport
+        endpoint.server_url_for(connection, app_definition, method),
+        method.transport,
+        operator_hosts(connection.app_slug),
     )
     public, secret = register_client(server, app_definition)
     values = {
@@ -241,13 +250,18 @@ def _client_for_grant(session: Session, grant: ConnectionGrant, connection: Tool
             token_endpoint=tenant["tokenEndpoint"],
         ),
         source="operator",
+        allowed_hosts=operator_hosts(connection.app_slug),
     )
 
 
 def _oauth_session(client: ClientConfig, **kwargs: Any) -> OAuth2Session:
-    return OAuth2Session(
+    """Authlib's session for the client's token, revocation and authorization URLs: connections only to checked
+    addresses (the app's operator hosts as named)."""
+    session = OAuth2Session(
         client_id=client.client_id,
         client_secret=client.client_secret,
         token_endpoint_auth_method=client.auth_method,
         **kwargs,
     )
+    guard_session(session, client.allowed_hosts)
+    return session

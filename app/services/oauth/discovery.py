@@ -15,7 +15,7 @@ from app.core.errors import (
     ProviderRefused,
 )
 from app.core.mcp_messages import CLIENT_INFO
-from app.core.net_guard import UnsafeUrl, check_outbound_url
+from app.core.net_guard import UnsafeUrl, check_outbound_url, guarded_session
 
 # -- configuration and metadata ----------------------------------------------------------------------------------
 
@@ -58,12 +58,14 @@ class AuthServer:
         return self.code_challenge_methods is None or "S256" in self.code_challenge_methods
 
 
-def _guard(url: str, trusted_host: str | None) -> str:
-    """A URL learned from a provider: allowed on the trusted server's own host, else it must pass the guard."""
+def _guard(url: str, allowed: frozenset[str]) -> str:
+    """A URL learned from a provider: allowed on a host the operator named (`operator_hosts`), else it must pass the
+    guard. This is the early, readable refusal; the connection itself is pinned (`guarded_session`), so a name that
+    resolves to a public address here and to an internal one at connect time reaches nothing."""
     host = (urlsplit(url).hostname or "").lower()
     if urlsplit(url).scheme not in ("http", "https") or not host:
         raise ProviderRefused("The provider published an invalid authorization server address.")
-    if trusted_host and host == trusted_host.lower():
+    if host in allowed:
         return url
     try:
         return check_outbound_url(url)
@@ -71,9 +73,25 @@ def _guard(url: str, trusted_host: str | None) -> str:
         raise ProviderRefused(f"The provider's authorization server is not allowed: {err}") from None
 
 
-def _get_json(url: str) -> dict | None:
+def operator_hosts(app_slug: str) -> frozenset[str]:
+    """The hosts an app's OAuth calls may reach without the guard: the operator's allow-list, the host of the app's
+    PROVIDER_SERVER_URLS entry and those of its SWITCHBOARD_OAUTH_CLIENTS entry. Every other host (a member's or a
+    definition's server, what metadata names) is checked at connect time."""
+    from app.core.net_guard import outbound_allowed_hosts
+
+    urls = [(current_app.config.get("PROVIDER_SERVER_URLS") or {}).get(app_slug)]
+    entry = (current_app.config.get("OAUTH_CLIENTS") or {}).get(app_slug)
+    if isinstance(entry, dict):
+        urls += [
+            entry.get(k) for k in ("issuer", "authorization_endpoint", "token_endpoint", "userinfo_endpoint")
+        ]
+    hosts = {(urlsplit(u).hostname or "").lower() for u in urls if isinstance(u, str) and u}
+    return outbound_allowed_hosts() | (hosts - {""})
+
+
+def _get_json(url: str, allowed: frozenset[str]) -> dict | None:
     try:
-        response = requests.get(
+        response = guarded_session(allowed).get(
             url, timeout=_timeout(), allow_redirects=False, headers={"Accept": "application/json"}
         )
     except requests.RequestException:
@@ -98,12 +116,12 @@ def _well_known(base: str, suffix: str) -> list[str]:
     return urls
 
 
-def _resource_metadata_hint(server_url: str, transport: Transport = "mcp_remote") -> str | None:
+def _resource_metadata_hint(server_url: str, transport: Transport, allowed: frozenset[str]) -> str | None:
     """An unauthenticated request to the server: a 401 may name the metadata in `WWW-Authenticate:
     resource_metadata`. Streamable HTTP gets an initialize POST; an HTTP+SSE server's URL is its GET event stream
     (a POST there is usually 405), so it gets the GET that opens the stream instead."""
     if transport == "sse":
-        return _event_stream_hint(server_url)
+        return _event_stream_hint(server_url, allowed)
     initialize = mcp_types.InitializeRequest(
         params=mcp_types.InitializeRequestParams(
             protocol_version=mcp_versions.BASELINE,
@@ -113,7 +131,7 @@ def _resource_metadata_hint(server_url: str, transport: Transport = "mcp_remote"
     )
     body = mcp_messages.request(1, initialize)
     try:
-        response = requests.post(
+        response = guarded_session(allowed).post(
             server_url,
             json=body,
             timeout=_timeout(),
@@ -125,11 +143,11 @@ def _resource_metadata_hint(server_url: str, transport: Transport = "mcp_remote"
     return _challenge_hint(response)
 
 
-def _event_stream_hint(server_url: str) -> str | None:
+def _event_stream_hint(server_url: str, allowed: frozenset[str]) -> str | None:
     """GET the event stream, read only the status and headers, and close at once: should the server open the
     stream (it needs no token), no event is waited for or read."""
     try:
-        with requests.get(
+        with guarded_session(allowed).get(
             server_url,
             stream=True,
             timeout=_timeout(),
@@ -155,40 +173,42 @@ def _challenge_hint(response: requests.Response) -> str | None:
     return value or None
 
 
-def fetch_server_metadata(issuer: str, trusted_host: str | None) -> AuthServer:
-    """RFC 8414 then OpenID Connect discovery for an issuer; the metadata must name that same issuer."""
+def fetch_server_metadata(issuer: str, allowed: frozenset[str]) -> AuthServer:
+    """RFC 8414 then OpenID Connect discovery for an issuer; the metadata must name that same issuer. `allowed`:
+    the app's `operator_hosts`."""
     candidates = _well_known(issuer, "oauth-authorization-server") + _well_known(
         issuer, "openid-configuration"
     )
     candidates.append(issuer.rstrip("/") + "/.well-known/openid-configuration")
     for url in dict.fromkeys(candidates):
-        meta = _get_json(_guard(url, trusted_host))
+        meta = _get_json(_guard(url, allowed), allowed)
         if not meta or not meta.get("authorization_endpoint") or not meta.get("token_endpoint"):
             continue
         if meta.get("issuer") and meta["issuer"].rstrip("/") != issuer.rstrip("/"):
             continue  # RFC 8414 section 3.3: a mismatched issuer must not be used
         for key in ("authorization_endpoint", "token_endpoint", "registration_endpoint", "userinfo_endpoint"):
             if meta.get(key):
-                _guard(meta[key], trusted_host or urlsplit(issuer).hostname)
+                _guard(meta[key], allowed)
         return AuthServer.from_metadata(meta)
     raise ProviderRefused("Could not read the provider's authorization server metadata.")
 
 
-def discover_authorization_server(server_url: str, transport: Transport = "mcp_remote") -> AuthServer:
+def discover_authorization_server(
+    server_url: str, transport: Transport, allowed: frozenset[str]
+) -> AuthServer:
     """From an MCP server URL to its authorization server: RFC 9728 (hint, path-insert, root), else the origin.
-    `transport` is the method's: it decides how the server is asked for the hint."""
-    trusted_host = urlsplit(server_url).hostname
+    `transport` is the method's: it decides how the server is asked for the hint. `allowed`: the app's
+    `operator_hosts`; every other host is checked, and connected to at the checked address only."""
     locations = []
-    hint = _resource_metadata_hint(server_url, transport)
+    hint = _resource_metadata_hint(server_url, transport, allowed)
     if hint:
-        locations.append(_guard(hint, trusted_host))
+        locations.append(_guard(hint, allowed))
     locations += _well_known(server_url, "oauth-protected-resource")
     for url in dict.fromkeys(locations):
-        meta = _get_json(url)
+        meta = _get_json(_guard(url, allowed), allowed)
         servers = (meta or {}).get("authorization_servers") or []
         if servers and isinstance(servers[0], str):
-            issuer = _guard(servers[0], trusted_host)
-            return fetch_server_metadata(issuer, urlsplit(issuer).hostname)
+            return fetch_server_metadata(_guard(servers[0], allowed), allowed)
     parts = urlsplit(server_url)
     # No protected-resource metadata: older MCP servers are their own authorization server.
-    return fetch_server_metadata(urlunsplit((parts.scheme, parts.netloc, "", "", "")), trusted_host)
+    return fetch_server_metadata(urlunsplit((parts.scheme, parts.netloc, "", "", "")), allowed)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from authlib.common.errors import AuthlibBaseError
 from requests import RequestException
@@ -20,7 +19,7 @@ from app.extensions import db
 from app.models import ConnectionGrant, ToolConnection
 from app.services.connections.endpoint import OAUTH_ACCESS_TOKEN_KEY, OAUTH_REFRESH_TOKEN_KEY, stored_secrets
 from app.services.oauth.clients import _client_for_grant, _oauth_session
-from app.services.oauth.discovery import _guard, _timeout, fetch_server_metadata
+from app.services.oauth.discovery import _guard, _timeout, fetch_server_metadata, operator_hosts
 from app.services.oauth.errors import ReauthorizationRequired
 
 log = logging.getLogger(__name__)
@@ -52,10 +51,11 @@ def revoke_grant_tokens(connection: ToolConnection, grant: ConnectionGrant) -> R
     try:
         if not issuer:
             return Revocation(str(grant.id), NO_ENDPOINT)
-        server = fetch_server_metadata(issuer, urlsplit(issuer).hostname)
+        allowed = operator_hosts(connection.app_slug)
+        server = fetch_server_metadata(issuer, allowed)
         if not server.revocation_endpoint:
             return Revocation(str(grant.id), NO_ENDPOINT)
-        url = _guard(server.revocation_endpoint, urlsplit(issuer).hostname)
+        url = _guard(server.revocation_endpoint, allowed)
         client = _client_for_grant(db.session(), grant, connection)
         session = _oauth_session(client, revocation_endpoint_auth_method=client.auth_method)
         for token, hint in tokens:

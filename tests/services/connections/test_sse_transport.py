@@ -248,7 +248,10 @@ def test_an_sse_only_server_is_imported_and_used_behind_the_gateway(
     world,  # noqa: F811
     live_server,  # noqa: F811
     sse_notes,
+    monkeypatch,
 ):
+    # The remote is on loopback: a definition's URL passes the outbound guard, so the operator allow-lists it.
+    monkeypatch.setitem(app.config, "OUTBOUND_ALLOWED_HOSTS", ["127.0.0.1"])
     document = {
         "$schema": SCHEMA_URL,
         "name": "com.example/legacy-notes",

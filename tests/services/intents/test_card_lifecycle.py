@@ -27,7 +27,7 @@ from app.services.oauth.errors import CARD_CLOSED
 from tests.doors import request_service
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.services.intents.test_intent_oauth import card as oauth_card  # noqa: F401 (the Linear card fixture)
-from tests.services.intents.test_intent_oauth import start_from_card
+from tests.services.intents.test_intent_oauth import opener_message, start_from_card
 from tests.services.oauth.test_oauth import Browser, live  # noqa: F401 (the live-server fixture)
 from tests.services.runtime.test_runtime_rest import board_api
 from tests.web.api.test_intents_api import open_honcho_card
@@ -332,8 +332,7 @@ def test_a_cards_oauth_draft_finished_from_the_permissions_page_resolves_the_car
     connection_id = browser.create_draft(company, interactionId=interaction_id)
     # The Permissions page's Finish setup starts the sign-in without the card's id: the draft knows its card.
     response = browser.callback(browser.authorize(browser.start(connection_id)))
-    assert response.status_code == 200, response.text
-    assert '"outcome": "connected"' in response.text
+    assert opener_message(response)["outcome"] == "connected"
     row = fresh(db, ThreadInteraction, interaction_id)
     assert row.status == "accepted" and row.result["connectionId"] == connection_id
     assert installs_of(db, connection_id) == {("agent", str(agent.id))}

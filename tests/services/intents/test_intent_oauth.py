@@ -3,6 +3,7 @@ the callback resolves the card, a denied sign-in moves it to `needs_retry`, and 
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import uuid
@@ -14,7 +15,7 @@ from sqlalchemy import select
 from app.models import ThreadInteraction, ToolConnection, WakeupRequest
 from tests.services.oauth.test_oauth import APP_SLUG, Browser, live  # noqa: F401  (the live-server fixture)
 
-MESSAGE_RE = re.compile(r"var message = (\{[^;]*\});")
+MESSAGE_RE = re.compile(r'data-message="([^"]*)"')
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def start_from_card(browser: Browser, connection_id: str, interaction_id: str) -
 
 def opener_message(response) -> dict:
     assert response.status_code == 200, response.text
-    return json.loads(MESSAGE_RE.search(response.text).group(1))
+    return json.loads(html.unescape(MESSAGE_RE.search(response.text).group(1)))
 
 
 def interaction(db, interaction_id) -> ThreadInteraction:
@@ -135,7 +136,7 @@ def test_json_start_from_a_task_card_posts_the_outcome_to_the_opener(live, db, c
     assert parse_qs(urlsplit(url).query)["code_challenge_method"] == ["S256"]
     denied = browser.callback(browser.authorize(url, deny=True))
     assert opener_message(denied)["outcome"] == "needs_retry"
-    assert f'var targetOrigin = "{live}";' in denied.text
+    assert f'data-target-origin="{live}"' in denied.text
     assert db.session.get(ToolConnection, uuid.UUID(denied_draft)).status == "draft"
 
     opener = "http://127.0.0.1:4999"
@@ -146,7 +147,7 @@ def test_json_start_from_a_task_card_posts_the_outcome_to_the_opener(live, db, c
         "interactionId": interaction_id,
         "outcome": "connected",
     }
-    assert f'var targetOrigin = "{opener}";' in page.text
+    assert f'data-target-origin="{opener}"' in page.text
     assert f"/tasks/{issue.id}" in page.text  # without an opener the page goes back to the task
     db.session.expire_all()
     assert db.session.get(ToolConnection, uuid.UUID(connection_id)).status == "active"

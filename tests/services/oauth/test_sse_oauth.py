@@ -99,12 +99,14 @@ def moved_peer(sse_oauth_servers) -> SseOAuthMcpServer:
 
 @pytest.fixture
 def live(app, db, tmp_path, peer, oidc, real_catalog_restored) -> Iterator[str]:
-    """Our app on a free loopback port, its catalog holding the SSE app definition that points at `peer`."""
+    """Our app on a free loopback port, its catalog holding the SSE app definition that points at `peer` (a
+    definition's URL passes the outbound guard, so the operator allow-lists loopback)."""
     extra = tmp_path / "catalog-extra"
     extra.mkdir()
     (extra / f"{APP_SLUG}.json").write_text(json.dumps(definition(peer.url)), encoding="utf-8")
-    saved = {key: app.config.get(key) for key in ("PUBLIC_BASE_URL", "OAUTH_CLIENTS", "CATALOG_EXTRA_DIR")}
-    app.config.update(CATALOG_EXTRA_DIR=str(extra), OAUTH_CLIENTS={})
+    keys = ("PUBLIC_BASE_URL", "OAUTH_CLIENTS", "CATALOG_EXTRA_DIR", "OUTBOUND_ALLOWED_HOSTS")
+    saved = {key: app.config.get(key) for key in keys}
+    app.config.update(CATALOG_EXTRA_DIR=str(extra), OAUTH_CLIENTS={}, OUTBOUND_ALLOWED_HOSTS=["127.0.0.1"])
     ingest_definitions()
     db.session.commit()
     with serving(app) as base:
@@ -136,9 +138,12 @@ def _metadata_path(server: SseOAuthMcpServer) -> str:
 
 # -- discovery -----------------------------------------------------------------------------------------------------
 
+# The peers are on loopback: discovery reaches them as the operator's hosts (as PROVIDER_SERVER_URLS would make them).
+OPERATOR_LOOPBACK = frozenset({"127.0.0.1"})
+
 
 def test_sse_discovery_gets_the_event_stream_and_reads_the_challenge(db, peer, oidc):
-    server = discovery.discover_authorization_server(peer.url, "sse")
+    server = discovery.discover_authorization_server(peer.url, "sse", OPERATOR_LOOPBACK)
     assert (server.issuer, server.authorization_endpoint, server.token_endpoint) == (
         oidc.issuer,
         f"{oidc.issuer}/auth",
@@ -156,13 +161,13 @@ def test_without_the_transport_the_moved_metadata_is_missed(db, moved_peer):
     """What discovery did for SSE methods before it knew the transport: the initialize POST is 405 at an SSE
     server, the standard metadata addresses are 404 here, and the server is not an authorization server."""
     with pytest.raises(ProviderRefused):
-        discovery.discover_authorization_server(moved_peer.url)
+        discovery.discover_authorization_server(moved_peer.url, "mcp_remote", OPERATOR_LOOPBACK)
     assert moved_peer.requests[0] == RequestRecord("POST", "/sse", "http 405")
     assert RequestRecord("GET", MOVED_METADATA_PATH, "metadata") not in moved_peer.requests
 
 
 def test_streamable_http_discovery_still_posts_an_initialize(db, oauth_mcp: OAuthMcpServer, oidc):
-    server = discovery.discover_authorization_server(oauth_mcp.url)
+    server = discovery.discover_authorization_server(oauth_mcp.url, "mcp_remote", OPERATOR_LOOPBACK)
     assert server.issuer == oidc.issuer
     assert [(r.method, r.path, r.auth) for r in oauth_mcp.requests] == [
         ("POST", "/mcp", "missing"),
@@ -173,7 +178,7 @@ def test_streamable_http_discovery_still_posts_an_initialize(db, oauth_mcp: OAut
 def test_an_open_event_stream_gives_no_hint(db, mcp_server_factory):
     """A server that needs no token opens the stream (200): the probe reads no event and finds no hint."""
     open_sse: RunningMcpServer = mcp_server_factory(_start_open_sse_server)
-    assert discovery._resource_metadata_hint(open_sse.url, "sse") is None
+    assert discovery._resource_metadata_hint(open_sse.url, "sse", OPERATOR_LOOPBACK) is None
     assert open_sse.requests == [RequestRecord("GET", "/sse", "not-required")]
 
 
