@@ -91,6 +91,20 @@ def require_manage_agents(membership: Membership) -> None:
         raise Forbidden(MANAGE_FORBIDDEN)
 
 
+def _agent_activity(actor: Membership, agent: Agent, action: str, details: dict[str, Any]) -> None:
+    """One activity row about the agent, by the person who changed it (details never hold a secret's value)."""
+    record_activity(
+        company_id=agent.company_id,
+        actor_type="user",
+        actor_id=actor.user_id,
+        action=action,
+        entity_type="agent",
+        entity_id=agent.id,
+        agent_id=agent.id,
+        details=details,
+    )
+
+
 # --- settings ----------------------------------------------------------------------------------------------------
 
 
@@ -176,15 +190,11 @@ def configure_agent_cli(
     agent.adapter_type = adapter_type
     agent.adapter_config = config
     if changed:
-        record_activity(
-            company_id=agent.company_id,
-            actor_type="user",
-            actor_id=actor.user_id,
-            action="agent.updated",
-            entity_type="agent",
-            entity_id=agent.id,
-            agent_id=agent.id,
-            details={"fields": ["adapter"], "adapterType": adapter_type, "settings": sorted(config)},
+        _agent_activity(
+            actor,
+            agent,
+            "agent.updated",
+            {"fields": ["adapter"], "adapterType": adapter_type, "settings": sorted(config)},
         )
     return agent
 
@@ -196,16 +206,7 @@ def set_adapter_type(actor: Membership, agent: Agent, adapter_type: str) -> Agen
         raise Unprocessable("Unknown adapter type.")
     if adapter_type != agent.adapter_type:
         agent.adapter_type = adapter_type
-        record_activity(
-            company_id=agent.company_id,
-            actor_type="user",
-            actor_id=actor.user_id,
-            action="agent.updated",
-            entity_type="agent",
-            entity_id=agent.id,
-            agent_id=agent.id,
-            details={"fields": ["adapter"], "adapterType": adapter_type},
-        )
+        _agent_activity(actor, agent, "agent.updated", {"fields": ["adapter"], "adapterType": adapter_type})
     return agent
 
 
@@ -241,16 +242,7 @@ def set_agent_secret(actor: Membership, agent: Agent, name: str, value: str) -> 
         row = AgentSecret(company_id=agent.company_id, agent_id=agent.id, name=name, ciphertext="")
         db.session.add(row)
     row.ciphertext = secrets_box.encrypt(value)
-    record_activity(
-        company_id=agent.company_id,
-        actor_type="user",
-        actor_id=actor.user_id,
-        action="agent.secret_set",
-        entity_type="agent",
-        entity_id=agent.id,
-        agent_id=agent.id,
-        details={"name": name},
-    )
+    _agent_activity(actor, agent, "agent.secret_set", {"name": name})
     db.session.flush()
 
 
@@ -262,16 +254,7 @@ def remove_agent_secret(actor: Membership, agent: Agent, name: str) -> bool:
     if row is None:
         return False
     db.session.delete(row)
-    record_activity(
-        company_id=agent.company_id,
-        actor_type="user",
-        actor_id=actor.user_id,
-        action="agent.secret_removed",
-        entity_type="agent",
-        entity_id=agent.id,
-        agent_id=agent.id,
-        details={"name": name},
-    )
+    _agent_activity(actor, agent, "agent.secret_removed", {"name": name})
     db.session.flush()
     return True
 
