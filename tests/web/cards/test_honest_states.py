@@ -18,7 +18,9 @@ from tests.services.oauth.test_oauth import Browser, live  # noqa: F401  (the li
 from tests.services.runtime.test_runtime_rest import providers  # noqa: F401  (the shared fixture)
 from tests.web.cards.test_intent_cards import Htmx, setup_form
 
-DECLINED = "The user declined this connection. Pursue alternatives; do not request it again in this continuation."
+DECLINED = (
+    "The user declined this connection. Pursue alternatives; do not request it again in this continuation."
+)
 
 
 def card_row(db, card) -> ThreadInteraction:
