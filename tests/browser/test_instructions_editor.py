@@ -39,7 +39,8 @@ def test_toggle_edit_reset_and_a_failed_save_keeping_the_draft(db, make, live_se
         membership, honcho, method_key=None, identity="user", method_config={"workspaceId": "team-workspace"}
     )
     connection.status, connection.enabled, connection.health_status = "active", True, "healthy"
-    set_audience(membership, connection, Audience(all_agents=True))
+    # The setup's own audience, applied as it goes live (a member may not widen a live one later: issue 26 item 9).
+    set_audience(membership, connection, Audience(all_agents=True), first_activation=True)
     db.session.add(
         ConnectionTool(
             company_id=company.id,

@@ -726,7 +726,7 @@ def test_a_sign_in_that_finishes_a_draft_two_cards_wait_on_resolves_both(app, li
             fresh(db, ThreadInteraction, interaction_id).payload["audience"]["connectionId"] == connection_id
         )
     response = browser.callback(browser.authorize(start_from_card(browser, connection_id, second)))
-    assert response.status_code == 200 and '"outcome": "connected"' in response.text
+    assert opener_message(response)["outcome"] == "connected"
     for interaction_id in (first, second):
         row = fresh(db, ThreadInteraction, interaction_id)
         assert row.status == "accepted" and row.result["connectionId"] == connection_id

@@ -13,6 +13,7 @@ from app.services.intents import resolution
 from app.services.tenancy import change_member
 from tests.conftest import sign_in
 from tests.doors import request_service
+from tests.services.intents.test_intent_oauth import opener_message
 from tests.services.oauth.test_oauth import APP_SLUG as OAUTH_APP
 from tests.services.oauth.test_oauth import Browser, live  # noqa: F401  (the live-server fixture)
 from tests.services.runtime.test_runtime_rest import providers  # noqa: F401  (the shared fixture)
@@ -96,7 +97,8 @@ def test_reloading_a_successful_callback_says_the_request_is_connected(live, db,
     assert reloaded.status_code == 200, reloaded.text
     assert "<h1>Connected</h1>" in reloaded.text
     assert "Nothing was connected" not in reloaded.text
-    assert f'"interactionId": "{card.id}"' in reloaded.text and '"outcome": "connected"' in reloaded.text
+    message = opener_message(reloaded)
+    assert (message["interactionId"], message["outcome"]) == (str(card.id), "connected")
     assert card_row(db, card).status == "accepted"
 
 
