@@ -5,7 +5,8 @@ ask someone (it opened a card that is still waiting) "succeeded" as a process, y
 `RunProgress.phase` says so. The tool calls come from the gateway's activity rows of the run (issue 27: "Builder used
 honcho · list_workspaces"), the final message from the run's log; never arguments, results or secrets.
 
-Loading is batched: `progress_of(runs)` costs three statements however many runs are shown (logs, tool calls, cards).
+Loading is batched: `progress_of(runs)` costs three statements however many runs are shown (logs, tool calls,
+cards).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class RunProgress:
     run: HeartbeatRun
     phase: Phase
     waiting_for: list[str] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)  # people whose cards from this run were answered since
     tool_uses: list[ToolUse] = field(default_factory=list)
     tool_use_count: int = 0
     final_message: str | None = None
@@ -80,6 +82,8 @@ class RunProgress:
             return f"{name}'s run failed"
         if self.phase == "cancelled":
             return f"{name}'s run was cancelled"
+        if self.asked:
+            return f"{name} stopped to ask {_names(self.asked)}"
         return f"{name} finished"
 
     @property
@@ -157,15 +161,17 @@ def progress_of(runs: list[HeartbeatRun]) -> list[RunProgress]:
             )
         )
     waiting: dict[uuid.UUID, list[str]] = defaultdict(list)
-    for run_id, name in db.session.execute(
-        select(ThreadInteraction.source_run_id, User.name)
+    asked: dict[uuid.UUID, list[str]] = defaultdict(list)
+    for run_id, status, name in db.session.execute(
+        select(ThreadInteraction.source_run_id, ThreadInteraction.status, User.name)
         .outerjoin(User, User.id == ThreadInteraction.addressee_user_id)
-        .where(ThreadInteraction.source_run_id.in_(ids), ThreadInteraction.status == "pending")
+        .where(ThreadInteraction.source_run_id.in_(ids))
         .order_by(ThreadInteraction.created_at)
     ).all():
         label = name or "a person"
-        if run_id is not None and label not in waiting[run_id]:
-            waiting[run_id].append(label)
+        names = (waiting if status == "pending" else asked)[run_id] if run_id is not None else []
+        if run_id is not None and label not in names:
+            names.append(label)
     result = []
     for run in runs:
         summary = finals.get(run.id) or {}
@@ -175,6 +181,7 @@ def progress_of(runs: list[HeartbeatRun]) -> list[RunProgress]:
                 run=run,
                 phase=_phase(run, waiting.get(run.id, [])),
                 waiting_for=waiting.get(run.id, []),
+                asked=asked.get(run.id, []),
                 tool_uses=uses.get(run.id, []),
                 tool_use_count=totals.get(run.id, 0),
                 final_message=str(final)[:FINAL_MESSAGE_SHOWN] if final else None,

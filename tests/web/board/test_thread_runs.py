@@ -98,7 +98,9 @@ def test_a_run_that_asked_a_person_reads_waiting_for_them_until_they_answer(make
         f"/intents/{card.id}/decline", headers={"X-CSRFToken": world.csrf, "HX-Request": "true"}
     )
     assert declined.status_code in (200, 303), declined.get_data(as_text=True)
-    assert _run_entry(world.client, world.issue, world.run).startswith("Builder finished finished")
+    assert _run_entry(world.client, world.issue, world.run).startswith(
+        "Builder stopped to ask Dana Owner finished"
+    )
 
 
 def test_a_failed_run_says_so_and_why(make, client, providers):
