@@ -9,7 +9,7 @@ from flask import current_app
 
 from app.core.errors import ServiceError
 from app.extensions import db
-from app.services.activity import record_activity, record_activity_now
+from app.services.activity import TOOL_CALL_ACTION, record_activity, record_activity_now
 from app.services.connections import provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.gateway import resource_uris
@@ -43,7 +43,7 @@ __all__ = [
     "provider_target",
 ]
 
-ACTIVITY_ACTION = "tool_gateway.call"
+ACTIVITY_ACTION = TOOL_CALL_ACTION
 
 
 def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:

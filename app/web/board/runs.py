@@ -5,6 +5,7 @@ from flask.typing import ResponseReturnValue
 
 from app.extensions import db
 from app.models import HeartbeatRun, Issue
+from app.services.run_progress import progress_of
 from app.services.runs.lifecycle import run_log
 from app.web.board import bp
 from app.web.context import load_scoped
@@ -16,5 +17,10 @@ def run(run_id: str) -> ResponseReturnValue:
     issue = db.session.get(Issue, run.issue_id) if run.issue_id else None
     snapshot_keys = sorted((run.context_snapshot or {}).keys())
     return render_template(
-        "board/run.html", run=run, issue=issue, snapshot_keys=snapshot_keys, run_log=run_log(run)
+        "board/run.html",
+        run=run,
+        progress=progress_of([run])[0],
+        issue=issue,
+        snapshot_keys=snapshot_keys,
+        run_log=run_log(run),
     )
