@@ -36,9 +36,7 @@ def test_deleting_a_webhook_asks_first_and_says_what_goes(world, receiver):  # n
     endpoint = db.session.scalars(select(WebhookEndpoint)).one()
     page = world.client.get("/settings/webhooks").get_data(as_text=True)
     # Delete is a link to a confirmation page, styled as danger; no one-click delete form is left on the list.
-    assert re.search(
-        rf'<a href="/settings/webhooks/{endpoint.id}/delete" role="button" class="outline danger small"', page
-    )
+    assert re.search(rf'<a href="/settings/webhooks/{endpoint.id}/delete" class="action danger"', page)
     assert f'action="/settings/webhooks/{endpoint.id}/delete"' not in page
 
     assert world.client.post(f"/settings/webhooks/{endpoint.id}/test", data=_form(world)).status_code == 303
