@@ -299,13 +299,16 @@ def connect_honcho(page, base: str, journey: Journey, db, honcho_server) -> uuid
     page.get_by_label("API key").fill(HONCHO_KEY)
     page.get_by_label("Honcho workspace").fill(WORKSPACE)
     page.get_by_role("button", name="Connect", exact=True).click()
-    page.wait_for_url("**/permissions")
+    page.wait_for_url(lambda url: url.endswith("/permissions?done=connected"))
     expect(page.locator("#agent-instructions-editor")).to_be_visible()
     db.session.rollback()
     honcho = db.session.scalars(
         select(ToolConnection).where(ToolConnection.app_slug == "honcho", ToolConnection.status == "active")
     ).one()
-    assert page.url == f"{base}/apps/{honcho.id}/permissions"
+    assert page.url == f"{base}/apps/{honcho.id}/permissions?done=connected"
+    expect(page.locator("#connected-notice")).to_have_text(
+        "Honcho is connected. The agents chosen below can use its tools now."
+    )
     assert honcho.method_config == {"workspaceId": WORKSPACE}
     assert any(r.auth == "ok" for r in honcho_server.requests), "Honcho was never reached with the key"
     journey.keep(page)

@@ -137,6 +137,7 @@ def page_context(
     access: AccessState | None = None,
     config: ConfigState | None = None,
     editor: EditorState | None = None,
+    just_connected: bool = False,
 ) -> dict:
     configure = can_configure(membership, connection)
     if editor is None:
@@ -153,6 +154,7 @@ def page_context(
         "tools": tools_with_policies([connection.id]).get(connection.id, []),
         "index_notes": index_limits_notes(connection),
         "action_labels": ACTION_LABELS,
+        "just_connected": just_connected,
     }
 
 
@@ -175,7 +177,9 @@ def back_to_page(connection: ToolConnection) -> ResponseReturnValue:
 @bp.get("/apps/<connection_id>/permissions")
 def permissions(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = load_connection(connection_id)
-    return render_page(connection, membership, app_definition)
+    # After a finished setup (`?done=connected`, a fixed key: nothing typed is echoed) the page says what happened.
+    connected = request.args.get("done") == "connected" and connection.status == "active"
+    return render_page(connection, membership, app_definition, just_connected=connected)
 
 
 def read_audience(form: MultiDict[str, str]) -> Audience:
