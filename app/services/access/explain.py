@@ -13,7 +13,10 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from sqlalchemy import select
+
 from app.catalog.loader import get_app
+from app.extensions import db
 from app.models import Agent, ToolConnection
 from app.services.access.checks import (
     CHECK_ORDER,
@@ -115,3 +118,13 @@ def explain_access(
     )
     tool = explanation.tool_access
     return replace(explanation, action=tool.action) if tool is not None else explanation
+
+
+def connection_choices(company_id: uuid.UUID) -> list[tuple[uuid.UUID, str]]:
+    """The company's connections an explainer can be asked about (every one but deleted ones), by name."""
+    rows = db.session.execute(
+        select(ToolConnection.id, ToolConnection.name)
+        .where(ToolConnection.company_id == company_id, ToolConnection.status != "archived")
+        .order_by(ToolConnection.name, ToolConnection.id)
+    )
+    return [(row.id, row.name) for row in rows]

@@ -83,7 +83,7 @@ class ExplanationResponse(BaseModel):
             ready=explanation.ready,
             summary=explanation.summary,
             firstFailure=CheckFailureResponse.of(explanation.first_failure),
-            action=explanation.action,  # type: ignore[arg-type]  # one of ToolAction's values
+            action=explanation.action,
             checks=[
                 CheckResponse(
                     name=a.name,

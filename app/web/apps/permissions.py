@@ -137,7 +137,9 @@ def page_context(
     access: AccessState | None = None,
     config: ConfigState | None = None,
     editor: EditorState | None = None,
+    **answers: Any,
 ) -> dict:
+    """The page's context; `answers` are the explainer's and the dry run's (`explain`), when one was asked."""
     configure = can_configure(membership, connection)
     if editor is None:
         editor = editor_state(connection, app_definition, can_edit=configure)
@@ -153,6 +155,7 @@ def page_context(
         "tools": tools_with_policies([connection.id]).get(connection.id, []),
         "index_notes": index_limits_notes(connection),
         "action_labels": ACTION_LABELS,
+        **answers,
     }
 
 
