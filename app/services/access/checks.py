@@ -16,7 +16,8 @@ The order is the rule's own, fixed in `CHECK_ORDER`:
 8. `quarantine`, 9. `limit`: slots for checks other features add (see "Extension point");
 10. `required_configuration`: the connection's required public settings are filled in. Advisory: the Permissions
     page promises "existing tools remain available" without them, so it never blocks tools; it is what keeps the
-    connection's standing instructions from the agent (`instructions.instruction_context`).
+    connection's standing instructions from the agent. Filled by `app.services.connections.instructions` (the
+    owner of the setting rules, `instruction_context`) through the extension point below.
 
 Which checks a decision asks (`USABLE`, `IDENTITY`, `READY`, `INSTRUCTIONS`) is named here, and
 `ConnectionAccess.first_failure` is the one loop that runs them, short-circuiting at the first failure. The hot paths
@@ -38,12 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.models.connections import ATTENTION_HEALTH
-
-if TYPE_CHECKING:
-    from app.services.access.rows import ConnectionAccess
 
 CHECK_ORDER = (
     "grant",
@@ -79,7 +77,8 @@ class CheckSubject:
     """What a check decides on: one access (connection and identities as the run sees them), optionally one tool
     by its provider name, and the app definition when the caller has it (only the advisory check reads it)."""
 
-    access: ConnectionAccess
+    # A `rows.ConnectionAccess` (typed loosely: `rows` runs these checks, so this module cannot import it).
+    access: Any
     tool_name: str | None = None
     app_definition: Any = None
 
@@ -160,7 +159,7 @@ def _check_audience(subject: CheckSubject) -> CheckFailure | None:
     )
 
 
-def _owned(grant: Any, access: ConnectionAccess) -> bool:
+def _owned(grant: Any, access: Any) -> bool:
     """An identity this run may act as by ownership (status aside): `select_grant`'s candidates."""
     if _serves_agent(grant, access.agent_id):
         return True
@@ -271,20 +270,6 @@ def _check_policy(subject: CheckSubject) -> CheckFailure | None:
     return None
 
 
-def _check_required_configuration(subject: CheckSubject) -> CheckFailure | None:
-    from app.services.connections.instructions import instruction_context
-
-    config = getattr(subject.access.connection, "config", None) or {}
-    if subject.app_definition is None or instruction_context(subject.app_definition, config) is not None:
-        return None
-    return CheckFailure(
-        "required_configuration",
-        "missing_settings",
-        "A required setting of the connection is empty: existing tools remain available, but its standing "
-        "instructions do not reach agents until it is filled in.",
-    )
-
-
 register_check("grant", _check_grant, label="Identity exists")
 register_check("audience", _check_audience, label="Agent access (audience)")
 register_check("identity_owner", _check_identity_owner, label="Identity owner")
@@ -292,9 +277,5 @@ register_check("enabled", _check_enabled, label="Enabled")
 register_check("health", _check_health, label="Health")
 register_check("credentials", _check_credentials, label="Credentials")
 register_check("policy", _check_policy, label="Tool policy")
-register_check(
-    "required_configuration",
-    _check_required_configuration,
-    label="Required configuration",
-    blocks_tools=False,
-)
+# `required_configuration` is filled by the connections package, which owns the setting rules
+# (`app.services.connections.instructions`).
