@@ -18,6 +18,7 @@ from tests.doors import rpc, search
 # Measured on the commit before the checks (0e50494) and after them: the same.
 SEARCH_COLD, SEARCH_WARM = 6, 1
 LISTING_COLD, LISTING_WARM = 4, 1
+EXPLAINER = 5  # connection, identities, membership, tools, the catalog row's version
 
 
 @pytest.fixture
@@ -73,3 +74,32 @@ def test_gateway_listing_reads_as_many_statements_as_before(db, crowded):
     ]
     clear_listings()
     assert (_measure(db, do), _measure(db, do)) == (LISTING_COLD, LISTING_WARM)
+
+
+def test_the_explainer_reads_a_constant_number_of_statements(make, db, crowded):
+    """The explainer reads one connection: its row with the install columns, its identities, the responsible
+    person's membership, its tools and its app's catalog version, whatever the company holds."""
+    from app.models import ToolConnection
+    from app.services.access.explain import explain_access
+
+    agent, owner = crowded.agent, crowded.owner
+    ready = db.session.query(ToolConnection).filter_by(name="Ready 0").one()
+    explain_access(agent, owner.id, ready)  # the catalog definition parsed once in this process
+    with count_statements(db.engine) as few:
+        assert explain_access(agent, owner.id, ready).ready
+    for index in range(5):
+        make.connection(
+            crowded.company, name=f"More {index}", grants=[("organization", None)], tools={"t": None}
+        )
+    db.session.commit()
+    _ = (
+        agent.id,
+        agent.company_id,
+        agent.name,
+        owner.id,
+        ready.id,
+        ready.name,
+    )  # reload what the commit expired
+    with count_statements(db.engine) as many:
+        assert not explain_access(agent, owner.id, ready, "drop").ready
+    assert len(few) == len(many) == EXPLAINER
