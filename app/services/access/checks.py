@@ -23,16 +23,20 @@ Which checks a decision asks (`USABLE`, `IDENTITY`, `READY`, `INSTRUCTIONS`) is 
 `ConnectionAccess.first_failure` is the one loop that runs them, short-circuiting at the first failure. The hot paths
 (search readiness, the gateway's listing and calls) run the same loop; their SQL already keeps only installed, live
 connections (`effective.installed_clause`, `effective.live_clause`), so there `audience` and `enabled` pass for
-every access they see. The explainer reads those two clauses as columns instead of filters (`access_statements`'
-`explain` variant), so both answers come from the same expressions.
+every access they see. The explainer (`access_statements`' `explain` variant) reads the `audience` clause as a
+column instead of a filter, and does not filter on liveness (the `enabled` check decides from the row);
+`effective.live_clause` and `connection_is_live` state the same rule in SQL and Python, held in step by
+tests/services/access/test_access_predicate.py and the property test.
 
 Extension point. A feature adds a check by defining `decide(subject) -> CheckFailure | None` and calling
 `register_check(name, decide, label=...)` once at import, with `name` one of the slots of `CHECK_ORDER` (quarantine,
 limit). It then takes part in every decision that asks for checks "through the end" (`READY`, the tool decision of
-the explainer) in its place in the order. A check reads only what the access already carries (`subject.access`:
-connection, identities, tools with their actions, scope): it must not query per connection; a feature that needs
-more facts loads them with the access statements (batched) and puts them on the access. Until a slot is filled, the
-explainer lists it as `not_checked`.
+the explainer) in its place in the order. A per-tool rule (quarantine) keeps the two tool answers in step: the
+connection-level answer (no tool named) fails when no tool the listing would show is left, so search readiness
+and the gateway's listing still agree (tests/services/access/test_access_property.py). A check reads only what the
+access already carries (`subject.access`: connection, identities, tools with their actions, scope): it must not
+query per connection; a feature that needs more facts loads them with the access statements (batched) and puts
+them on the access. Until a slot is filled, the explainer lists it as `not_checked`.
 """
 
 from __future__ import annotations
@@ -118,11 +122,6 @@ def registered(names: Iterable[str] = CHECK_ORDER) -> tuple[Check, ...]:
             _registered[n] for n in CHECK_ORDER if n in wanted and n in _registered
         )
     return found
-
-
-def unfilled() -> list[str]:
-    """The slots no feature has filled yet."""
-    return [n for n in CHECK_ORDER if n not in _registered]
 
 
 def label_of(name: str) -> str:
