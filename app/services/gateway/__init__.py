@@ -47,7 +47,7 @@ held while the provider works.
 Activity. Every call writes `tool_gateway.call` (tool, connection, run, decision, duration in ms); arguments
 and credentials are never written.
 
-Modules: `names` (visible names), `tools` (the run's tool map, cached listings and call targets), `listing` (a
+Modules: `dry_run` (the policy dry run: what a call would do, nothing called), `names` (visible names), `tools` (the run's tool map, cached listings and call targets), `listing` (a
 tool's `tools/list` entry, stored with its row, and a run's listing spliced from them), `arguments` (managed arguments, projected schemas,
 redaction), `results` (the prepared call, refusals and reason codes), `approval_cards` (ask-first cards the
 gateway opens and consumes), `approvals` (the responsible person answering them), `calls` (prepare, contact the

@@ -138,7 +138,9 @@ def page_context(
     config: ConfigState | None = None,
     editor: EditorState | None = None,
     just_connected: bool = False,
+    **answers: Any,
 ) -> dict:
+    """The page's context; `answers` are the explainer's and the dry run's (`explain`), when one was asked."""
     configure = can_configure(membership, connection)
     if editor is None:
         editor = editor_state(connection, app_definition, can_edit=configure)
@@ -155,6 +157,7 @@ def page_context(
         "index_notes": index_limits_notes(connection),
         "action_labels": ACTION_LABELS,
         "just_connected": just_connected,
+        **answers,
     }
 
 
