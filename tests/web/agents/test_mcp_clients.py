@@ -153,3 +153,71 @@ def test_a_refusal_of_a_tool_with_an_output_schema_reaches_the_client_readable(
     assert "structuredContent" not in answer and answer["isError"] is True
     assert [block["type"] for block in answer["content"]] == ["text", "text"]
     assert json.loads(answer["content"][1]["text"])["reasonCode"] == "tool_blocked"
+
+
+@pytest.fixture
+def erring_provider(app):
+    from app.services.connections import provider_mcp
+    from tests.peers.erring_provider import start_erring_provider
+
+    server = start_erring_provider()
+    saved = app.config["PROVIDER_SERVER_URLS"]
+    app.config["PROVIDER_SERVER_URLS"] = {**saved, "github": server.url}
+    yield server
+    app.config["PROVIDER_SERVER_URLS"] = saved
+    provider_mcp.close_sessions()
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    "mode, how",
+    [
+        ("json", "MCP error -32099"),
+        ("status", "MCP error -32099, HTTP 500 Internal Server Error"),
+        ("sse", "MCP error -32099"),
+    ],
+)
+def test_a_providers_json_rpc_error_reaches_the_typescript_client_as_what_happened(
+    db, world, base, erring_provider, mode, how
+):
+    """Issue 34 item 1: a provider that answers a call with a JSON-RPC error (plain, inside an HTTP 500, or on a
+    stream it then closes) reaches the agent as an isError result naming the provider's code and words, shaped for
+    the tool's output schema, so the TypeScript SDK shows it (not "the connection closed before the server
+    answered", nor a schema mismatch)."""
+    connect(world, "github", NOTES_KEY, name="Weather")
+    erring_provider.mode = mode
+    erring_provider.message = "Forecast backend is down for {auth}"
+    reason = (
+        "provider_error: The call to Weather failed: The provider could not run the tool 'forecast': "
+        f"Forecast backend is down for [redacted] ({how})"
+    )
+    spec = {
+        "url": f"{base}/mcp/gateway",
+        "token": world.token,
+        "revisions": ["2025-11-25"],
+        "tool": "weather__forecast",
+        "arguments": {"city": "Oslo"},
+    }
+    [report] = drive("typescript-sdk-1.x", spec)
+    assert "failure" not in report and "transportErrors" not in report, report
+    assert report["call"] == {"isError": True, "text": reason}, report
+    # On the wire: the reason, then its fields as a second text block; no structured content of another shape.
+    answer = world.client.post(
+        "/mcp/gateway",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "weather__forecast", "arguments": {"city": "Oslo"}},
+        },
+        headers=bearer(world.token),
+    ).json["result"]
+    assert "structuredContent" not in answer and answer["isError"] is True
+    assert answer["content"][0] == {"type": "text", "text": reason}
+    assert json.loads(answer["content"][1]["text"]) == {
+        "reasonCode": "provider_error",
+        "message": reason.removeprefix("provider_error: "),
+        "providerError": {"code": -32099, "message": "Forecast backend is down for [redacted]"},
+    }
+    assert NOTES_KEY not in json.dumps(answer)
+    assert len(erring_provider.calls) == 2
