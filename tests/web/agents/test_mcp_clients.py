@@ -221,3 +221,72 @@ def test_a_providers_json_rpc_error_reaches_the_typescript_client_as_what_happen
     }
     assert NOTES_KEY not in json.dumps(answer)
     assert len(erring_provider.calls) == 2
+
+
+@pytest.mark.parametrize("door", ["gateway", "runtime-tools"])
+@pytest.mark.parametrize("peer", list(CLIENTS))
+def test_a_bad_token_ends_the_handshake_at_once_with_the_reason(db, world, base, peer, door):
+    """Issue 34 item 6: a bad token is answered with a complete 401 that the SDK clients raise at once (the 1.x
+    Python SDK here is the transport smolagents, CrewAI's MCPServerAdapter and Semantic Kernel use). Their 30 s to
+    endless waits are their own: each waits for a "ready" event that a failed handshake never sets (mcpadapt's
+    `connect_timeout`, Semantic Kernel's `connect`), as they do for a server that refuses the connection."""
+    spec = {
+        "url": f"{base}/mcp/{door}",
+        "token": "not-a-run-token",
+        "revisions": ["2025-06-18"],
+        "tool": "x",
+        "arguments": {},
+    }
+    [report] = drive(peer, spec)
+    failure = report["failure"]
+    reason = "Runtime tools token is missing, invalid, or expired"
+    if peer == "typescript-sdk-1.x":
+        assert (failure["kind"], failure["code"]) == ("StreamableHTTPError", 401), report
+        assert reason in failure["message"], report  # the body reaches the agent
+    else:
+        assert failure["kind"] == "ExceptionGroup", report
+        assert "HTTPStatusError(\"Client error '401 UNAUTHORIZED'" in failure["message"], report
+    assert "negotiated" not in report and "tools" not in report, report
+
+
+def test_the_bad_token_answer_is_complete_for_exactly_what_an_sdk_1x_client_sends(db, base):
+    """The mcp 1.x client's first request, byte for byte as it sends it, with a bad token: a finished JSON answer
+    (Content-Length, no stream left open), so nothing on the wire keeps a client waiting."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    body = json.dumps(
+        {
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "mcp", "version": "0.1.0"},
+            },
+            "jsonrpc": "2.0",
+            "id": 0,
+        }
+    )
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": "Bearer not-a-run-token",
+        "User-Agent": "python-httpx/0.28.1",
+    }
+    parts = urlsplit(base)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("POST", "/mcp/gateway", body=body, headers=headers)
+        answer = connection.getresponse()
+        payload = answer.read()
+    finally:
+        connection.close()
+    assert answer.status == 401
+    assert answer.getheader("Content-Type") == "application/json"
+    assert int(answer.getheader("Content-Length")) == len(payload)
+    assert answer.getheader("WWW-Authenticate") == 'Bearer error="invalid_token"'
+    assert json.loads(payload) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32001, "message": "Runtime tools token is missing, invalid, or expired"},
+    }
