@@ -130,8 +130,8 @@ def scrub(value: Any, secrets: list[str]) -> Any:
         for secret in secrets:
             value = value.replace(secret, REDACTED)
         return value
-    if isinstance(value, dict):
-        return {k: scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, dict):  # the same kind of dict: a `Refusal` stays one (`results.for_the_tool`)
+        return type(value)({k: scrub(v, secrets) for k, v in value.items()})
     if isinstance(value, list):
         return [scrub(v, secrets) for v in value]
     return value
@@ -164,6 +164,13 @@ def _provider_failure(prepared: PreparedCall, err: provider_errors.ProviderError
             f"{name} did not answer within {err.seconds:g} seconds, so Switchboard stopped waiting. The tool may "
             "still have run at the provider: check before repeating a change.",
         )
+    if isinstance(err, provider_errors.ProviderToolError) and err.code is not None:
+        # The provider answered with a JSON-RPC error: its code and words (shortened, no credentials) for the agent.
+        return PROVIDER_ERROR, _refusal(
+            PROVIDER_ERROR,
+            f"The call to {name} failed: {err.message}",
+            providerError={"code": err.code, "message": err.said},
+        )
     return PROVIDER_ERROR, _refusal(PROVIDER_ERROR, f"The call to {name} failed: {err.message}")
 
 
@@ -189,7 +196,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
     except provider_errors.ProviderError as err:
         outcome, result = _provider_failure(prepared, err)
         _record(prepared, outcome=outcome, now=True)
-        return result
+        return scrub(result, target.scrub)
     result = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
     if raw.get("structuredContent") is not None:
         result["structuredContent"] = raw["structuredContent"]
