@@ -1,16 +1,16 @@
 """heartbeat_runs.gateway_elicitation dropped: what a gateway client declared at `initialize` is its own, carried by
 its session id (`app.web.agents.sessions`), not remembered per run (issue 34 item 3)
 
-Revision ID: 0022_mcp34_drop_run_elicitation
-Revises: 0021_session_epoch
+Revision ID: 0023_drop_run_elicitation
+Revises: 0022_live_activity_run_index
 """
 
 from alembic import op
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-revision = "0022_mcp34_drop_run_elicitation"
-down_revision = "0021_session_epoch"
+revision = "0023_drop_run_elicitation"
+down_revision = "0022_live_activity_run_index"
 branch_labels = None
 depends_on = None
 
