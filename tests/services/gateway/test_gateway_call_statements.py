@@ -1,7 +1,9 @@
 """What one gateway `tools/call` costs the database: statements and commits, warm and right after an access change.
 
 A repeated call reads the run context, then the connection with its identity and the identity's credentials (as
-plain values, compared with what the kept provider target was built from), and writes one activity row: the tool itself is resolved from plain values kept under the company's access revision.
+plain values, compared with what the kept provider target was built from), counts the call against the connection's
+rate limits in one upsert of its counters (issue 28 item 3), and writes one activity row (its entry in the run's
+decision timeline): the tool itself is resolved from plain values kept under the company's access revision.
 The transaction ends (one commit) before the provider is called; the activity row is written after it in one
 autocommitted statement. A refused call commits once, at the end. Counts do not grow with the agent's connections
 and tools.
@@ -65,11 +67,12 @@ def measured(world, name="notes-1__get_note"):
 WARM = [
     "SELECT heartbeat_runs",  # run, task, agent, responsible person's membership and the access revision
     "SELECT tool_connections",  # the connection with the selected identity and its credentials
+    "INSERT gateway_call_counters",  # the call counted against its rate limits and loop breaker (one upsert)
     "INSERT activity_log",  # the call's activity row, autocommitted
 ]
 
 
-def test_a_repeated_call_reads_two_statements_and_writes_one_row(app, db, world, notes_server):
+def test_a_repeated_call_reads_two_statements_counts_once_and_writes_one_row(app, db, world, notes_server):
     connect(world, "github", NOTES_KEY, name="Notes 1")
     first = measured(world)[0]
     assert first["isError"] is False, first

@@ -1,0 +1,57 @@
+"""Gateway call limits (issue 28 items 3 and 5): tool_connections.call_limits, the shared call counters, and an
+index on activity_log(run_id, created_at) for a run's decision timeline
+
+Revision ID: 0022_limits_gateway_call_limits
+Revises: 0021_session_epoch
+"""
+
+from alembic import op
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+revision = "0022_limits_gateway_call_limits"
+down_revision = "0021_session_epoch"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("tool_connections") as batch_op:
+        batch_op.add_column(
+            sa.Column(
+                "call_limits",
+                sa.JSON(none_as_null=True).with_variant(
+                    postgresql.JSONB(none_as_null=True, astext_type=sa.Text()), "postgresql"
+                ),
+                nullable=True,
+            )
+        )
+    op.create_table(
+        "gateway_call_counters",
+        sa.Column("key", sa.String(length=64), nullable=False),
+        sa.Column("connection_id", sa.Uuid(), nullable=False),
+        sa.Column("expires_at", sa.Integer(), nullable=False),
+        sa.Column("count", sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["connection_id"],
+            ["tool_connections.id"],
+            name=op.f("fk_gateway_call_counters_connection_id_tool_connections"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("key", name=op.f("pk_gateway_call_counters")),
+    )
+    op.create_index(
+        "ix_gateway_call_counters_connection_expires",
+        "gateway_call_counters",
+        ["connection_id", "expires_at"],
+        unique=False,
+    )
+    op.create_index("ix_activity_log_run_created", "activity_log", ["run_id", "created_at"], unique=False)
+
+
+def downgrade() -> None:
+    op.drop_index("ix_activity_log_run_created", table_name="activity_log")
+    op.drop_index("ix_gateway_call_counters_connection_expires", table_name="gateway_call_counters")
+    op.drop_table("gateway_call_counters")
+    with op.batch_alter_table("tool_connections") as batch_op:
+        batch_op.drop_column("call_limits")
