@@ -280,6 +280,11 @@ class LimitsState:
     def refused_total(self) -> int:
         return sum(self.refused.values())
 
+    @property
+    def refused_since(self) -> datetime | None:
+        """When the oldest counted refusal window began (at most 24 hours ago)."""
+        return min(self.since.values()) if self.since else None
+
 
 def field_name(kind: str, scope: str, window: str) -> str:
     return f"{kind}-{scope}-{window}"

@@ -28,6 +28,7 @@ from app.services.connections.audience import Audience, audience_of
 from app.services.connections.instructions import instruction_context
 from app.services.connections.settings import public_fields, update_connection
 from app.services.connections.tool_index import index_limits_notes
+from app.services.gateway.limits import LimitsState, limits_state
 from app.web.apps import bp
 from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm
 from app.web.apps.instructions_state import EditorState, editor_state
@@ -137,6 +138,7 @@ def page_context(
     access: AccessState | None = None,
     config: ConfigState | None = None,
     editor: EditorState | None = None,
+    limits: LimitsState | None = None,
 ) -> dict:
     configure = can_configure(membership, connection)
     if editor is None:
@@ -153,6 +155,7 @@ def page_context(
         "tools": tools_with_policies([connection.id]).get(connection.id, []),
         "index_notes": index_limits_notes(connection),
         "action_labels": ACTION_LABELS,
+        "limits": limits or limits_state(connection),
     }
 
 
