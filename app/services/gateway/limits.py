@@ -229,7 +229,7 @@ def check_call(prepared: PreparedCall, target: CallTarget, limits: CallLimits) -
     binding = max(over, key=lambda pair: pair[1])[0]
     return _refusal(
         RATE_LIMITED,
-        f"{target.connection_name} allows {binding.limit} {_calls(binding.kind)} per {binding.window} "
+        f"{target.connection_name} allows {binding.limit} {_calls(binding.kind, binding.limit)} per {binding.window} "
         f"{_scope_words(binding.scope, target.name)}. This call was not run; try again in {retry_after} seconds.",
         retryAfterSeconds=retry_after,
         limit={
@@ -241,8 +241,9 @@ def check_call(prepared: PreparedCall, target: CallTarget, limits: CallLimits) -
     )
 
 
-def _calls(kind: str) -> str:
-    return "write calls" if kind == "write" else "calls"
+def _calls(kind: str, limit: int | None) -> str:
+    noun = "write call" if kind == "write" else "call"
+    return noun if limit == 1 else noun + "s"
 
 
 def _scope_words(scope: str, tool_name: str) -> str:
