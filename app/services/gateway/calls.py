@@ -88,7 +88,15 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
             "do not retry it.",
         )
     elif tool.action == "ask_first":
-        _approval_step(ctx, tool, projected, prepared)
+        # Counted before the approval step, so a call over a limit neither opens a card nor uses up an approval;
+        # taken off again when it only asks or is denied. An approved call commits before its provider is
+        # prepared (GATEWAY_DECISION), which ends this count's write too.
+        prepared.result = call_limits.check_call(prepared, tool, tool.call_limits)
+        prepared.counted = True
+        if prepared.result is None:
+            _approval_step(ctx, tool, projected, prepared)
+            if prepared.result is not None:
+                call_limits.release_call(prepared, tool, tool.call_limits)
     if prepared.result is not None:
         _record(prepared, outcome="refused")
     return prepared
@@ -112,10 +120,10 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     before `execute_call`, so no database connection is held while the provider works. When the connection can no
     longer be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
 
-    Last, the call is counted against the connection's rate limits and loop breaker (`gateway.limits`, one
-    statement): after any OAuth refresh, so on SQLite that refresh never waits for this request's write lock, and
-    just before the caller's commit, so the counters stay locked only briefly. A call over a limit is refused
-    (`rate_limited`, `loop_detected`), recorded, and None is returned.
+    Last, an allowed call is counted against the connection's rate limits and loop breaker (`gateway.limits`, one
+    statement; an ask-first call was counted by `prepare_call`): after any OAuth refresh, so on SQLite that refresh
+    never waits for this request's write lock, and just before the caller's commit, so the counters stay locked
+    only briefly. A call over a limit is refused (`rate_limited`, `loop_detected`), recorded, and None is returned.
     """
     try:
         if (
@@ -129,7 +137,11 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
         prepared.result = _refusal(PROVIDER_ERROR, err.message)
         _record(prepared, outcome=PROVIDER_ERROR)
         return None
-    refusal = call_limits.check_call(prepared, prepared.target, prepared.target.call_limits)
+    refusal = (
+        None
+        if prepared.counted
+        else call_limits.check_call(prepared, prepared.target, prepared.target.call_limits)
+    )
     if refusal is not None:
         prepared.result = refusal
         _record(prepared, outcome="refused")

@@ -15,8 +15,10 @@ gateway does before the provider is called, so two server processes never both p
 any limit is refused with an isError result (`rate_limited` or `loop_detected`, with `retryAfterSeconds`: the time
 until every exceeded window ends) and is taken off the counters again, so a refused call uses up no quota; the
 refusal is counted per connection for its page. Nothing is kept in process memory: a re-`initialize` or another
-server process sees the same counts. Blocked tools are refused before counting; calls that open or wait for an
-approval are counted.
+server process sees the same counts. Only calls that go on to the provider use quota. An allowed call is counted
+once its provider target is ready, just before the provider is called. An ask-first call is counted before its
+approval step, so a call over a limit neither opens a card nor uses up an approval, and taken off again when it
+only asked or was denied (`release_call`). Blocked tools are refused before counting.
 """
 
 from __future__ import annotations
@@ -238,6 +240,17 @@ def check_call(prepared: PreparedCall, target: CallTarget, limits: CallLimits) -
             "kind": binding.kind,
             "calls": binding.limit,
         },
+    )
+
+
+def release_call(prepared: PreparedCall, target: CallTarget, limits: CallLimits) -> None:
+    """Take a counted call off its counters again (an ask-first call that only asked, or was denied: it did not
+    run, so, like a refused call, it uses no quota). One statement."""
+    counters = _counters(prepared, target, limits)
+    db.session.execute(
+        update(GatewayCallCounter)
+        .where(GatewayCallCounter.key.in_([c.key for c in counters]), GatewayCallCounter.count > 0)
+        .values(count=GatewayCallCounter.count - 1)
     )
 
 

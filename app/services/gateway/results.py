@@ -46,6 +46,8 @@ class PreparedCall:
     decision: str = "allowed"
     # The tool the call resolved to (plain values kept under the access revision), for the limits step.
     target: CallTarget | None = None
+    # Counted against the connection's limits already (an ask-first call, before its approval step).
+    counted: bool = False
     # The trust rule that allowed the call without asking, when one did (the run's decision timeline names it).
     trust_rule_id: uuid.UUID | None = None
     approval_id: uuid.UUID | None = None

@@ -15,7 +15,7 @@ from app.models import GatewayCallCounter
 from app.services.gateway import limits
 from tests.conftest import sign_in
 from tests.doors import refusal_fields
-from tests.peers.mcp_servers import NOTES_KEY
+from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 from tests.services.gateway import test_gateway
 from tests.services.gateway.test_gateway import connect, patch, rpc
 
@@ -190,3 +190,37 @@ def test_the_limits_form_saves_validates_and_is_only_for_those_who_configure(app
         world, connection["id"], client=stranger_client, csrf=stranger_csrf, read_run_minute=1
     )
     assert missing.status_code == 404
+
+
+def test_an_ask_first_call_over_a_limit_keeps_its_approval(app, db, world, providers, honcho_server):
+    from tests.services.gateway.test_gateway import approve, cards
+
+    honcho = connect(world, "honcho", HONCHO_KEY)
+    set_limits(world, honcho["id"], write_run_minute=1)
+    asked = refusal_fields(call(world, "honcho__save_memory", content="likes tea"))
+    assert asked["reasonCode"] == "approval_required"  # only asking: no quota used
+    assert (
+        refusal_fields(call(world, "honcho__save_memory", content="likes tea"))["approvalId"]
+        == asked["approvalId"]
+    )
+    assert approve(world, asked["approvalId"]).status_code == 200
+    # Another write call, allowed for a moment, uses the run's one write call of the minute.
+    patch(world, honcho["id"], {"toolPolicies": {"save_memory": "allow"}})
+    assert call(world, "honcho__save_memory", content="likes coffee")["isError"] is False
+    patch(world, honcho["id"], {"toolPolicies": {"save_memory": "ask_first"}})
+    refused = refusal_fields(call(world, "honcho__save_memory", content="likes tea"))
+    assert refused["reasonCode"] == "rate_limited"
+    assert [(str(c.id), c.status) for c in cards(db)] == [(asked["approvalId"], "approved")]  # not used up
+    minute_key = limits._key("run", honcho["id"], world.run.id, "write", "minute")
+    db.session.execute(
+        update(GatewayCallCounter)
+        .where(GatewayCallCounter.key == minute_key)
+        .values(expires_at=int(time.time()) - 1)
+    )
+    db.session.commit()
+    assert call(world, "honcho__save_memory", content="likes tea")["isError"] is False
+    assert [(str(c.id), c.status) for c in cards(db)] == [(asked["approvalId"], "consumed")]
+    assert honcho_server.calls == [
+        ("save_memory", {"workspace_id": "team-workspace", "content": "likes coffee"}),
+        ("save_memory", {"workspace_id": "team-workspace", "content": "likes tea"}),
+    ]
