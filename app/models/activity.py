@@ -22,8 +22,6 @@ class ActivityLog(IdMixin, Model):
     __tablename__ = "activity_log"
     __table_args__ = (
         Index("ix_activity_log_company_created", "company_id", "created_at"),
-        # A run's gateway decision timeline (`services.gateway.timeline`) reads its rows in order.
-        Index("ix_activity_log_run_created", "run_id", "created_at"),
         one_of("actor_type", ActorType),
     )
 

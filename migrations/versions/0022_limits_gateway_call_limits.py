@@ -1,5 +1,5 @@
-"""Gateway call limits (issue 28 items 3 and 5): tool_connections.call_limits, the shared call counters, and an
-index on activity_log(run_id, created_at) for a run's decision timeline
+"""Gateway call limits (issue 28 item 3): tool_connections.call_limits and the call counters every server process
+shares
 
 Revision ID: 0022_limits_gateway_call_limits
 Revises: 0021_session_epoch
@@ -46,11 +46,9 @@ def upgrade() -> None:
         ["connection_id", "expires_at"],
         unique=False,
     )
-    op.create_index("ix_activity_log_run_created", "activity_log", ["run_id", "created_at"], unique=False)
 
 
 def downgrade() -> None:
-    op.drop_index("ix_activity_log_run_created", table_name="activity_log")
     op.drop_index("ix_gateway_call_counters_connection_expires", table_name="gateway_call_counters")
     op.drop_table("gateway_call_counters")
     with op.batch_alter_table("tool_connections") as batch_op:
