@@ -343,7 +343,8 @@ def read_limits(values: dict[str, str]) -> dict:
         text = (values.get(name) or "").strip()
         if not text:
             return None
-        if not text.isdigit() or not low <= int(text) <= high:
+        # ASCII digits only, and short: `int()` refuses other Unicode digits ("²") and very long numbers.
+        if not (text.isascii() and text.isdigit() and len(text) <= 9) or not low <= int(text) <= high:
             details.append(
                 {
                     "loc": [name],

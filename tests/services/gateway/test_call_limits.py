@@ -161,6 +161,8 @@ def test_the_limits_form_saves_validates_and_is_only_for_those_who_configure(app
     page = world.client.get(f"/apps/{connection['id']}/permissions").get_data(as_text=True)
     assert 'id="limit-loop-repeats" value="4"' in page and 'id="limit-loop-seconds" value="30"' in page
 
+    for odd in ("²", "1" * 5000, "-3", "1.5"):
+        assert set_limits(world, connection["id"], htmx=True, read_run_minute=odd).status_code == 422, odd
     bad = set_limits(world, connection["id"], htmx=True, read_run_minute="many", loop_seconds=5)
     body = bad.get_data(as_text=True)
     assert bad.status_code == 422 and "<html" not in body
