@@ -13,6 +13,7 @@ from app.models.connections import (
     ToolConnection,
     ToolPolicy,
 )
+from app.models.gateway_limits import GatewayCallCounter
 from app.models.intents import ConnectionIntentDelivery
 from app.models.notifications import (  # notifications (issue 15)
     NotificationDelivery,
@@ -48,6 +49,7 @@ __all__ = [
     "ApiKey",
     "Comment",
     "Company",
+    "GatewayCallCounter",
     "GatewayCancellation",
     "HeartbeatRun",
     "Issue",

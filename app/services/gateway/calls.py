@@ -12,9 +12,10 @@ from app.extensions import db
 from app.services.activity import TOOL_CALL_ACTION, record_activity, record_activity_now
 from app.services.connections import provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
+from app.services.gateway import limits as call_limits
 from app.services.gateway import resource_uris
 from app.services.gateway.approval_cards import _approval_step
-from app.services.gateway.arguments import REDACTED, project_arguments
+from app.services.gateway.arguments import REDACTED, canonical_digest, project_arguments
 from app.services.gateway.names import tool_name_budget
 from app.services.gateway.result_limits import cap_result
 from app.services.gateway.results import (
@@ -75,8 +76,10 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
     prepared.grant_id = tool.grant_id
     prepared.app_definition = tool.app_definition
     prepared.has_output_schema = tool.has_output_schema
+    prepared.target = tool
     projected = project_arguments(arguments, tool.managed)
     prepared.arguments = projected
+    prepared.arguments_digest = canonical_digest(projected)
     if tool.action == "block":
         prepared.decision = TOOL_BLOCKED
         prepared.result = _refusal(
@@ -85,7 +88,15 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
             "do not retry it.",
         )
     elif tool.action == "ask_first":
-        _approval_step(ctx, tool, projected, prepared)
+        # Counted before the approval step, so a call over a limit neither opens a card nor uses up an approval;
+        # taken off again when it only asks or is denied. An approved call commits before its provider is
+        # prepared (GATEWAY_DECISION), which ends this count's write too.
+        prepared.result = call_limits.check_call(prepared, tool, tool.call_limits)
+        prepared.counted = True
+        if prepared.result is None:
+            _approval_step(ctx, tool, projected, prepared)
+            if prepared.result is not None:
+                call_limits.release_call(prepared, tool, tool.call_limits)
     if prepared.result is not None:
         _record(prepared, outcome="refused")
     return prepared
@@ -108,19 +119,34 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     identity's credentials in one statement (read again after an OAuth refresh). The caller ends the transaction
     before `execute_call`, so no database connection is held while the provider works. When the connection can no
     longer be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
+
+    Last, an allowed call is counted against the connection's rate limits and loop breaker (`gateway.limits`, one
+    statement; an ask-first call was counted by `prepare_call`): after any OAuth refresh, so on SQLite that refresh
+    never waits for this request's write lock, and just before the caller's commit, so the counters stay locked
+    only briefly. A call over a limit is refused (`rate_limited`, `loop_detected`), recorded, and None is returned.
     """
     try:
         if (
-            prepared.connection_id is None or prepared.grant_id is None
+            prepared.connection_id is None or prepared.grant_id is None or prepared.target is None
         ):  # set by prepare_call for a ready call
             raise ServiceError("The connection is no longer available to this agent.")
-        return provider_target(prepared.connection_id, prepared.grant_id, prepared.app_definition)
+        target = provider_target(prepared.connection_id, prepared.grant_id, prepared.app_definition)
     except ServiceError as err:
         db.session.rollback()
         prepared.needs_person = isinstance(err, ReauthorizationRequired)
         prepared.result = _refusal(PROVIDER_ERROR, err.message)
         _record(prepared, outcome=PROVIDER_ERROR)
         return None
+    refusal = (
+        None
+        if prepared.counted
+        else call_limits.check_call(prepared, prepared.target, prepared.target.call_limits)
+    )
+    if refusal is not None:
+        prepared.result = refusal
+        _record(prepared, outcome="refused")
+        return None
+    return target
 
 
 def scrub(value: Any, secrets: list[str]) -> Any:
@@ -207,13 +233,15 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         result = resource_uris.namespace_links(
             result, prepared.company_id, prepared.agent_id, prepared.connection_id
         )
-    _record(prepared, outcome="tool_error" if result["isError"] else "ok", now=True)
+    _record(prepared, outcome="tool_error" if result["isError"] else "ok", now=True, result=result)
     return result
 
 
-def _record(prepared: PreparedCall, *, outcome: str, now: bool = False) -> None:
+def _record(prepared: PreparedCall, *, outcome: str, now: bool = False, result: dict | None = None) -> None:
     """The call's activity row: in the request's transaction, or (`now`, once the provider has answered and the
-    request holds no transaction) committed at once in one statement."""
+    request holds no transaction) committed at once in one statement. It is the call's entry in the run's decision
+    timeline (`gateway.timeline`), so it carries the digests of the projected arguments and of the provider's
+    result, never either of them."""
     duration_ms = int((time.monotonic() - prepared.started) * 1000)
     details = {
         "tool": prepared.visible_name[:200],
@@ -227,6 +255,16 @@ def _record(prepared: PreparedCall, *, outcome: str, now: bool = False) -> None:
     }
     if prepared.approval_id is not None:
         details["approvalId"] = str(prepared.approval_id)
+    if prepared.arguments_digest:
+        details["argumentsDigest"] = prepared.arguments_digest
+    if result is not None:
+        details["resultDigest"] = canonical_digest(result)
+    if prepared.trust_rule_id is not None:
+        details["trustRuleId"] = str(prepared.trust_rule_id)
+    if prepared.result is not None and isinstance(prepared.result.get("structuredContent"), dict):
+        retry_after = prepared.result["structuredContent"].get("retryAfterSeconds")
+        if isinstance(retry_after, int):
+            details["retryAfterSeconds"] = retry_after
     (record_activity_now if now else record_activity)(
         company_id=prepared.company_id,
         actor_type="agent",

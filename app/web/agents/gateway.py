@@ -49,6 +49,7 @@ from app.services.gateway import calls as gateway_calls
 from app.services.gateway import cancellation
 from app.services.gateway import elicitation as gateway_elicitation
 from app.services.gateway import resources as gateway_resources
+from app.services.gateway import timeline as gateway_timeline
 from app.services.gateway import tools as gateway_tools
 from app.services.gateway.names import tool_name_budget
 from app.services.gateway.results import for_the_tool
@@ -95,7 +96,9 @@ def rpc() -> ResponseReturnValue:
 
     def list_tools() -> RawJSON:
         run, revision, adapter_type = live_run()
-        return gateway_tools.list_tool_definitions(run, revision, tool_name_budget(adapter_type))
+        listing = gateway_tools.list_tool_definitions(run, revision, tool_name_budget(adapter_type))
+        gateway_timeline.record_listed(run, listing)  # the run's decision timeline: "listed"
+        return listing
 
     return jsonrpc.serve(
         jsonrpc.Door(

@@ -28,6 +28,7 @@ from app.services.connections.audience import Audience, audience_of
 from app.services.connections.instructions import instruction_context
 from app.services.connections.settings import public_fields, update_connection
 from app.services.connections.tool_index import index_limits_notes
+from app.services.gateway.limits import LimitsState, limits_state
 from app.web.apps import bp
 from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm
 from app.web.apps.instructions_state import EditorState, editor_state
@@ -138,6 +139,7 @@ def page_context(
     config: ConfigState | None = None,
     editor: EditorState | None = None,
     just_connected: bool = False,
+    limits: LimitsState | None = None,
     **answers: Any,
 ) -> dict:
     """The page's context; `answers` are the explainer's and the dry run's (`explain`), when one was asked."""
@@ -157,6 +159,7 @@ def page_context(
         "index_notes": index_limits_notes(connection),
         "action_labels": ACTION_LABELS,
         "just_connected": just_connected,
+        "limits": limits or limits_state(connection),
         **answers,
     }
 
