@@ -14,7 +14,7 @@ from app.services.access.effective import effective_access, usable_connections
 from app.services.access.revision import RevisionCache
 from app.services.access.rows import ConnectionAccess, ToolAccess
 from app.services.gateway.arguments import managed_arguments
-from app.services.gateway.limits import CallLimits
+from app.services.gateway.limit_rules import CallLimits
 from app.services.gateway.listing import build_listing, tool_definition
 from app.services.gateway.names import NAME_MAX_LENGTH as NAME_MAX_LENGTH
 from app.services.gateway.names import NAME_SEPARATOR as NAME_SEPARATOR
