@@ -123,8 +123,9 @@ def load_config(instance_path: str) -> dict:
         "MAX_CONTENT_LENGTH": _positive_int(
             env.get("SWITCHBOARD_MAX_CONTENT_LENGTH"), DEFAULT_MAX_CONTENT_LENGTH
         ),
-        # Sign-in throttling per (email, client address): where the counters live (`limits` storage URI).
-        "LOGIN_THROTTLE_STORAGE_URI": env.get("SWITCHBOARD_LOGIN_THROTTLE_STORAGE_URI") or "memory://",
+        # Sign-in throttling: where the counters live. `database` (the default): the app's database, one count for
+        # every process and instance; or a `limits` storage URI (`redis://host:6379/0`; `memory://` is per process).
+        "LOGIN_THROTTLE_STORAGE_URI": env.get("SWITCHBOARD_LOGIN_THROTTLE_STORAGE_URI") or "database",
         # Reverse proxies in front of the app whose X-Forwarded-For is trusted for the client address (0: none).
         "TRUSTED_PROXY_COUNT": int(env.get("SWITCHBOARD_TRUSTED_PROXIES", "0")),
         # Setup-time exchanges with providers (verifying a key, indexing tools) and OAuth HTTP calls.

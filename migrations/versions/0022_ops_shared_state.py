@@ -1,0 +1,32 @@
+"""throttle_hits: the sign-in throttle's moving-window entries, shared by every process and instance (issue 31 item 1)
+
+Revision ID: 0022_ops_shared_state
+Revises: 0021_session_epoch
+"""
+
+from alembic import op
+import sqlalchemy as sa
+
+revision = "0022_ops_shared_state"
+down_revision = "0021_session_epoch"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "throttle_hits",
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False),
+        sa.Column("key", sa.String(length=200), nullable=False),
+        sa.Column("at", sa.Float(precision=53), nullable=False),
+        sa.Column("expires_at", sa.Float(precision=53), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_throttle_hits")),
+    )
+    op.create_index("ix_throttle_hits_key_at", "throttle_hits", ["key", "at"])
+    op.create_index(op.f("ix_throttle_hits_expires_at"), "throttle_hits", ["expires_at"])
+
+
+def downgrade() -> None:
+    op.drop_index(op.f("ix_throttle_hits_expires_at"), table_name="throttle_hits")
+    op.drop_index("ix_throttle_hits_key_at", table_name="throttle_hits")
+    op.drop_table("throttle_hits")
