@@ -2,6 +2,9 @@
 
 `ThrottleHit`: one failed authentication counted by the sign-in throttle (`app/services/throttle_store.py`), so a
 guess counts once whichever process answered it.
+
+`ProviderBreaker`: a provider's circuit breaker (`app/services/connections/shared_breakers.py`), so its timeouts are
+counted across every process and a paused provider is paused for all of them.
 """
 
 from __future__ import annotations
@@ -25,3 +28,15 @@ class ThrottleHit(Model):
     key: Mapped[str] = mapped_column(String(200), nullable=False)
     at: Mapped[float] = mapped_column(Float(precision=53), nullable=False)
     expires_at: Mapped[float] = mapped_column(Float(precision=53), nullable=False, index=True)
+
+
+class ProviderBreaker(Model):
+    """A provider whose last calls timed out: how many in a row, and until when calls to it are paused (wall-clock
+    seconds; None while the breaker is closed). A provider that answers has no row."""
+
+    __tablename__ = "provider_breakers"
+
+    # sha256 of `provider_limits.provider_key` (the server's address without its query): fixed length, not the URL.
+    key_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    timeouts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    open_until: Mapped[float | None] = mapped_column(Float(precision=53))

@@ -1,4 +1,5 @@
-"""throttle_hits: the sign-in throttle's moving-window entries, shared by every process and instance (issue 31 item 1)
+"""throttle_hits: the sign-in throttle's moving-window entries; provider_breakers: the providers' circuit breakers;
+both shared by every process and instance (issue 31 items 1 and 2)
 
 Revision ID: 0022_ops_shared_state
 Revises: 0021_session_epoch
@@ -24,9 +25,17 @@ def upgrade() -> None:
     )
     op.create_index("ix_throttle_hits_key_at", "throttle_hits", ["key", "at"])
     op.create_index(op.f("ix_throttle_hits_expires_at"), "throttle_hits", ["expires_at"])
+    op.create_table(
+        "provider_breakers",
+        sa.Column("key_hash", sa.String(length=64), nullable=False),
+        sa.Column("timeouts", sa.Integer(), nullable=False),
+        sa.Column("open_until", sa.Float(precision=53), nullable=True),
+        sa.PrimaryKeyConstraint("key_hash", name=op.f("pk_provider_breakers")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("provider_breakers")
     op.drop_index(op.f("ix_throttle_hits_expires_at"), table_name="throttle_hits")
     op.drop_index("ix_throttle_hits_key_at", table_name="throttle_hits")
     op.drop_table("throttle_hits")
