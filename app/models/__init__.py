@@ -24,6 +24,7 @@ from app.models.notifications import (  # notifications (issue 15)
 from app.models.oauth import OAuthClientRegistration, OAuthState
 from app.models.run_logs import AgentTaskSession, RunLog
 from app.models.runs import GatewayCancellation, HeartbeatRun, WakeupRequest
+from app.models.shared_state import ProviderBreaker, ThrottleHit
 from app.models.tenancy import AccessRevision, ApiKey, Company, LoginFailure, Membership, User
 from app.models.work import Comment, Issue, Project, ThreadInteraction
 
@@ -56,7 +57,9 @@ __all__ = [
     "LoginFailure",
     "Membership",
     "Project",
+    "ProviderBreaker",
     "ThreadInteraction",
+    "ThrottleHit",
     "User",
     "NotificationDelivery",
     "NotificationPreference",

@@ -14,7 +14,7 @@ from app.web.api.validation import BodyValidationError, validation_error_respons
 from app.web.openapi.responses import ErrorResponse, respond
 
 # /.well-known/: clients probing for OAuth metadata must get a JSON 404 they can parse, not an HTML page.
-JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz", "/.well-known/")
+JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz", "/readyz", "/.well-known/")
 STANDARD_MESSAGES = {
     400: "Bad request",
     401: "Authentication required",
@@ -37,6 +37,7 @@ PAGE_TITLES = {
     413: "Too much at once",
     422: "Could not do that",
     429: "Too many requests",
+    503: "Unavailable for a moment",
 }
 
 

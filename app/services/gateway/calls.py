@@ -12,6 +12,7 @@ from app.extensions import db
 from app.services.activity import TOOL_CALL_ACTION, record_activity, record_activity_now
 from app.services.connections import provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
+from app.services.connections.shared_breakers import DatabaseBreakers
 from app.services.gateway import limits as call_limits
 from app.services.gateway import resource_uris
 from app.services.gateway.approval_cards import _approval_step
@@ -103,11 +104,13 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
 
 
 def provider_limits_from_config() -> provider_limits.Limits:
+    """This process's bulkhead, and the breaker every process shares (in the database)."""
     config = current_app.config
     return provider_limits.Limits(
         max_concurrent=int(config.get("PROVIDER_MAX_CONCURRENT_CALLS", 4)),
         failure_threshold=int(config.get("PROVIDER_BREAKER_TIMEOUTS", 3)),
         reset_seconds=float(config.get("PROVIDER_BREAKER_SECONDS", 30)),
+        shared=DatabaseBreakers(db.engine),
     )
 
 

@@ -95,6 +95,19 @@ def recover_abandoned_runs(now: datetime | None = None) -> int:
     return recovered
 
 
+def requeue_run(run: HeartbeatRun) -> HeartbeatRun:
+    """Hand a running run back to the queue: its worker stopped before the turn ended (a graceful shutdown). The
+    wake stays claimed by this run and the frozen turn stays on it, so the next worker runs the same wake again."""
+    _lock_ending(run)
+    if run.status == "running":
+        run.status = "queued"
+        run.started_at = None
+        run.updated_at = utcnow()
+        _record_run_activity(run, "run.requeued")
+        db.session.flush()
+    return run
+
+
 def fail_run(run: HeartbeatRun, message: str) -> HeartbeatRun:
     """End a run that could not be executed (bad configuration, refused scope) without touching its session."""
     _lock_ending(run)

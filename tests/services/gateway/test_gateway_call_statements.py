@@ -1,9 +1,10 @@
 """What one gateway `tools/call` costs the database: statements and commits, warm and right after an access change.
 
-A repeated call reads the run context, then the connection with its identity and the identity's credentials (as
-plain values, compared with what the kept provider target was built from), counts the call against the connection's
-rate limits in one upsert of its counters (issue 28 item 3), and writes one activity row (its entry in the run's
-decision timeline): the tool itself is resolved from plain values kept under the company's access revision.
+A repeated call reads the address's shared count of failed authentications and the run context, then the connection
+with its identity and the identity's credentials (as plain values, compared with what the kept provider target was
+built from), counts the call against the connection's rate limits in one upsert of its counters (issue 28 item 3),
+reads the provider's shared breaker (one primary-key read, issue 31), and writes one activity row (its entry in the
+run's decision timeline): the tool itself is resolved from plain values kept under the company's access revision.
 The transaction ends (one commit) before the provider is called; the activity row is written after it in one
 autocommitted statement. A refused call commits once, at the end. Counts do not grow with the agent's connections
 and tools.
@@ -66,9 +67,11 @@ def measured(world, name="notes-1__get_note"):
 
 
 WARM = [
+    "SELECT throttle_hits",  # the address's failed authentications, counted for every process (issue 31)
     "SELECT heartbeat_runs",  # run, task, agent, responsible person's membership and the access revision
     "SELECT tool_connections",  # the connection with the selected identity and its credentials
     "INSERT gateway_call_counters",  # the call counted against its rate limits and loop breaker (one upsert)
+    "SELECT provider_breakers",  # the provider's breaker, shared by every process (issue 31), autocommitted
     "INSERT activity_log",  # the call's activity row, autocommitted
 ]
 
