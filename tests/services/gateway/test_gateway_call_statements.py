@@ -127,6 +127,7 @@ def test_a_call_refused_by_a_limit_costs_two_more_statements(app, db, world, not
     refused, statements, commits, _raw = measured(world)
     assert refusal_fields(refused)["reasonCode"] == "rate_limited"
     assert statements == [
+        "SELECT throttle_hits",  # the address's failed authentications, counted for every process (issue 31)
         "SELECT heartbeat_runs",
         "SELECT tool_connections",
         "INSERT gateway_call_counters",  # counted: over the limit
