@@ -151,9 +151,15 @@ def is_foreign_origin() -> bool:
 
 def _bearer_challenge() -> str:
     """The 401's challenge. The runtime doors keep their contract (always `error="invalid_token"`); the gateway follows
-    RFC 6750 section 3.1: a request that sent no credentials gets no error code."""
-    if request.path.startswith("/mcp/gateway") and not request.headers.get("Authorization"):
-        return "Bearer"
+    RFC 6750 section 3.1 (a request that sent no credentials gets no error code) and names its protected-resource
+    metadata (RFC 9728 section 5.1), where an MCP client finds the authorization server to sign in with."""
+    if request.path.startswith("/mcp/gateway"):
+        from app.services.assistants.urls import resource_metadata_url
+
+        metadata = f'resource_metadata="{resource_metadata_url()}"'
+        if not request.headers.get("Authorization"):
+            return f"Bearer {metadata}"
+        return f'Bearer error="invalid_token", {metadata}'
     return 'Bearer error="invalid_token"'
 
 
