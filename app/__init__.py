@@ -108,6 +108,9 @@ def register_blueprints(app: Flask) -> None:
     for door in doors:
         app.register_blueprint(door.bp)
     errors.register_error_handlers(app)
+    from app.services.assistants.server import init_server
+
+    init_server(app)
 
 
 def register_cli(app: Flask) -> None:

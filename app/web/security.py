@@ -165,11 +165,17 @@ def _bearer_challenge() -> str:
 
 def request_run_claims() -> dict:
     """The verified claims of the request's run token (checked once per request), else TokenInvalid (401)."""
+    from app.services.assistants import access as assistant_access
     from app.services.runs.tokens import TokenInvalid, verify_run_token
 
     if "run_claims" not in g:
         try:
-            g.run_claims = verify_run_token(bearer_token())
+            token = bearer_token()
+            if assistant_access.is_assistant_token(token):
+                # An assistant's OAuth access token stands for its session run (`services/assistants/access`).
+                g.run_claims = assistant_access.claims_for_access_token(token, request.path)
+            else:
+                g.run_claims = verify_run_token(token)
         except TokenInvalid:
             if not g.get("run_token_failure_counted"):
                 g.run_token_failure_counted = True

@@ -10,6 +10,7 @@ from flask import current_app
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.activity import record_activity, record_activity_now
+from app.services.assistants.access import is_read_only
 from app.services.connections import provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.gateway import resource_uris
@@ -23,6 +24,7 @@ from app.services.gateway.results import (
     PROVIDER_ERROR,
     PROVIDER_PAUSED,
     PROVIDER_TIMEOUT,
+    READ_ONLY_ASSISTANT,
     TOOL_BLOCKED,
     PreparedCall,
     _refusal,
@@ -77,7 +79,14 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
     prepared.has_output_schema = tool.has_output_schema
     projected = project_arguments(arguments, tool.managed)
     prepared.arguments = projected
-    if tool.action == "block":
+    if tool.is_write and is_read_only(ctx.run.context_snapshot):
+        prepared.decision = READ_ONLY_ASSISTANT
+        prepared.result = _refusal(
+            READ_ONLY_ASSISTANT,
+            f"{tool.name} changes things, and this assistant was connected read-only. It was not run; do not "
+            "retry it.",
+        )
+    elif tool.action == "block":
         prepared.decision = TOOL_BLOCKED
         prepared.result = _refusal(
             TOOL_BLOCKED,

@@ -5,4 +5,5 @@ from flask import Blueprint
 
 bp = Blueprint("assistant_oauth", __name__)
 
-from app.web.assistant_oauth import metadata  # noqa: E402,F401  (routes register on bp)
+# The routes register on bp when their modules are imported.
+from app.web.assistant_oauth import consent, endpoints, metadata  # noqa: E402,F401
