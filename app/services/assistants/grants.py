@@ -184,15 +184,16 @@ def grant_for(membership: Membership, grant_id: uuid.UUID) -> AssistantGrant:
     return grant
 
 
-def connected_assistants(membership: Membership) -> list[tuple[AssistantGrant, User]]:
-    """The member's assistants (owners and admins: the company's), newest first, with their person; one statement."""
+def connected_assistants(membership: Membership) -> list[tuple[AssistantGrant, User, AssistantClient]]:
+    """The member's connected assistants (owners and admins: the company's), newest first, each with its person and
+    client, in one statement."""
     query = (
-        select(AssistantGrant, User)
+        select(AssistantGrant, User, AssistantClient)
         .join(User, User.id == AssistantGrant.user_id)
+        .join(AssistantClient, AssistantClient.id == AssistantGrant.client_pk)
         .where(AssistantGrant.company_id == membership.company_id, AssistantGrant.disconnected_at.is_(None))
         .order_by(AssistantGrant.consented_at.desc())
     )
     if membership.role not in ADMIN_ROLES:
         query = query.where(AssistantGrant.user_id == membership.user_id)
-    rows = db.session.execute(query).all()
-    return [(row[0], row[1]) for row in rows]
+    return [(row[0], row[1], row[2]) for row in db.session.execute(query).all()]

@@ -6,4 +6,4 @@ from flask import Blueprint
 bp = Blueprint("assistant_oauth", __name__)
 
 # The routes register on bp when their modules are imported.
-from app.web.assistant_oauth import consent, endpoints, metadata  # noqa: E402,F401
+from app.web.assistant_oauth import consent, endpoints, metadata, settings  # noqa: E402,F401
