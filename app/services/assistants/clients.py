@@ -69,6 +69,7 @@ def _fetch_document(client_id: str) -> dict:
             allow_redirects=False,
             stream=True,
             headers={"Accept": "application/json"},
+            verify=current_app.config.get("OUTBOUND_CA_BUNDLE") or True,
         ) as response:
             if response.status_code != 200:
                 raise ClientRefused(f"The client's metadata document answered HTTP {response.status_code}.")

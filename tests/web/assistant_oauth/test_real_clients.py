@@ -1,0 +1,220 @@
+"""Proof with a real client (issue 29): the official MCP Python SDK 2.x OAuth client (`OAuthClientProvider`) against
+the live server. It discovers everything from the gateway's 401 (RFC 9728, RFC 8414), registers itself (RFC 7591),
+signs in with authorization code + PKCE S256 while a real HTTP client plays the person's browser (signed in,
+reading the consent page and posting it with its CSRF token), then lists and calls a granted tool, is refused one
+that is not granted, and stops working after the person disconnects it in Settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+from mcp.shared.exceptions import MCPError
+from sqlalchemy import select
+
+from app.models.assistants import AssistantClient
+from tests.conftest import serving
+from tests.factories import DEFAULT_PASSWORD
+from tests.peers.mcp_servers import NOTES_KEY
+from tests.peers.tls_documents import https_document_server
+from tests.services.gateway import test_gateway
+from tests.services.gateway.test_gateway import connect
+
+world = test_gateway.world
+CSRF_RE = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
+REDIRECT = "http://127.0.0.1:8765/callback"
+
+
+class MemoryStorage:
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client_info: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client_info = client_info
+
+
+class Browser:
+    """The person's browser: a real HTTP client with a session cookie, signed in through the login form."""
+
+    def __init__(self, base: str, email: str) -> None:
+        self.http = httpx.Client(base_url=base, follow_redirects=False, timeout=30)
+        page = self.http.get("/login")
+        token = CSRF_RE.search(page.text).group(1)
+        signed_in = self.http.post(
+            "/login", data={"csrf_token": token, "email": email, "password": DEFAULT_PASSWORD}
+        )
+        assert signed_in.status_code in (302, 303), signed_in.text
+        self.visits: list[str] = []
+        self.allow = True
+        self.result: AuthorizationCodeResult | None = None
+
+    def consent(self, url: str, company_id: str) -> None:
+        """Open the authorization URL, read the consent page, allow (or refuse to act, once disconnected)."""
+        self.visits.append(url)
+        if not self.allow:
+            raise RuntimeError("The person does not sign the assistant in again")
+        page = self.http.get(url)
+        assert page.status_code == 200, page.text
+        assert "Connect Claude Code to Switchboard?" in page.text
+        token = CSRF_RE.search(page.text).group(1)
+        answer = self.http.post(
+            url, data={"csrf_token": token, "company_id": company_id, "decision": "allow"}
+        )
+        assert answer.status_code == 302, answer.text
+        location = urlsplit(answer.headers["Location"])
+        assert location.geturl().startswith(REDIRECT)
+        params = {k: v[0] for k, v in parse_qs(location.query).items()}
+        self.result = AuthorizationCodeResult(
+            code=params["code"], state=params.get("state"), iss=params.get("iss")
+        )
+
+    def disconnect_all(self) -> None:
+        page = self.http.get("/settings/assistants")
+        token = CSRF_RE.search(page.text).group(1)
+        for grant_id in re.findall(r"/settings/assistants/([0-9a-f-]{36})/disconnect", page.text):
+            done = self.http.post(f"/settings/assistants/{grant_id}/disconnect", data={"csrf_token": token})
+            assert done.status_code == 303
+
+
+@pytest.fixture
+def live(app, db):
+    """The app on a loopback port, with PUBLIC_BASE_URL naming it (the issuer and resource clients check)."""
+    saved = app.config["PUBLIC_BASE_URL"]
+    with serving(app) as base:
+        app.config["PUBLIC_BASE_URL"] = base
+        try:
+            yield base
+        finally:
+            app.config["PUBLIC_BASE_URL"] = saved
+
+
+def provider_for(
+    base: str, browser: Browser, company_id: str, client_metadata_url: str | None = None
+) -> OAuthClientProvider:
+    async def redirect_handler(url: str) -> None:
+        await asyncio.to_thread(browser.consent, url, company_id)
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        assert browser.result is not None
+        return browser.result
+
+    metadata = OAuthClientMetadata(
+        client_name="Claude Code",
+        redirect_uris=[REDIRECT],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+    return OAuthClientProvider(
+        server_url=f"{base}/mcp/gateway",
+        client_metadata=metadata,
+        storage=MemoryStorage(),
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+        client_metadata_url=client_metadata_url,
+    )
+
+
+async def use_gateway(url: str, provider: OAuthClientProvider) -> dict:
+    http = create_mcp_http_client(auth=provider)
+    async with (
+        http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        called = await session.call_tool("notes__search_notes", {"query": "release"})
+        try:
+            await session.call_tool("honcho__save_memory", {"content": "x"})
+            refused: Exception | None = None
+        except MCPError as error:
+            refused = error
+        return {"names": names, "called": called, "refused": refused}
+
+
+def test_the_python_sdk_signs_in_by_registration_and_stops_after_disconnect(db, world, live):
+    connect(world, "github", NOTES_KEY, name="Notes")
+    browser = Browser(live, world.owner.email)
+    provider = provider_for(live, browser, str(world.company.id))
+    url = f"{live}/mcp/gateway"
+    seen = asyncio.run(asyncio.wait_for(use_gateway(url, provider), timeout=60))
+    assert len(browser.visits) == 1  # one sign-in
+    assert "notes__search_notes" in seen["names"] and "honcho__save_memory" not in seen["names"]
+    assert seen["called"].is_error is not True
+    assert isinstance(seen["refused"], MCPError) and "honcho__save_memory" in str(seen["refused"])
+    assert provider.context.client_info.client_id.startswith("sbc_")  # registered (RFC 7591)
+    # A second session reuses the stored tokens: no new sign-in.
+    asyncio.run(asyncio.wait_for(use_gateway(url, provider), timeout=60))
+    assert len(browser.visits) == 1
+    # Disconnect: the same client is refused and sent back to sign in, which the person does not do.
+    browser.disconnect_all()
+    browser.allow = False
+    with pytest.raises(BaseException) as stopped:  # noqa: PT011 (the SDK wraps the failure in task groups)
+        asyncio.run(asyncio.wait_for(use_gateway(url, provider), timeout=60))
+    assert "The person does not sign the assistant in again" in "\n".join(messages(stopped.value))
+    assert len(browser.visits) == 2
+
+
+def messages(error: BaseException) -> list[str]:
+    """Every message in an exception, its groups and its causes."""
+    found = [str(error)]
+    for inner in getattr(error, "exceptions", ()):
+        found += messages(inner)
+    for linked in (error.__cause__, error.__context__):
+        if linked is not None:
+            found += messages(linked)
+    return found
+
+
+def test_the_python_sdk_signs_in_with_a_client_id_metadata_document(db, world, live, app, tmp_path):
+    connect(world, "github", NOTES_KEY, name="Notes")
+
+    def document(url: str) -> dict:
+        return {
+            "client_id": url,
+            "client_name": "Claude Code",
+            "redirect_uris": [REDIRECT],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        }
+
+    saved = (app.config["OUTBOUND_ALLOWED_HOSTS"], app.config.get("OUTBOUND_CA_BUNDLE"))
+    with https_document_server(tmp_path, document) as (document_url, ca_file):
+        app.config["OUTBOUND_ALLOWED_HOSTS"], app.config["OUTBOUND_CA_BUNDLE"] = ["127.0.0.1"], str(ca_file)
+        try:
+            browser = Browser(live, world.owner.email)
+            provider = provider_for(live, browser, str(world.company.id), client_metadata_url=document_url)
+            seen = asyncio.run(asyncio.wait_for(use_gateway(f"{live}/mcp/gateway", provider), timeout=60))
+        finally:
+            app.config["OUTBOUND_ALLOWED_HOSTS"], app.config["OUTBOUND_CA_BUNDLE"] = saved
+    assert provider.context.client_info.client_id == document_url  # no registration: the document's URL
+    assert "notes__search_notes" in seen["names"] and seen["called"].is_error is not True
+    assert isinstance(seen["refused"], MCPError)
+    client = db.session.scalars(select(AssistantClient)).one()
+    assert (client.kind, client.client_name) == ("metadata_document", "Claude Code")
