@@ -45,7 +45,3 @@ def claims_for_access_token(token: str, path: str) -> dict:
     if last is None or now - last >= LAST_USED_PRECISION:
         grant.last_used_at = now
     return grants.run_claims(grant)
-
-
-def is_read_only(context_snapshot: dict | None) -> bool:
-    return bool((context_snapshot or {}).get(grants.READ_ONLY_KEY))

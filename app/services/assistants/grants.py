@@ -27,10 +27,10 @@ from app.services.agents import create_agent
 from app.services.runs import lifecycle
 from app.services.runs.tokens import SCOPE as RUN_SCOPE
 from app.services.runs.tokens import instance_id
+from app.services.runtime.context import READ_ONLY_KEY
 from app.services.work import create_issue
 
 INVOCATION_SOURCE = "assistant"
-READ_ONLY_KEY = "assistantReadOnly"
 ADMIN_ROLES = ("owner", "admin")
 
 

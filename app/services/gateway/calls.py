@@ -10,7 +10,6 @@ from flask import current_app
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.activity import record_activity, record_activity_now
-from app.services.assistants.access import is_read_only
 from app.services.connections import provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.gateway import resource_uris
@@ -32,6 +31,7 @@ from app.services.gateway.results import (
 from app.services.gateway.targets import ProviderTarget, call_timeout, provider_target
 from app.services.gateway.tools import call_target
 from app.services.oauth.errors import ReauthorizationRequired
+from app.services.runtime.context import is_read_only
 
 if TYPE_CHECKING:
     from app.services.runtime.context import RunContext

@@ -171,3 +171,20 @@ def test_device_code_sign_in_from_a_script(db, world, app):
     again = script.post("/token", data={**poll, "client_id": client_id})
     assert again.status_code == 400  # a device code gives tokens once
     assert re.fullmatch(r"[A-Z]{4}-[A-Z]{4}", device["user_code"])
+
+
+def test_a_viewers_assistant_reads_but_never_writes(db, world, make, app):
+    connect(world, "honcho", HONCHO_KEY)
+    viewer = make.member(world.company, "viewer")
+    viewer_client = app.test_client()
+    sign_in(viewer_client, viewer)
+    _client_id, tokens = sign_in_assistant(viewer_client, world.company.id)
+    token = tokens["access_token"]
+    read = rpc(
+        viewer_client, token, "tools/call", {"name": "honcho__search_memory", "arguments": {"query": "x"}}
+    )
+    assert read.status_code == 200 and read.json["result"].get("isError") is not True, read.json
+    write = rpc(
+        viewer_client, token, "tools/call", {"name": "honcho__save_memory", "arguments": {"content": "x"}}
+    )
+    assert refusal_fields(write.json["result"])["reasonCode"] == "read_only_assistant"
