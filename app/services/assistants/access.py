@@ -9,6 +9,7 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from app.extensions import db
+from app.models import HeartbeatRun
 from app.models.assistants import AssistantGrant, AssistantToken
 from app.models.base import as_utc, utcnow
 from app.services.assistants import grants, secrets, urls
@@ -25,13 +26,14 @@ def is_assistant_token(token: str) -> bool:
 def claims_for_access_token(token: str, path: str) -> dict:
     """The run claims an access token stands for on `path`, else TokenInvalid (the same 401 as a bad run token)."""
     row = db.session.execute(
-        select(AssistantToken, AssistantGrant)
+        select(AssistantToken, AssistantGrant, HeartbeatRun.status)
         .join(AssistantGrant, AssistantGrant.id == AssistantToken.grant_id)
+        .outerjoin(HeartbeatRun, HeartbeatRun.id == AssistantGrant.run_id)
         .where(AssistantToken.access_token_hash == secrets.digest(token))
     ).first()
     if row is None:
         raise TokenInvalid()
-    issued, grant = row
+    issued, grant, run_status = row
     now = utcnow()
     if (
         issued.revoked_at is not None
@@ -44,4 +46,5 @@ def claims_for_access_token(token: str, path: str) -> dict:
     last = as_utc(grant.last_used_at)
     if last is None or now - last >= LAST_USED_PRECISION:
         grant.last_used_at = now
-    return grants.run_claims(grant)
+    # The session run is read with the token; only an ended one is reopened (and read again) here.
+    return grants.run_claims(grant, run_is_live=run_status == "running")

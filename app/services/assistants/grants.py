@@ -131,13 +131,14 @@ def live_run(grant: AssistantGrant) -> HeartbeatRun:
     return run
 
 
-def run_claims(grant: AssistantGrant) -> dict:
-    """The claims a run token of the grant's live run would carry: what the gateway validates on every call."""
-    run = live_run(grant)
+def run_claims(grant: AssistantGrant, *, run_is_live: bool = False) -> dict:
+    """The claims a run token of the grant's live run would carry: what the gateway validates on every call.
+    `run_is_live`: the caller read the run's status as running (no need to load it)."""
+    run_id = grant.run_id if run_is_live and grant.run_id else live_run(grant).id
     return {
-        "sub": str(run.agent_id),
-        "company_id": str(run.company_id),
-        "run_id": str(run.id),
+        "sub": str(grant.agent_id),
+        "company_id": str(grant.company_id),
+        "run_id": str(run_id),
         "responsible_user_id": str(grant.user_id),
         "scope": RUN_SCOPE,
         "instance_id": instance_id(),

@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from app.models import ActivityLog, Agent, HeartbeatRun
 from app.models.assistants import AssistantGrant, AssistantToken
+from tests.conftest import count_statements
 from tests.doors import bearer, rpc
 from tests.peers.mcp_servers import NOTES_KEY
 from tests.services.gateway import test_gateway
@@ -194,3 +195,20 @@ def test_deny_sends_access_denied(db, world):
     params = code_from(denied)
     assert params["error"] == "access_denied" and params["state"] == "st4te"
     assert denied.headers["Location"].startswith(REDIRECT)
+
+
+def test_an_assistant_token_costs_one_statement_more_than_a_run_token(db, world):
+    """The token, its grant and its session run's status come back in one statement; nothing else is added."""
+    connect(world, "github", NOTES_KEY, name="Notes")
+    _client_id, tokens = sign_in_assistant(world.client, world.company.id)
+    params = {"name": "notes__search_notes", "arguments": {"query": "release"}}
+    counts = {}
+    for token in (world.token, tokens["access_token"]):
+        rpc(world.client, token, "tools/call", params)  # warm: listings, last use
+        with count_statements(db.engine) as listed:
+            rpc(world.client, token, "tools/list")
+        with count_statements(db.engine) as called:
+            rpc(world.client, token, "tools/call", params)
+        counts[token] = (len(listed), len(called))
+    run_list, run_call = counts[world.token]
+    assert counts[tokens["access_token"]] == (run_list + 1, run_call + 1)
