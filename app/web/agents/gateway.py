@@ -90,7 +90,10 @@ def rpc() -> ResponseReturnValue:
 
     def list_tools() -> RawJSON:
         run, revision, adapter_type = live_run()
-        return gateway_tools.list_tool_definitions(run, revision, tool_name_budget(adapter_type))
+        listing = gateway_tools.list_tool_definitions(run, revision, tool_name_budget(adapter_type))
+        return (
+            gateway_tools.only_reading(listing) if run_context.is_read_only(run.context_snapshot) else listing
+        )
 
     return jsonrpc.serve(
         jsonrpc.Door(

@@ -94,6 +94,8 @@ def test_a_read_only_assistant_is_refused_write_tools(db, world):
     connect(world, "honcho", HONCHO_KEY)
     _client_id, tokens = sign_in_assistant(world.client, world.company.id, read_only=True)
     token = tokens["access_token"]
+    listed = {t["name"] for t in rpc(world.client, token, "tools/list").json["result"]["tools"]}
+    assert "honcho__search_memory" in listed and "honcho__save_memory" not in listed
     read = rpc(
         world.client, token, "tools/call", {"name": "honcho__search_memory", "arguments": {"query": "x"}}
     )
