@@ -267,3 +267,73 @@ def test_the_typescript_sdk_signs_in_by_registration_and_stops_after_disconnect(
     stopped = run_ts_client({**spec, "cookie": ""})
     # The gateway refuses the access token (401), the SDK tries its refresh token, which Disconnect revoked too.
     assert "tools" not in stopped and stopped["failure"]["kind"] == "InvalidGrantError", stopped
+
+
+async def call_with_bearer(url: str, token: str) -> dict:
+    """The Python SDK with a plain bearer header: what a CLI does with the token its device sign-in gave it."""
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with (
+        http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        called = await session.call_tool("notes__search_notes", {"query": "release"})
+        try:
+            await session.call_tool("honcho__save_memory", {"content": "x"})
+            refused: Exception | None = None
+        except MCPError as error:
+            refused = error
+        return {"names": names, "called": called, "refused": refused}
+
+
+def test_a_device_code_sign_in_from_a_script(db, world, live):
+    connect(world, "github", NOTES_KEY, name="Notes")
+    cli = httpx.Client(base_url=live, timeout=30)  # the script: no browser, no session
+    registered = cli.post(
+        "/register",
+        json={
+            "client_name": "Codex CLI",
+            "redirect_uris": [REDIRECT],
+            "grant_types": ["urn:ietf:params:oauth:grant-type:device_code", "refresh_token"],
+            "token_endpoint_auth_method": "none",
+        },
+    )
+    assert registered.status_code == 201
+    client_id = registered.json()["client_id"]
+    device = cli.post("/device_authorization", data={"client_id": client_id}).json()
+    poll = {
+        "grant_type": "urn:ietf:params:oauth:grant-type:device_code",
+        "device_code": device["device_code"],
+        "client_id": client_id,
+    }
+    assert cli.post("/token", data=poll).json()["error"] == "authorization_pending"
+    # The person opens the address the script printed, signed in, and allows.
+    browser = Browser(live, world.owner.email)
+    page = browser.http.get(device["verification_uri_complete"])
+    assert page.status_code == 200 and "Connect Codex CLI to Switchboard?" in page.text
+    token = CSRF_RE.search(page.text).group(1)
+    allowed = browser.http.post(
+        "/device",
+        data={
+            "csrf_token": token,
+            "user_code": device["user_code"],
+            "company_id": str(world.company.id),
+            "decision": "allow",
+        },
+    )
+    assert allowed.status_code == 200 and "Codex CLI is connected" in allowed.text
+    tokens = cli.post("/token", data=poll)
+    assert tokens.status_code == 200
+    url = f"{live}/mcp/gateway"
+    seen = asyncio.run(asyncio.wait_for(call_with_bearer(url, tokens.json()["access_token"]), timeout=60))
+    assert "notes__search_notes" in seen["names"] and seen["called"].is_error is not True
+    assert isinstance(seen["refused"], MCPError)
+    browser.disconnect_all()
+    after = cli.post(
+        "/mcp/gateway",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Authorization": f"Bearer {tokens.json()['access_token']}"},
+    )
+    assert after.status_code == 401
