@@ -33,6 +33,9 @@ class AssistantClient(IdMixin, Model):
     client_name: Mapped[str] = mapped_column(String(200), nullable=False)
     client_uri: Mapped[str | None] = mapped_column(Text)
     logo_uri: Mapped[str | None] = mapped_column(Text)
+    # The logo of a metadata-document client, fetched through the outbound guard with its document and kept as a
+    # data: URL (pages load images from this origin or data: only); raster formats only, never SVG.
+    logo_data: Mapped[str | None] = mapped_column(Text)
     redirect_uris: Mapped[list] = mapped_column(JSONType, nullable=False, default=list)
     grant_types: Mapped[list] = mapped_column(JSONType, nullable=False, default=list)
     token_endpoint_auth_method: Mapped[str] = mapped_column(String(40), nullable=False, default="none")

@@ -26,6 +26,7 @@ def upgrade():
     sa.Column('client_name', sa.String(length=200), nullable=False),
     sa.Column('client_uri', sa.Text(), nullable=True),
     sa.Column('logo_uri', sa.Text(), nullable=True),
+    sa.Column('logo_data', sa.Text(), nullable=True),
     sa.Column('redirect_uris', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('grant_types', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('token_endpoint_auth_method', sa.String(length=40), nullable=False),

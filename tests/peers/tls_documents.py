@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 import json
@@ -17,6 +18,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+# A 1x1 PNG: the client's logo, served at /oauth/logo.png beside the document.
+LOGO_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
 
 
 def _name(common: str) -> x509.Name:
@@ -84,15 +90,19 @@ def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
 
 @contextmanager
 def https_document_server(folder: Path, make_document: Callable[[str], dict]) -> Iterator[tuple[str, Path]]:
-    """Serve `make_document(url)` at https://127.0.0.1:<port>/oauth/client.json; yields (url, CA bundle)."""
+    """Serve `make_document(url)` at https://127.0.0.1:<port>/oauth/client.json and `LOGO_PNG` at
+    /oauth/logo.png; yields (document url, CA bundle)."""
     ca_file, cert_file, key_file = make_certificates(folder)
     url_holder: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            body = json.dumps(make_document(url_holder[0])).encode()
+            if self.path.endswith("/logo.png"):
+                body, kind = LOGO_PNG, "image/png"
+            else:
+                body, kind = json.dumps(make_document(url_holder[0])).encode(), "application/json"
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

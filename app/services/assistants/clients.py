@@ -5,6 +5,7 @@ itself (RFC 7591). Client ID metadata documents are public clients (`none`); a r
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -20,6 +21,8 @@ from app.models.base import as_utc, utcnow
 
 DOCUMENT_MAX_BYTES = 32 * 1024
 DOCUMENT_FRESH_FOR = timedelta(hours=1)
+LOGO_MAX_BYTES = 64 * 1024
+LOGO_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 GRANT_TYPES = ("authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
 REFUSED_SCHEMES = ("javascript", "data", "file", "vbscript")
@@ -91,6 +94,31 @@ def _fetch_document(client_id: str) -> dict:
     return document
 
 
+def _logo_data(url: str | None) -> str | None:
+    """The logo as a data: URL, when it is a small PNG, JPEG, GIF or WebP image that answers in time; else None
+    (a logo is decoration: a failure never refuses the client)."""
+    if not url:
+        return None
+    timeout = float(current_app.config.get("OUTBOUND_TIMEOUT_SECONDS", 10))
+    try:
+        with guarded_session().get(
+            url,
+            timeout=timeout,
+            allow_redirects=False,
+            stream=True,
+            verify=current_app.config.get("OUTBOUND_CA_BUNDLE") or True,
+        ) as response:
+            kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if response.status_code != 200 or kind not in LOGO_TYPES:
+                return None
+            body = response.raw.read(LOGO_MAX_BYTES + 1, decode_content=True)
+    except requests.RequestException:
+        return None
+    if len(body) > LOGO_MAX_BYTES:
+        return None
+    return f"data:{kind};base64,{base64.b64encode(body).decode()}"
+
+
 def _from_document(client_id: str, document: dict) -> dict:
     """The client's fields from its document (draft-ietf-oauth-client-id-metadata-document): it must name itself by
     the URL it was fetched from, list its redirect URIs, and authenticate with nothing (`none`)."""
@@ -151,6 +179,7 @@ def find_client(client_id: str) -> AssistantClient | None:
         db.session.add(row)
     for name, value in fields.items():
         setattr(row, name, value)
+    row.logo_data = _logo_data(row.logo_uri)
     row.document = document
     row.fetched_at = utcnow()
     db.session.flush()

@@ -45,6 +45,7 @@ def _client_facts(client: AssistantClient) -> dict:
         "name_unverified": True,
         "registered": client.kind == ClientKind.REGISTERED,
         "logo_uri": client.logo_uri,
+        "logo_data": client.logo_data,
         "redirect_hosts": sorted({urlsplit(u).hostname or u for u in client.redirect_uris or []}),
     }
 

@@ -60,7 +60,7 @@ def good_document(url: str) -> dict:
         "client_id": url,
         "client_name": "Cursor",
         "client_uri": "https://cursor.example",
-        "logo_uri": "https://cursor.example/logo.png",
+        "logo_uri": "https://127.0.0.1:9/logo.png",  # nothing listens there: no logo, no traffic
         "redirect_uris": [REDIRECT],
         "grant_types": ["authorization_code", "refresh_token"],
         "token_endpoint_auth_method": "none",

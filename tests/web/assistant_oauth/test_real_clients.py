@@ -9,6 +9,7 @@ that is not granted, and stops working after the person disconnects it in Settin
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import subprocess
@@ -34,7 +35,7 @@ from tests.conftest import serving
 from tests.factories import DEFAULT_PASSWORD
 from tests.paths import PEERS
 from tests.peers.mcp_servers import NOTES_KEY
-from tests.peers.tls_documents import https_document_server
+from tests.peers.tls_documents import LOGO_PNG, https_document_server
 from tests.services.gateway import test_gateway
 from tests.services.gateway.test_gateway import connect
 
@@ -73,6 +74,7 @@ class Browser:
         )
         assert signed_in.status_code in (302, 303), signed_in.text
         self.visits: list[str] = []
+        self.pages: list[str] = []
         self.allow = True
         self.result: AuthorizationCodeResult | None = None
 
@@ -83,6 +85,7 @@ class Browser:
             raise RuntimeError("The person does not sign the assistant in again")
         page = self.http.get(url)
         assert page.status_code == 200, page.text
+        self.pages.append(page.text)
         assert "Connect Claude Code to Switchboard?" in page.text
         token = CSRF_RE.search(page.text).group(1)
         answer = self.http.post(
@@ -202,6 +205,7 @@ def test_the_python_sdk_signs_in_with_a_client_id_metadata_document(db, world, l
         return {
             "client_id": url,
             "client_name": "Claude Code",
+            "logo_uri": url.replace("client.json", "logo.png"),
             "redirect_uris": [REDIRECT],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
@@ -218,6 +222,10 @@ def test_the_python_sdk_signs_in_with_a_client_id_metadata_document(db, world, l
         finally:
             app.config["OUTBOUND_ALLOWED_HOSTS"], app.config["OUTBOUND_CA_BUNDLE"] = saved
     assert provider.context.client_info.client_id == document_url  # no registration: the document's URL
+    logo = "data:image/png;base64," + base64.b64encode(LOGO_PNG).decode()
+    assert (
+        f'<img src="{logo}" alt="Claude Code logo"' in browser.pages[0]
+    )  # fetched through the guard, inlined
     assert "notes__search_notes" in seen["names"] and seen["called"].is_error is not True
     assert isinstance(seen["refused"], MCPError)
     client = db.session.scalars(select(AssistantClient)).one()
