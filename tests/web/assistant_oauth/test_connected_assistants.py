@@ -15,7 +15,7 @@ from tests.conftest import count_statements, sign_in
 from tests.doors import bearer, refusal_fields, rpc
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 from tests.services.gateway import test_gateway
-from tests.services.gateway.test_gateway import connect
+from tests.services.gateway.test_gateway import approve, connect
 from tests.web.assistant_oauth.flow import CSRF_RE, RESOURCE, refresh, register, sign_in_assistant
 
 world = test_gateway.world
@@ -131,7 +131,15 @@ def test_the_assistant_token_cannot_approve(db, world):
     assert attempt.status_code == 400  # no session, no CSRF token: the bearer token is not a way in
     db.session.expire_all()
     card = db.session.get(ThreadInteraction, uuid.UUID(approval_id))
-    assert card.status == "pending"
+    assert card.status == "pending" and card.addressee_user_id == world.owner.id
+    # The person finds the card in their Inbox and approves it there; the assistant's call then goes through.
+    inbox = world.client.get("/api/me/inbox", headers={"X-CSRFToken": world.csrf})
+    assert approval_id in inbox.get_data(as_text=True)
+    assert approve(world, approval_id).status_code == 200
+    again = rpc(
+        world.client, token, "tools/call", {"name": "honcho__save_memory", "arguments": {"content": "x"}}
+    )
+    assert again.json["result"].get("isError") is not True, again.json
 
 
 def test_device_code_sign_in_from_a_script(db, world, app):
