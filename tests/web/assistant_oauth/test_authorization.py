@@ -212,3 +212,19 @@ def test_an_assistant_token_costs_one_statement_more_than_a_run_token(db, world)
         counts[token] = (len(listed), len(called))
     run_list, run_call = counts[world.token]
     assert counts[tokens["access_token"]] == (run_list + 1, run_call + 1)
+
+
+def test_an_expired_access_token_is_refused_and_the_refresh_token_gets_a_new_one(db, world):
+    client_id, tokens = sign_in_assistant(world.client, world.company.id)
+    stored = db.session.scalars(select(AssistantToken)).one()
+    stored.access_expires_at = stored.created_at  # as if 15 minutes had passed
+    db.session.commit()
+    refused = rpc(world.client, tokens["access_token"], "tools/list")
+    assert refused.status_code == 401
+    assert refused.headers["WWW-Authenticate"] == (
+        'Bearer error="invalid_token", '
+        'resource_metadata="http://127.0.0.1:5000/.well-known/oauth-protected-resource/mcp/gateway"'
+    )
+    renewed = refresh(world.client, client_id, tokens["refresh_token"])
+    assert renewed.status_code == 200
+    assert rpc(world.client, renewed.json["access_token"], "tools/list").status_code == 200
