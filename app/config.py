@@ -161,6 +161,9 @@ def load_config(instance_path: str) -> dict:
         "OUTBOUND_ALLOWED_HOSTS": [
             h for h in (env.get("SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS") or "").split(",") if h.strip()
         ],
+        # A CA bundle (PEM file) trusted instead of the public roots when fetching assistants' client ID metadata
+        # documents, for a private PKI; unset: the public roots.
+        "OUTBOUND_CA_BUNDLE": env.get("SWITCHBOARD_OUTBOUND_CA_BUNDLE") or None,
         # Browser origins besides PUBLIC_BASE_URL's that may call the agent doors (comma-separated, e.g.
         # "http://localhost:5000"); a request from any other Origin gets 403 (MCP transport security).
         "AGENT_ALLOWED_ORIGINS": [

@@ -2,6 +2,13 @@
 
 from app.models.activity import ActivityLog
 from app.models.agents import Agent, AgentSecret
+from app.models.assistants import (
+    AssistantClient,
+    AssistantCode,
+    AssistantDeviceCode,
+    AssistantGrant,
+    AssistantToken,
+)
 from app.models.connections import (
     CatalogApp,
     CatalogState,
@@ -29,6 +36,11 @@ from app.models.tenancy import AccessRevision, ApiKey, Company, LoginFailure, Me
 from app.models.work import Comment, Issue, Project, ThreadInteraction
 
 __all__ = [
+    "AssistantClient",
+    "AssistantCode",
+    "AssistantDeviceCode",
+    "AssistantGrant",
+    "AssistantToken",
     "AccessRevision",
     "AgentSecret",
     "AgentTaskSession",

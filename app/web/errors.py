@@ -41,9 +41,8 @@ PAGE_TITLES = {
 }
 
 
-# Where MCP clients look for an OAuth authorization server (the MCP authorization spec's default endpoints when
-# discovery finds none): Switchboard serves none yet, so each answers a JSON 404 a client can read, not a page.
-OAUTH_DEFAULT_PATHS = frozenset({"/register", "/token", "/authorize", "/revoke"})
+# The assistants' authorization server's endpoints that clients (not people) call: their errors are JSON.
+OAUTH_DEFAULT_PATHS = frozenset({"/register", "/token", "/revoke", "/device_authorization"})
 
 
 def wants_json() -> bool:

@@ -25,6 +25,7 @@ from app.services.gateway.results import (
     PROVIDER_ERROR,
     PROVIDER_PAUSED,
     PROVIDER_TIMEOUT,
+    READ_ONLY_ASSISTANT,
     TOOL_BLOCKED,
     PreparedCall,
     _refusal,
@@ -32,6 +33,7 @@ from app.services.gateway.results import (
 from app.services.gateway.targets import ProviderTarget, call_timeout, provider_target
 from app.services.gateway.tools import call_target
 from app.services.oauth.errors import ReauthorizationRequired
+from app.services.runtime.context import is_read_only
 
 if TYPE_CHECKING:
     from app.services.runtime.context import RunContext
@@ -81,7 +83,14 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
     projected = project_arguments(arguments, tool.managed)
     prepared.arguments = projected
     prepared.arguments_digest = canonical_digest(projected)
-    if tool.action == "block":
+    if tool.is_write and is_read_only(ctx.run.context_snapshot):
+        prepared.decision = READ_ONLY_ASSISTANT
+        prepared.result = _refusal(
+            READ_ONLY_ASSISTANT,
+            f"{tool.name} changes things, and this assistant was connected read-only. It was not run; do not "
+            "retry it.",
+        )
+    elif tool.action == "block":
         prepared.decision = TOOL_BLOCKED
         prepared.result = _refusal(
             TOOL_BLOCKED,

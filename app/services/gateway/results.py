@@ -16,6 +16,7 @@ APPROVAL_REQUIRED = "approval_required"
 APPROVAL_DENIED = "approval_denied"
 TARGET_CHANGED = "approved_tool_target_changed"
 TOOL_BLOCKED = "tool_blocked"
+READ_ONLY_ASSISTANT = "read_only_assistant"  # a write tool called by an assistant connected read-only
 PROVIDER_ERROR = "provider_error"
 PROVIDER_BUSY = "provider_busy"
 PROVIDER_PAUSED = "provider_paused"

@@ -232,3 +232,11 @@ def clear_listings() -> None:
     """Forget every cached listing and call target (what an access change does to them)."""
     _listings.clear()
     _call_targets.clear()
+
+
+def only_reading(listing: RawJSON) -> RawJSON:
+    """The listing without the tools that change things (`readOnlyHint` is on every entry), for an assistant
+    connected read-only; a call to one of them is refused anyway (`gateway.calls`)."""
+    return RawJSON.of(
+        [t for t in listing.value() if (t.get("annotations") or {}).get("readOnlyHint") is True]
+    )

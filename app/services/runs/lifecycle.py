@@ -74,6 +74,8 @@ def recover_abandoned_runs(now: datetime | None = None) -> int:
     query = (
         select(HeartbeatRun)
         .where(HeartbeatRun.status == "running", HeartbeatRun.started_at.is_not(None))
+        # An assistant's session run has no worker: it stays open until its person disconnects the assistant.
+        .where(HeartbeatRun.invocation_source != "assistant")
         .order_by(HeartbeatRun.started_at)
     )
     if _is_postgres():

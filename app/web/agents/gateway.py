@@ -97,6 +97,8 @@ def rpc() -> ResponseReturnValue:
     def list_tools() -> RawJSON:
         run, revision, adapter_type = live_run()
         listing = gateway_tools.list_tool_definitions(run, revision, tool_name_budget(adapter_type))
+        if run_context.is_read_only(run.context_snapshot):
+            listing = gateway_tools.only_reading(listing)
         gateway_timeline.record_listed(run, listing)  # the run's decision timeline: "listed"
         return listing
 
