@@ -288,6 +288,10 @@ class ConnectionTool(IdMixin, Model):
     is_write: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     status: Mapped[str] = mapped_column(String(20), nullable=False, default="active")
     version_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    # A quarantined tool (status `quarantined`, issue 28 item 2): what the provider lists now and nobody reviewed
+    # yet (`connections.tool_definitions.pending_of`). The columns above keep the reviewed definition until a
+    # person accepts this one.
+    pending_definition: Mapped[dict | None] = mapped_column(NullableJSONType)
     first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
     last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
 

@@ -1,4 +1,9 @@
-"""Ask-first approval cards the gateway opens, finds, invalidates and consumes (one approved retry)."""
+"""Ask-first approval cards the gateway opens, finds, invalidates and consumes (one approved retry), after the
+person's "Always allow" rules (`connections.trust_rules`), which let a call through without a card.
+
+A card binds the run, agent, connection, tool, the tool's definition digest and the projected arguments' digest;
+its approver is the card's `resolved_by_user_id`. An approved card whose tool definition or arguments no longer
+match is invalidated, never used."""
 
 from __future__ import annotations
 
@@ -12,10 +17,13 @@ from app.extensions import db
 from app.models import ThreadInteraction, keys
 from app.models.base import rowcount, utcnow
 from app.services import notifications  # notifications: issue 15
+from app.services.connections import trust_rules
 from app.services.gateway.arguments import canonical_digest, redact_arguments
 from app.services.gateway.results import (
+    ALLOWED_BY_RULE,
     APPROVAL_DENIED,
     APPROVAL_REQUIRED,
+    DEFINITION_CHANGED,
     TARGET_CHANGED,
     PreparedCall,
     _refusal,
@@ -101,6 +109,8 @@ def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -
             "arguments": redact_arguments(projected, tool.input_schema),
             "managedArguments": dict(tool.managed),
             "argumentsDigest": canonical_digest(projected),
+            "definitionDigest": tool.definition_digest,
+            "runId": str(ctx.run.id),
             "requestingAgentId": str(ctx.agent.id),
             "requestingAgentName": ctx.agent.name,
         },
@@ -134,11 +144,34 @@ def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -
 
 def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared: PreparedCall) -> None:
     """Ask-first policy: consume a matching approval, or point at (or create) the one pending card."""
-    key = _call_key(ctx.agent.id, tool, projected)
     digest = canonical_digest(projected)
+    rule_id = trust_rules.use_matching_rule(
+        company_id=ctx.run.company_id,
+        connection_id=tool.connection_id,
+        tool_name=tool.tool_name,
+        definition_digest=tool.definition_digest,
+        agent_id=ctx.agent.id,
+        issue_id=ctx.issue.id,
+        arguments_digest=digest,
+    )
+    if rule_id is not None:
+        prepared.decision = ALLOWED_BY_RULE
+        prepared.trust_rule_id = rule_id
+        return
+    key = _call_key(ctx.agent.id, tool, projected)
     cards = _cards(ctx.issue.id, ctx.run.company_id, key)
     for card in (c for c in cards if c.status == APPROVED):
         prepared.approval_id = card.id
+        if (card.payload or {}).get("definitionDigest", tool.definition_digest) != tool.definition_digest:
+            invalidate_card(card, DEFINITION_CHANGED)
+            prepared.decision = DEFINITION_CHANGED
+            prepared.result = _refusal(
+                DEFINITION_CHANGED,
+                f"The provider changed {tool.name} since this call was approved, so it was not run. Call the tool "
+                "again to ask for a new approval of the current definition.",
+                approvalId=str(card.id),
+            )
+            return
         if (card.payload or {}).get("argumentsDigest") != digest:
             invalidate_card(card, TARGET_CHANGED)
             prepared.decision = TARGET_CHANGED
@@ -156,8 +189,12 @@ def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared:
     if pending is not None and (
         (pending.payload or {}).get("argumentsDigest") != digest
         or pending.addressee_user_id != ctx.responsible_user_id
+        or (pending.payload or {}).get("definitionDigest", tool.definition_digest) != tool.definition_digest
     ):
-        invalidate_card(pending, TARGET_CHANGED)
+        changed = (pending.payload or {}).get(
+            "definitionDigest", tool.definition_digest
+        ) != tool.definition_digest
+        invalidate_card(pending, DEFINITION_CHANGED if changed else TARGET_CHANGED)
         db.session.flush()
         pending = None
     if pending is None:

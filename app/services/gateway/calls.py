@@ -220,6 +220,8 @@ def _record(prepared: PreparedCall, *, outcome: str, now: bool = False) -> None:
     }
     if prepared.approval_id is not None:
         details["approvalId"] = str(prepared.approval_id)
+    if prepared.trust_rule_id is not None:
+        details["trustRuleId"] = str(prepared.trust_rule_id)
     (record_activity_now if now else record_activity)(
         company_id=prepared.company_id,
         actor_type="agent",

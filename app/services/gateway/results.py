@@ -12,6 +12,9 @@ from app.core.mcp_messages import tool_error
 APPROVAL_REQUIRED = "approval_required"
 APPROVAL_DENIED = "approval_denied"
 TARGET_CHANGED = "approved_tool_target_changed"
+# The tool's definition changed since the approval (issue 28): the same words as `trust_rules.DEFINITION_CHANGED`.
+DEFINITION_CHANGED = "tool_definition_changed"
+ALLOWED_BY_RULE = "allowed_by_trust_rule"
 TOOL_BLOCKED = "tool_blocked"
 PROVIDER_ERROR = "provider_error"
 PROVIDER_BUSY = "provider_busy"
@@ -40,6 +43,7 @@ class PreparedCall:
     arguments: dict = field(default_factory=dict)
     decision: str = "allowed"
     approval_id: uuid.UUID | None = None
+    trust_rule_id: uuid.UUID | None = None  # the "Always allow" rule that let an ask-first call through
     result: dict | None = None
     unknown: bool = False
     # The tool declares an `outputSchema` (its listing entry): the gateway's own refusals are shaped for it.
@@ -53,8 +57,8 @@ class PreparedCall:
 
     @property
     def consumed_approval(self) -> bool:
-        """The policy step wrote before the provider is prepared: it used up an approved card."""
-        return self.ready and self.decision == "approved"
+        """The policy step wrote before the provider is prepared: it used up an approved card or a rule's use."""
+        return self.ready and self.decision in ("approved", ALLOWED_BY_RULE)
 
 
 class Refusal(dict):

@@ -13,6 +13,7 @@ from app.models import ConnectionGrant, HeartbeatRun, Membership, ToolConnection
 from app.services.access.effective import effective_access, usable_connections
 from app.services.access.revision import RevisionCache
 from app.services.access.rows import ConnectionAccess, ToolAccess
+from app.services.connections.tool_definitions import reviewed_digest
 from app.services.gateway.arguments import managed_arguments
 from app.services.gateway.listing import build_listing, tool_definition
 from app.services.gateway.names import NAME_MAX_LENGTH as NAME_MAX_LENGTH
@@ -151,6 +152,8 @@ class CallTarget:
     grant_id: uuid.UUID
     app_definition: Any
     has_output_schema: bool = False
+    # The reviewed definition's digest (`tool_definitions`): approvals and trust rules are bound to it.
+    definition_digest: str = ""
 
     @classmethod
     def of(cls, tool: GatewayTool) -> CallTarget:
@@ -168,6 +171,7 @@ class CallTarget:
             grant_id=tool.access.grant.id,
             app_definition=tool.app_definition,
             has_output_schema=bool((raw.listing or {}).get("outputSchema")),
+            definition_digest=reviewed_digest(raw),
         )
 
 

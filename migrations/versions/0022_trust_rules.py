@@ -1,0 +1,85 @@
+"""Trust rules ("Always allow" on a tool approval card) and quarantined tool definitions (issue 28 items 1, 2)
+
+Revision ID: 0022_trust_rules
+Revises: 0021_session_epoch
+"""
+
+from alembic import op
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+revision = "0022_trust_rules"
+down_revision = "0021_session_epoch"
+branch_labels = None
+depends_on = None
+
+JSON_NULLABLE = sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("connection_tools") as batch_op:
+        batch_op.add_column(sa.Column("pending_definition", JSON_NULLABLE, nullable=True))
+    op.create_table(
+        "tool_trust_rules",
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("company_id", sa.Uuid(), nullable=False),
+        sa.Column("connection_id", sa.Uuid(), nullable=False),
+        sa.Column("tool_name", sa.String(length=200), nullable=False),
+        sa.Column("definition_digest", sa.String(length=64), nullable=False),
+        sa.Column("agent_id", sa.Uuid(), nullable=False),
+        sa.Column("scope", sa.String(length=20), nullable=False),
+        sa.Column("issue_id", sa.Uuid(), nullable=True),
+        sa.Column("arguments_digest", sa.String(length=64), nullable=True),
+        sa.Column("arguments", JSON_NULLABLE, nullable=True),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("remaining_uses", sa.Integer(), nullable=True),
+        sa.Column("uses", sa.Integer(), nullable=False),
+        sa.Column("created_by_user_id", sa.Uuid(), nullable=True),
+        sa.Column("source_interaction_id", sa.Uuid(), nullable=True),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("revoked_by_user_id", sa.Uuid(), nullable=True),
+        sa.Column("voided_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("void_reason", sa.String(length=40), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.CheckConstraint(
+            "scope IN ('task', 'agent_connection')", name=op.f("ck_tool_trust_rules_scope")
+        ),
+        sa.ForeignKeyConstraint(
+            ["company_id"], ["companies.id"], name=op.f("fk_tool_trust_rules_company_id_companies"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["connection_id"], ["tool_connections.id"],
+            name=op.f("fk_tool_trust_rules_connection_id_tool_connections"), ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["agent_id"], ["agents.id"], name=op.f("fk_tool_trust_rules_agent_id_agents"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["issue_id"], ["issues.id"], name=op.f("fk_tool_trust_rules_issue_id_issues"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["created_by_user_id"], ["users.id"], name=op.f("fk_tool_trust_rules_created_by_user_id_users"),
+            ondelete="SET NULL",
+        ),
+        sa.ForeignKeyConstraint(
+            ["revoked_by_user_id"], ["users.id"], name=op.f("fk_tool_trust_rules_revoked_by_user_id_users"),
+            ondelete="SET NULL",
+        ),
+        sa.ForeignKeyConstraint(
+            ["source_interaction_id"], ["thread_interactions.id"],
+            name=op.f("fk_tool_trust_rules_source_interaction_id_thread_interactions"), ondelete="SET NULL",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_tool_trust_rules")),
+    )
+    op.create_index(
+        "ix_tool_trust_rules_lookup", "tool_trust_rules", ["connection_id", "tool_name", "agent_id"]
+    )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_tool_trust_rules_lookup", table_name="tool_trust_rules")
+    op.drop_table("tool_trust_rules")
+    with op.batch_alter_table("connection_tools") as batch_op:
+        batch_op.drop_column("pending_definition")
