@@ -143,21 +143,9 @@ def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -
 
 
 def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared: PreparedCall) -> None:
-    """Ask-first policy: consume a matching approval, or point at (or create) the one pending card."""
+    """Ask-first policy: consume a matching approval, else use a trust rule that covers the call, else point at (or
+    create) the one pending card."""
     digest = canonical_digest(projected)
-    rule_id = trust_rules.use_matching_rule(
-        company_id=ctx.run.company_id,
-        connection_id=tool.connection_id,
-        tool_name=tool.tool_name,
-        definition_digest=tool.definition_digest,
-        agent_id=ctx.agent.id,
-        issue_id=ctx.issue.id,
-        arguments_digest=digest,
-    )
-    if rule_id is not None:
-        prepared.decision = ALLOWED_BY_RULE
-        prepared.trust_rule_id = rule_id
-        return
     key = _call_key(ctx.agent.id, tool, projected)
     cards = _cards(ctx.issue.id, ctx.run.company_id, key)
     for card in (c for c in cards if c.status == APPROVED):
@@ -185,6 +173,21 @@ def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared:
         if consume_card(card):
             prepared.decision = "approved"
             return
+    # No approved card for this very call: a person's "Always allow" may cover it (one SELECT).
+    prepared.approval_id = None
+    rule_id = trust_rules.use_matching_rule(
+        company_id=ctx.run.company_id,
+        connection_id=tool.connection_id,
+        tool_name=tool.tool_name,
+        definition_digest=tool.definition_digest,
+        agent_id=ctx.agent.id,
+        issue_id=ctx.issue.id,
+        arguments_digest=digest,
+    )
+    if rule_id is not None:
+        prepared.decision = ALLOWED_BY_RULE
+        prepared.trust_rule_id = rule_id
+        return
     pending = next((c for c in cards if c.status == PENDING), None)
     if pending is not None and (
         (pending.payload or {}).get("argumentsDigest") != digest

@@ -9,4 +9,4 @@ from app.web.blueprints import signed_in_blueprint
 bp = signed_in_blueprint("apps", __name__)
 
 
-from app.web.apps import catalog, connections, instructions, manage, permissions, setup  # noqa: E402,F401
+from app.web.apps import catalog, connections, instructions, manage, permissions, setup, trust  # noqa: E402,F401

@@ -28,7 +28,7 @@ from app.services.connections.audience import Audience, audience_of
 from app.services.connections.instructions import instruction_context
 from app.services.connections.settings import public_fields, update_connection
 from app.services.connections.tool_index import index_limits_notes
-from app.web.apps import bp
+from app.web.apps import bp, trust
 from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm
 from app.web.apps.instructions_state import EditorState, editor_state
 from app.web.context import load_scoped
@@ -153,6 +153,7 @@ def page_context(
         "tools": tools_with_policies([connection.id]).get(connection.id, []),
         "index_notes": index_limits_notes(connection),
         "action_labels": ACTION_LABELS,
+        **trust.trust_context(connection, membership),  # issue 28: changed tools and trust rules
     }
 
 
