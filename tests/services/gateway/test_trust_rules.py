@@ -15,9 +15,9 @@ from sqlalchemy import select
 from app.models import ToolTrustRule
 from app.models.base import utcnow
 from app.services.notifications import card_data
+from tests.conftest import serving
 from tests.doors import bearer, refusal_fields, rpc
 from tests.peers.mcp_servers import HONCHO_KEY
-from tests.conftest import serving
 from tests.services.gateway.test_gateway import URL, approve, cards, connect, gateway_activity, run_agent
 
 SAVE = "honcho__save_memory"
