@@ -43,8 +43,10 @@ def reviewed_digest(row: ConnectionTool) -> str:
 
 
 def schema_digest(input_schema: dict | None) -> str:
-    """The digest of an input schema alone: a removed tool and a new one with the same schema look like a rename."""
-    canonical = json.dumps(input_schema or {}, sort_keys=True, separators=(",", ":"))
+    """The digest of an input schema alone: a removed tool and a new one with the same schema look like a rename.
+    The schema's own `title` is left out: SDKs name it after the tool (`search_memoryArguments`)."""
+    schema = {key: value for key, value in (input_schema or {}).items() if key != "title"}
+    canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
