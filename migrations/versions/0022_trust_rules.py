@@ -13,6 +13,9 @@ down_revision = "0021_session_epoch"
 branch_labels = None
 depends_on = None
 
+# A new closed value set (tests/system/test_status_checks.py folds these over 0015's snapshot).
+CHECK_CHANGES = {("tool_trust_rules", "scope"): ("task", "agent_connection")}
+
 JSON_NULLABLE = sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
 
 
