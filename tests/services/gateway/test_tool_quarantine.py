@@ -221,3 +221,18 @@ def test_only_someone_who_can_configure_refreshes(db, make, world, honcho_server
         post(world, f"/apps/{cid}/tools/refresh", client=member_client, csrf=member_csrf).status_code == 403
     )
     assert world.client.post(f"/apps/{cid}/tools/refresh").status_code == 400  # no CSRF token
+
+
+def test_the_scheduled_refresh_quarantines_too(app, db, world, honcho_server):
+    """`switchboard tools refresh` (run from cron) re-indexes every live connection indexed longer ago than asked."""
+    cid = connect(world, "honcho", HONCHO_KEY)["id"]
+    change_save_memory(honcho_server)
+    result = app.test_cli_runner().invoke(args=["tools", "refresh", "--older-than-minutes", "0"])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"{cid}: 0 new, 1 changed, 0 renamed, 0 removed\n"
+    assert tool_row(db, cid, "save_memory").status == "quarantined"
+    assert SAVE not in listed(world)
+    # Nothing is due within the hour after that refresh.
+    assert app.test_cli_runner().invoke(args=["tools", "refresh"]).output == ""
+    bad = app.test_cli_runner().invoke(args=["tools", "refresh", "--connection", "nope"])
+    assert bad.exit_code == 2 and "not a connection id" in bad.output
