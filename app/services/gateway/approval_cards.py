@@ -8,20 +8,24 @@ match is invalidated, never used."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.extensions import db
 from app.models import ThreadInteraction, keys
-from app.models.base import rowcount, utcnow
+from app.models.base import as_utc, rowcount, utcnow
 from app.services import notifications  # notifications: issue 15
+from app.services.activity import record_activity
 from app.services.connections import trust_rules
 from app.services.gateway.arguments import canonical_digest, redact_arguments
 from app.services.gateway.results import (
     ALLOWED_BY_RULE,
     APPROVAL_DENIED,
+    APPROVAL_EXPIRED,
     APPROVAL_REQUIRED,
     DEFINITION_CHANGED,
     TARGET_CHANGED,
@@ -36,8 +40,41 @@ from app.services.intents.creation import record_card_created
 
 KIND = keys.APPROVAL_CARD
 
-# Card statuses: pending -> approved -> consumed; pending -> denied; pending/approved -> invalidated.
+# Card statuses: pending -> approved -> consumed; pending -> denied; pending/approved -> invalidated or expired.
 PENDING, APPROVED, DENIED, CONSUMED, INVALIDATED = "pending", "approved", "denied", "consumed", "invalidated"
+EXPIRED = "expired"
+
+
+def is_expired(card: ThreadInteraction) -> bool:
+    """A pending card unanswered, or an approved call not retried, for `TOOL_APPROVAL_TTL_SECONDS`."""
+    since = card.resolved_at if card.status == APPROVED else card.created_at
+    ttl = timedelta(seconds=int(current_app.config.get("TOOL_APPROVAL_TTL_SECONDS", 86400)))
+    return card.status in (PENDING, APPROVED) and since is not None and as_utc(since) + ttl <= utcnow()
+
+
+def expire_card(card: ThreadInteraction) -> None:
+    """The card waited too long: it ends as `expired` (its own outcome in the card, the webhook and activity)."""
+    card.status = EXPIRED
+    card.result = {"reasonCode": APPROVAL_EXPIRED, "at": utcnow().isoformat()}
+    card.resolved_at = card.resolved_at or utcnow()
+    notifications.card_resolved(card)  # notifications: issue 15
+    record_activity(
+        company_id=card.company_id,
+        actor_type="system",
+        actor_id="tool_approval",
+        action="tool_approval.expired",
+        entity_type="issue",
+        entity_id=card.issue_id,
+        agent_id=card.requesting_agent_id,
+        run_id=card.source_run_id,
+        details={
+            "interactionId": str(card.id),
+            "interactionKind": KIND,
+            "connectionId": (card.payload or {}).get("connectionId"),
+            "tool": (card.payload or {}).get("toolName"),
+            "reasonCode": APPROVAL_EXPIRED,
+        },
+    )
 
 
 def _call_key(agent_id: uuid.UUID, tool: CallTarget, projected: dict) -> str:
@@ -150,6 +187,16 @@ def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared:
     cards = _cards(ctx.issue.id, ctx.run.company_id, key)
     for card in (c for c in cards if c.status == APPROVED):
         prepared.approval_id = card.id
+        if is_expired(card):
+            expire_card(card)
+            prepared.decision = APPROVAL_EXPIRED
+            prepared.result = _refusal(
+                APPROVAL_EXPIRED,
+                f"The approval of this call of {tool.name} expired before it was retried, so it was not run. Call "
+                "the tool again to ask for a new approval.",
+                approvalId=str(card.id),
+            )
+            return
         if (card.payload or {}).get("definitionDigest", tool.definition_digest) != tool.definition_digest:
             invalidate_card(card, DEFINITION_CHANGED)
             prepared.decision = DEFINITION_CHANGED
@@ -189,6 +236,10 @@ def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared:
         prepared.trust_rule_id = rule_id
         return
     pending = next((c for c in cards if c.status == PENDING), None)
+    if pending is not None and is_expired(pending):
+        expire_card(pending)
+        db.session.flush()
+        pending = None
     if pending is not None and (
         (pending.payload or {}).get("argumentsDigest") != digest
         or pending.addressee_user_id != ctx.responsible_user_id

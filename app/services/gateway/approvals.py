@@ -34,6 +34,7 @@ from app.services.work import wake_assignee
 WAKE_REASONS = {
     results.TARGET_CHANGED: " (its arguments or the connection's configuration changed)",
     results.DEFINITION_CHANGED: " (the provider changed the tool's definition)",
+    results.APPROVAL_EXPIRED: " (nobody answered in time; call the tool again to ask anew)",
 }
 NOT_ADDRESSEE = "Only the person this approval is addressed to can answer it"
 ALREADY_ANSWERED = "This approval was already answered"
@@ -63,10 +64,17 @@ def can_answer(membership: Membership | None, card: ThreadInteraction) -> bool:
     return answer_refusal(membership, card) is None
 
 
-def _check(membership: Membership, card: ThreadInteraction) -> None:
+def _check(membership: Membership, card: ThreadInteraction) -> bool:
+    """Raise when this person may not answer; False when the card expired meanwhile (it is now `expired`, and
+    the agent is woken to read so)."""
     refusal = answer_refusal(membership, card)
     if refusal is not None:
         raise refusal
+    if approval_cards.is_expired(card):
+        approval_cards.expire_card(card)
+        _wake(card, approval_cards.EXPIRED, {"reasonCode": results.APPROVAL_EXPIRED})
+        return False
+    return True
 
 
 def _target_change(card: ThreadInteraction) -> str | None:
@@ -104,6 +112,11 @@ def _resolve(membership: Membership, card: ThreadInteraction, status: str, resul
     card.resolved_by_user_id = membership.user_id
     card.resolved_at = now
     notifications.card_resolved(card)  # notifications: issue 15
+    _record(membership, card, status, result)
+    _wake(card, status, result)
+
+
+def _record(membership: Membership, card: ThreadInteraction, status: str, result: dict) -> None:
     record_activity(
         company_id=card.company_id,
         actor_type="user",
@@ -122,6 +135,9 @@ def _resolve(membership: Membership, card: ThreadInteraction, status: str, resul
             **({"trustRuleId": result["trustRuleId"]} if "trustRuleId" in result else {}),
         },
     )
+
+
+def _wake(card: ThreadInteraction, status: str, result: dict) -> None:
     # The agent is told the answer instead of having to poll: it retries an approved call, or takes another way.
     issue = db.session.get(Issue, card.issue_id)
     if issue is not None:
@@ -141,7 +157,8 @@ def _resolve(membership: Membership, card: ThreadInteraction, status: str, resul
 
 def approve(membership: Membership, card: ThreadInteraction) -> ThreadInteraction:
     """Approve one identical call; invalidates the card instead when its target changed since it was asked."""
-    _check(membership, card)
+    if not _check(membership, card):
+        return card
     change = _target_change(card)
     if change is not None:
         _resolve(membership, card, approval_cards.INVALIDATED, {"reasonCode": change})
@@ -158,8 +175,9 @@ def always_allow(
     The card itself is approved as by `approve` (its retry runs once, whatever the rule's count); the rule is bound
     to the tool definition the card showed. When the target changed, the card is invalidated and no rule is made.
     """
-    _check(membership, card)
     choice = choice.validated()
+    if not _check(membership, card):
+        return card
     change = _target_change(card)
     if change is not None:
         _resolve(membership, card, approval_cards.INVALIDATED, {"reasonCode": change})
@@ -170,6 +188,7 @@ def always_allow(
 
 
 def deny(membership: Membership, card: ThreadInteraction) -> ThreadInteraction:
-    _check(membership, card)
+    if not _check(membership, card):
+        return card
     _resolve(membership, card, approval_cards.DENIED, {"outcome": "denied"})
     return card

@@ -15,6 +15,7 @@ TARGET_CHANGED = "approved_tool_target_changed"
 # The tool's definition changed since the approval (issue 28): the same words as `trust_rules.DEFINITION_CHANGED`.
 DEFINITION_CHANGED = "tool_definition_changed"
 ALLOWED_BY_RULE = "allowed_by_trust_rule"
+APPROVAL_EXPIRED = "approval_expired"
 TOOL_BLOCKED = "tool_blocked"
 PROVIDER_ERROR = "provider_error"
 PROVIDER_BUSY = "provider_busy"

@@ -191,3 +191,52 @@ def test_outcomes_stay_distinct_in_the_card_the_webhook_data_and_the_wake(db, wo
     assert card_data(by_id[denied_id])["outcome"] == "denied"
     assert card_data(by_id[approved_id])["outcome"] == "approved"
     assert "reason" not in card_data(by_id[approved_id])
+
+
+def test_expired_is_an_outcome_of_its_own(db, world, honcho_server):
+    """A card nobody answered in time, or an approved call not retried in time, ends as `expired`: in the tool
+    result, the card, the webhook's data, the activity and the wake."""
+    import sys
+
+    from app.models import ActivityLog, WakeupRequest
+
+    world.agent.adapter_type = "process"  # an agent the board can wake
+    world.agent.adapter_config = {"command": [sys.executable, "-c", "print('ok')"]}
+    db.session.commit()
+    connect(world, "honcho", HONCHO_KEY)
+    stale_id = refusal_fields(call(world, "stale"))["approvalId"]
+    approved_id = refusal_fields(call(world, "approved"))["approvalId"]
+    assert approve(world, approved_id).status_code == 200
+    by_id = {str(c.id): c for c in cards(db)}
+    by_id[stale_id].created_at = utcnow() - timedelta(days=2)
+    by_id[approved_id].resolved_at = utcnow() - timedelta(days=2)
+    db.session.commit()
+
+    retried = call(world, "approved")
+    assert reason(retried) == "approval_expired" and refusal_fields(retried)["approvalId"] == approved_id
+    # Answering the stale card: it expires instead of being approved, and the agent is woken to read so.
+    answered = approve(world, stale_id)
+    assert answered.status_code == 200 and "Expired: nobody answered in time" in answered.get_data(
+        as_text=True
+    )
+    by_id = {str(c.id): c for c in cards(db)}
+    for card_id in (stale_id, approved_id):
+        assert by_id[card_id].status == "expired"
+        assert card_data(by_id[card_id])["outcome"] == "expired"
+        assert card_data(by_id[card_id])["reason"] == "approval_expired"
+    expired_rows = db.session.scalars(
+        select(ActivityLog).where(ActivityLog.action == "tool_approval.expired")
+    ).all()
+    assert sorted(r.details["interactionId"] for r in expired_rows) == sorted([stale_id, approved_id])
+    wakes = db.session.scalars(select(WakeupRequest).where(WakeupRequest.source == "tool_approval")).all()
+    assert [w.reason for w in wakes] == [
+        "Your request to call save_memory was answered: approved.",
+        "Your request to call save_memory was answered: expired (nobody answered in time; call the tool again "
+        "to ask anew).",
+    ]
+    # The agent's next identical call asks anew.
+    again = call(world, "stale")
+    assert reason(again) == "approval_required" and refusal_fields(again)["approvalId"] not in (
+        stale_id,
+        approved_id,
+    )
