@@ -140,6 +140,9 @@ class ToolConnection(IdMixin, TimestampMixin, Model):
         Uuid, ForeignKey("users.id", ondelete="SET NULL")
     )
     last_catalog_refresh_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The provider said `notifications/tools/list_changed` since the last indexing (issue 28): the worker's
+    # `tools` job re-indexes it (`workers.tool_refresh`).
+    tools_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The distinct lowercase words of the active indexed tools' names and descriptions, kept by the indexer, so
     # search can match query words against a connection's tools without reading thousands of tool rows.
     tool_search_text: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")

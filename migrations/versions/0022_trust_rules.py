@@ -1,4 +1,5 @@
-"""Trust rules ("Always allow" on a tool approval card) and quarantined tool definitions (issue 28 items 1, 2)
+"""Trust rules ("Always allow" on a tool approval card), quarantined tool definitions, and the mark a provider's
+`notifications/tools/list_changed` leaves on its connection (issue 28 items 1, 2)
 
 Revision ID: 0022_trust_rules
 Revises: 0021_session_epoch
@@ -20,6 +21,8 @@ JSON_NULLABLE = sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("tool_connections") as batch_op:
+        batch_op.add_column(sa.Column("tools_changed_at", sa.DateTime(timezone=True), nullable=True))
     with op.batch_alter_table("connection_tools") as batch_op:
         batch_op.add_column(sa.Column("pending_definition", JSON_NULLABLE, nullable=True))
     op.create_table(
@@ -86,3 +89,5 @@ def downgrade() -> None:
     op.drop_table("tool_trust_rules")
     with op.batch_alter_table("connection_tools") as batch_op:
         batch_op.drop_column("pending_definition")
+    with op.batch_alter_table("tool_connections") as batch_op:
+        batch_op.drop_column("tools_changed_at")

@@ -57,6 +57,7 @@ def refresh_connection_tools(connection: ToolConnection, actor: Membership | Non
         raise ServiceError(f"The provider could not list its tools: {err.message}") from None
     changes = index_tools(connection, tools, first_index=False)
     connection.last_catalog_refresh_at = utcnow()
+    connection.tools_changed_at = None
     record_activity(
         company_id=connection.company_id,
         actor_type="user" if actor is not None else "system",
@@ -76,14 +77,16 @@ def refresh_connection_tools(connection: ToolConnection, actor: Membership | Non
 
 
 def connections_due(older_than: timedelta) -> list[uuid.UUID]:
-    """Live connections whose tools were last indexed longer ago than `older_than` (the schedule's work list)."""
+    """Live connections whose tools were last indexed longer ago than `older_than`, or whose provider said its
+    tools changed (the schedule's work list)."""
     cutoff = utcnow() - older_than
     return list(
         db.session.scalars(
             select(ToolConnection.id).where(
                 ToolConnection.status == "active",
                 (ToolConnection.last_catalog_refresh_at.is_(None))
-                | (ToolConnection.last_catalog_refresh_at < cutoff),
+                | (ToolConnection.last_catalog_refresh_at < cutoff)
+                | ToolConnection.tools_changed_at.is_not(None),
             )
         )
     )

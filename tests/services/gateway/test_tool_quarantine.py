@@ -16,7 +16,7 @@ from app.services.connections.tool_definitions import definition_digest
 from app.services.notifications import card_data
 from tests.conftest import sign_in
 from tests.doors import refusal_fields, rpc
-from tests.peers.mcp_servers import HONCHO_KEY
+from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
 from tests.services.gateway.test_gateway import approve, cards, connect
 
 SAVE = "honcho__save_memory"
@@ -236,3 +236,45 @@ def test_the_scheduled_refresh_quarantines_too(app, db, world, honcho_server):
     assert app.test_cli_runner().invoke(args=["tools", "refresh"]).output == ""
     bad = app.test_cli_runner().invoke(args=["tools", "refresh", "--connection", "nope"])
     assert bad.exit_code == 2 and "not a connection id" in bad.output
+
+
+@pytest.fixture
+def changing_server(app, world):
+    from tests.peers.changing_tools import start_changing_server
+
+    server = start_changing_server()
+    saved = app.config["PROVIDER_SERVER_URLS"]
+    app.config["PROVIDER_SERVER_URLS"] = {**saved, "github": server.url}
+    try:
+        yield server
+    finally:
+        app.config["PROVIDER_SERVER_URLS"] = saved
+        server.stop()
+
+
+def test_a_provider_saying_tools_list_changed_gets_its_connection_re_indexed(app, db, world, changing_server):
+    """The provider changes create_note during a call and says notifications/tools/list_changed on that call's
+    stream: the gateway marks the connection, the worker's `tools` job re-indexes it, create_note is quarantined."""
+    from app.models import ToolConnection
+    from app.workers.loop import run_once
+    from tests.peers.changing_tools import CHANGED_DESCRIPTION
+
+    cid = connect(world, "github", NOTES_KEY)["id"]
+    names = {name for name in listed(world) if name.endswith(("create_note", "reorganize"))}
+    create = next(n for n in names if n.endswith("create_note"))
+    reorganize = next(n for n in names if n.endswith("reorganize"))
+    answer = rpc(world.client, world.token, "tools/call", {"name": reorganize, "arguments": {}}).json[
+        "result"
+    ]
+    assert not answer["isError"] and changing_server.calls == [("reorganize", {})]
+    db.session.expire_all()
+    assert db.session.get(ToolConnection, uuid.UUID(cid)).tools_changed_at is not None
+    assert create in listed(world)  # nothing changes for agents before the re-index
+
+    assert run_once(app, jobs=("tools",)) == 1
+    row = tool_row(db, cid, "create_note")
+    assert row.status == "quarantined" and row.pending_definition["description"] == CHANGED_DESCRIPTION
+    assert row.description == "Create a note."
+    assert create not in listed(world) and reorganize in listed(world)
+    assert db.session.get(ToolConnection, uuid.UUID(cid)).tools_changed_at is None
+    assert run_once(app, jobs=("tools",)) == 0
