@@ -85,8 +85,7 @@ class ToolChange:
     """A quarantined tool as the review shows it."""
 
     tool_name: str
-    renamed_from: str | None
-    is_new: bool  # no reviewed definition before (a rename): the diff is against the old tool's
+    renamed_from: str | None  # a rename: the diff is against the old tool's definition
     description_diff: list[DiffLine]
     schema_diff: list[DiffLine]
 
@@ -118,19 +117,18 @@ def change_of(row: ConnectionTool, before: ConnectionTool | None = None) -> Tool
     the provider's pending one, description and schema apart."""
     pending = row.pending_definition or {}
     renamed_from = pending.get("renamedFrom")
-    base = before if renamed_from else row
-    old = (
-        definition_of(base.name, base.description, base.input_schema, base.listing)
-        if base is not None and (renamed_from or row.description is not None)
-        else definition_of(row.name, "", {}, None)
-    )
+    if renamed_from and before is not None:
+        old = definition_of(before.name, before.description, before.input_schema, before.listing)
+    elif renamed_from:  # the old tool's row is gone: everything is new
+        old = definition_of(row.name, "", {}, None)
+    else:
+        old = definition_of(row.name, row.description, row.input_schema, row.listing)
     new = definition_of(
         row.name, pending.get("description", ""), pending.get("inputSchema"), pending.get("listing")
     )
     return ToolChange(
         tool_name=row.name,
         renamed_from=renamed_from,
-        is_new=bool(renamed_from),
         description_diff=_diff(old["description"].splitlines(), new["description"].splitlines()),
         schema_diff=_diff(_lines(_schema_view(old)), _lines(_schema_view(new))),
     )

@@ -150,6 +150,11 @@ def test_a_changed_tool_is_quarantined_until_accepted_and_its_rules_and_approval
     assert row.status == "active" and row.pending_definition is None
     new_digest = definition_digest(row.name, row.description, row.input_schema, row.listing)
     assert cards(db)[-1].payload["definitionDigest"] == new_digest != rule.definition_digest
+    activity = world.client.get("/activity").get_data(as_text=True)
+    owner = world.owner.name
+    assert f"{owner} refreshed the tools of Honcho (1 changed, 0 renamed, 0 removed)" in activity
+    assert f"{owner} accepted the changed definition of save_memory on Honcho" in activity
+    assert "Builder&#39;s approval to call save_memory on" not in activity  # no open approval was left
 
 
 def test_an_open_approval_is_invalidated_when_the_definition_changes(db, world, honcho_server):
@@ -167,6 +172,9 @@ def test_an_open_approval_is_invalidated_when_the_definition_changes(db, world, 
         assert card_data(card)["reason"] == "tool_definition_changed"
     page = world.client.get(f"/tasks/{world.issue.id}").get_data(as_text=True)
     assert "the provider changed this tool" in page or "provider changed this tool's definition" in page
+    activity = world.client.get("/activity").get_data(as_text=True)
+    assert activity.count("Builder&#39;s approval to call save_memory on") == 2
+    assert activity.count("ended: the provider changed the tool") == 2
     # Approving the invalidated card is refused (already answered).
     assert approve(world, pending_id).status_code == 409
 

@@ -240,3 +240,27 @@ def test_expired_is_an_outcome_of_its_own(db, world, honcho_server):
         stale_id,
         approved_id,
     )
+
+
+def test_the_activity_page_tells_the_outcomes_apart(db, world, honcho_server):
+    connect(world, "honcho", HONCHO_KEY)
+    owner = world.owner.name
+    denied_id = refusal_fields(call(world, "no"))["approvalId"]
+    assert approve(world, denied_id, "deny").status_code == 200
+    allowed_id = refusal_fields(call(world, "yes"))["approvalId"]
+    assert always_allow(world, allowed_id).status_code == 200
+    rule = rules(db)[0]
+    revoked = world.client.post(
+        f"/apps/{rule.connection_id}/trust-rules/{rule.id}/revoke",
+        headers={"X-CSRFToken": world.csrf, "HX-Request": "true"},
+    )
+    assert revoked.status_code == 200 and f"revoked by {owner}" in revoked.get_data(as_text=True)
+    page = world.client.get("/activity").get_data(as_text=True)
+    for line in (
+        f"{owner} denied Builder&#39;s call of save_memory on",
+        f"{owner} approved Builder&#39;s call of save_memory on",
+        "and always allowed calls like it",
+        f"{owner} always allowed Builder to call save_memory on Honcho",
+        f"{owner} revoked Builder&#39;s trust rule for save_memory on Honcho",
+    ):
+        assert line in page, line
