@@ -29,6 +29,9 @@ TOOL_REMOVED = "tool_removed"
 # Durations a card offers for a rule (seconds); None: until revoked.
 EXPIRY_CHOICES = {"1h": 3600, "1d": 86400, "7d": 7 * 86400, "30d": 30 * 86400, "never": None}
 MAX_USES = 10_000
+EVERY_TASK_FORBIDDEN = (
+    "Only someone who can configure this connection can allow a tool on every task; choose this task instead"
+)
 REVOKE_FORBIDDEN = (
     "Only the person who made this rule or someone who can configure the connection can revoke it"
 )
@@ -70,9 +73,21 @@ class RuleChoice:
         return self
 
 
+def can_allow_on_every_task(membership: Membership, card: ThreadInteraction) -> bool:
+    """A rule on every task reaches tasks others are responsible for: only the connection's configurers make one."""
+    connection = db.session.get(ToolConnection, uuid.UUID(str((card.payload or {}).get("connectionId"))))
+    return (
+        connection is not None
+        and connection.company_id == card.company_id
+        and can_configure(membership, connection)
+    )
+
+
 def create_rule(membership: Membership, card: ThreadInteraction, choice: RuleChoice) -> ToolTrustRule:
     """A rule from an approval card the person may answer (the caller checked), bound to the card's tool definition."""
     choice = choice.validated()
+    if choice.scope == TrustScope.AGENT_CONNECTION and not can_allow_on_every_task(membership, card):
+        raise Forbidden(EVERY_TASK_FORBIDDEN)
     payload = card.payload or {}
     seconds = EXPIRY_CHOICES[choice.expires_in]
     rule = ToolTrustRule(

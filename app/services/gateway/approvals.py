@@ -22,6 +22,7 @@ from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from app.extensions import db
 from app.models import ConnectionTool, Issue, Membership, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
+from app.models.trust import TrustScope
 from app.services import notifications  # notifications: issue 15
 from app.services.activity import record_activity
 from app.services.connections import trust_rules
@@ -178,6 +179,10 @@ def always_allow(
     choice = choice.validated()
     if not _check(membership, card):
         return card
+    if choice.scope == TrustScope.AGENT_CONNECTION and not trust_rules.can_allow_on_every_task(
+        membership, card
+    ):
+        raise Forbidden(trust_rules.EVERY_TASK_FORBIDDEN)
     change = _target_change(card)
     if change is not None:
         _resolve(membership, card, approval_cards.INVALIDATED, {"reasonCode": change})

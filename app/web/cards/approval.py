@@ -56,6 +56,11 @@ def _can_answer_approval(membership: Membership, card: ThreadInteraction) -> boo
     return approvals.can_answer(membership, card)
 
 
+@bp.app_template_global("can_allow_on_every_task")
+def _can_allow_on_every_task(membership: Membership, card: ThreadInteraction) -> bool:
+    return trust_rules.can_allow_on_every_task(membership, card)
+
+
 def _answer(
     interaction_id: str,
     answer: Callable[[Membership, ThreadInteraction], ThreadInteraction],

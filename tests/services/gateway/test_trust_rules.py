@@ -264,3 +264,30 @@ def test_the_activity_page_tells_the_outcomes_apart(db, world, honcho_server):
         f"{owner} revoked Builder&#39;s trust rule for save_memory on Honcho",
     ):
         assert line in page, line
+
+
+def test_allowing_on_every_task_is_for_those_who_configure_the_connection(
+    db, make, world, client, honcho_server
+):
+    """A member responsible for one task allows calls on that task; every task of the agent (tasks others answer
+    for) needs someone who can configure the connection (its creator, or tools:manage_connections)."""
+    from tests.conftest import sign_in
+
+    connect(world, "honcho", HONCHO_KEY)  # made by the owner
+    member = make.member(world.company, "member")
+    issue = make.issue(world.company, assignee=world.agent, responsible=member, status="in_progress")
+    _run, token = make.run(world.agent, issue, member)
+    member_client = client.application.test_client()
+    member_csrf = sign_in(member_client, member)
+    approval_id = refusal_fields(call(world, "x", token))["approvalId"]
+    card_html = member_client.get(f"/tasks/{issue.id}").get_data(as_text=True)
+    assert 'value="agent_connection"' not in card_html
+    assert "Allowing it on every task is for someone who can configure Honcho." in card_html
+    refused = always_allow(world, approval_id, member_client, member_csrf, scope="agent_connection")
+    assert refused.status_code == 403 and rules(db) == [] and cards(db)[0].status == "pending"
+    assert always_allow(world, approval_id, member_client, member_csrf, scope="task").status_code == 200
+    [rule] = rules(db)
+    assert rule.scope == "task" and rule.issue_id == issue.id and rule.created_by_user_id == member.id
+    # The owner (who made the connection) is offered both on a card of theirs.
+    call(world, "y")
+    assert 'value="agent_connection"' in world.client.get(f"/tasks/{world.issue.id}").get_data(as_text=True)
