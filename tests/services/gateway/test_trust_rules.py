@@ -291,3 +291,41 @@ def test_allowing_on_every_task_is_for_those_who_configure_the_connection(
     # The owner (who made the connection) is offered both on a card of theirs.
     call(world, "y")
     assert 'value="agent_connection"' in world.client.get(f"/tasks/{world.issue.id}").get_data(as_text=True)
+
+
+def test_a_call_a_rule_allows_costs_a_constant_few_statements(db, world, honcho_server):
+    """Warm, an ask-first call that a rule lets through reads the approval cards of this call (none approved), the
+    matching rule, spends one use, and otherwise costs what an allowed call costs; the count does not grow with the
+    rule's uses."""
+    from tests.services.gateway.test_gateway_call_statements import counting, shape
+
+    connect(world, "honcho", HONCHO_KEY)
+    approval_id = refusal_fields(call(world, "first"))["approvalId"]
+    assert always_allow(world, approval_id).status_code == 200
+    call(world, "first")  # the approved card itself
+    call(world, "warm")
+
+    def measured(content):
+        with counting(db.engine) as (statements, commits):
+            result = call(world, content)
+        assert result["isError"] is False
+        return [
+            f"UPDATE {s.split()[1]}" if s.lstrip().upper().startswith("UPDATE") else shape(s)
+            for s in statements
+        ], len(commits)
+
+    shapes, commits = measured("one")
+    assert shapes == [
+        "SELECT heartbeat_runs",  # run context
+        "SELECT thread_interactions",  # approval cards for this very call
+        "SELECT tool_trust_rules",  # a rule that covers it
+        "UPDATE tool_trust_rules",  # one use spent
+        "SELECT tool_connections",  # the provider target's inputs
+        "INSERT activity_log",
+    ]
+    # As after a used-up approval: the spent use is committed before the provider is prepared (an OAuth refresh
+    # commits on a connection of its own), then the request's transaction ends before the provider is called.
+    assert commits == 2
+    for i in range(5):
+        call(world, f"more {i}")
+    assert measured("later") == (shapes, commits)
