@@ -42,13 +42,10 @@ class RuleRow:
     agent_name: str
     issue_label: str | None
     state: str
-
-    @property
-    def revocable(self) -> bool:
-        return self.state == "active"
+    revocable: bool  # live, and this person may revoke it (`trust_rules.revoke_rule` says the same)
 
 
-def rule_rows(connection: ToolConnection) -> list[RuleRow]:
+def rule_rows(connection: ToolConnection, membership: Membership) -> list[RuleRow]:
     rules = trust_rules.rules_of_connection(connection)
     names = {a.id: a.name for a in agent_names(connection.company_id)}
     issue_ids = {r.issue_id for r in rules if r.issue_id}
@@ -61,15 +58,16 @@ def rule_rows(connection: ToolConnection) -> list[RuleRow]:
         if issue_ids
         else {}
     )
-    return [
-        RuleRow(
-            r,
-            names.get(r.agent_id, "an agent"),
-            labels.get(r.issue_id) if r.issue_id else None,
-            trust_rules.rule_state(r),
+    configure = can_configure(membership, connection)
+    rows = []
+    for r in rules:
+        state = trust_rules.rule_state(r)
+        may_revoke = membership.has_write_access and (configure or r.created_by_user_id == membership.user_id)
+        label = labels.get(r.issue_id) if r.issue_id else None
+        rows.append(
+            RuleRow(r, names.get(r.agent_id, "an agent"), label, state, state == "active" and may_revoke)
         )
-        for r in rules
-    ]
+    return rows
 
 
 def trust_context(connection: ToolConnection, membership: Membership) -> dict:
@@ -78,7 +76,7 @@ def trust_context(connection: ToolConnection, membership: Membership) -> dict:
         "tool_changes": tool_review.pending_changes(connection),
         "can_review_tools": can_manage_connections(membership),
         "can_refresh_tools": can_configure(membership, connection) and connection.status == "active",
-        "trust_rule_rows": rule_rows(connection),
+        "trust_rule_rows": rule_rows(connection, membership),
     }
 
 
@@ -146,7 +144,6 @@ def revoke_trust_rule(connection_id: str, rule_id: str) -> ResponseReturnValue:
         return render_template(
             "apps/_trust_rules.html",
             connection=connection,
-            trust_rule_rows=rule_rows(connection),
-            membership=membership,
+            trust_rule_rows=rule_rows(connection, membership),
         )
     return back_to_page(connection)

@@ -329,3 +329,29 @@ def test_a_call_a_rule_allows_costs_a_constant_few_statements(db, world, honcho_
     for i in range(5):
         call(world, f"more {i}")
     assert measured("later") == (shapes, commits)
+
+
+def test_a_rule_is_revoked_by_its_maker_or_a_configurer_only(db, make, world, client, honcho_server):
+    from tests.conftest import sign_in
+
+    cid = connect(world, "honcho", HONCHO_KEY)["id"]
+    assert always_allow(world, refusal_fields(call(world, "x"))["approvalId"]).status_code == 200
+    [rule] = rules(db)
+    revoke_url = f"/apps/{cid}/trust-rules/{rule.id}/revoke"
+    for role in ("viewer", "member"):
+        person = make.member(world.company, role)
+        other = client.application.test_client()
+        other_csrf = sign_in(other, person)
+        page = other.get(f"/apps/{cid}/permissions").get_data(as_text=True)
+        assert f'data-rule="{rule.id}"' in page and revoke_url not in page
+        refused = other.post(revoke_url, headers={"X-CSRFToken": other_csrf, "HX-Request": "true"})
+        assert refused.status_code == 403, role
+    assert rules(db)[0].revoked_at is None
+    assert revoke_url in world.client.get(f"/apps/{cid}/permissions").get_data(as_text=True)
+    stranger_world = make.task_run("Globex", client=client.application.test_client())
+    assert (
+        stranger_world.client.post(
+            revoke_url, headers={"X-CSRFToken": stranger_world.csrf, "HX-Request": "true"}
+        ).status_code
+        == 404
+    )
