@@ -49,15 +49,10 @@ def rule_rows(connection: ToolConnection, membership: Membership) -> list[RuleRo
     rules = trust_rules.rules_of_connection(connection)
     names = {a.id: a.name for a in agent_names(connection.company_id)}
     issue_ids = {r.issue_id for r in rules if r.issue_id}
-    labels = (
-        dict(
-            db.session.execute(select(Issue.id, Issue.identifier).where(Issue.id.in_(issue_ids)))
-            .tuples()
-            .all()
-        )
-        if issue_ids
-        else {}
-    )
+    labels: dict = {}
+    if issue_ids:
+        found = db.session.execute(select(Issue.id, Issue.identifier).where(Issue.id.in_(issue_ids)))
+        labels = {row.id: row.identifier for row in found}
     configure = can_configure(membership, connection)
     rows = []
     for r in rules:
