@@ -20,11 +20,19 @@ CHECK_CHANGES = {("tool_trust_rules", "scope"): ("task", "agent_connection")}
 JSON_NULLABLE = sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
 
 
+def _drop_column(table: str, column: str) -> None:
+    """A plain DROP COLUMN, also on SQLite (3.35+): batch mode would copy the table, and dropping the old copy
+    with foreign keys on deletes the rows that reference it (`connection_tools` rows cascade from a connection)."""
+    if op.get_bind().dialect.name == "sqlite":
+        op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    else:
+        op.drop_column(table, column)
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("tool_connections") as batch_op:
-        batch_op.add_column(sa.Column("tools_changed_at", sa.DateTime(timezone=True), nullable=True))
-    with op.batch_alter_table("connection_tools") as batch_op:
-        batch_op.add_column(sa.Column("pending_definition", JSON_NULLABLE, nullable=True))
+    # Plain ADD COLUMN on every backend (nullable, no default): no table is copied.
+    op.add_column("tool_connections", sa.Column("tools_changed_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("connection_tools", sa.Column("pending_definition", JSON_NULLABLE, nullable=True))
     op.create_table(
         "tool_trust_rules",
         sa.Column("id", sa.Uuid(), nullable=False),
@@ -87,7 +95,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_tool_trust_rules_lookup", table_name="tool_trust_rules")
     op.drop_table("tool_trust_rules")
-    with op.batch_alter_table("connection_tools") as batch_op:
-        batch_op.drop_column("pending_definition")
-    with op.batch_alter_table("tool_connections") as batch_op:
-        batch_op.drop_column("tools_changed_at")
+    _drop_column("connection_tools", "pending_definition")
+    _drop_column("tool_connections", "tools_changed_at")
