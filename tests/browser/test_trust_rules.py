@@ -37,7 +37,7 @@ def connect_honcho(page, base: str) -> str:
     if workspace.is_editable():
         workspace.fill("team-workspace")
     page.get_by_role("button", name="Connect", exact=True).click()
-    page.wait_for_url("**/permissions")
+    page.wait_for_url(lambda url: url.endswith("/permissions?done=connected"))
     return page.url
 
 

@@ -21,11 +21,13 @@ DEFAULTS: dict[str, dict[str, dict[str, int | None]]] = {
         "run": {"minute": 60, "day": 2_000},
         "tool": {"minute": 60, "day": 5_000},
     },
+    # A task that saves a few dozen memories in a minute stays under these (issue 28's own example: 30 writes in one
+    # task, one approval with a rule); a loop does not (the loop breaker stops repeats sooner).
     "write": {
-        "grant": {"minute": 60, "day": 2_000},
-        "agent": {"minute": 30, "day": 1_000},
-        "run": {"minute": 20, "day": 300},
-        "tool": {"minute": 20, "day": 500},
+        "grant": {"minute": 120, "day": 5_000},
+        "agent": {"minute": 60, "day": 2_000},
+        "run": {"minute": 40, "day": 500},
+        "tool": {"minute": 40, "day": 1_000},
     },
 }
 DEFAULT_LOOP: dict[str, int | None] = {"repeats": 10, "seconds": 60}

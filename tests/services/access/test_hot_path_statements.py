@@ -15,9 +15,13 @@ from app.services.runtime.search import clear_search_indexes
 from tests.conftest import count_statements
 from tests.doors import rpc, search
 
-# Measured on the commit before the checks (0e50494) and after them: the same.
-SEARCH_COLD, SEARCH_WARM = 6, 1
-LISTING_COLD, LISTING_WARM = 4, 1
+# Measured on the commit before the checks (0e50494) and after them: the same. Since then each agent door also reads
+# the caller address's shared count of failed authentications (issue 31: +1 per request), and the gateway writes the
+# listing's entry in the run's decision timeline (issue 28 item 5: +1 per tools/list); the access rule's own reads
+# are unchanged.
+THROTTLE, TIMELINE = 1, 1
+SEARCH_COLD, SEARCH_WARM = 6 + THROTTLE, 1 + THROTTLE
+LISTING_COLD, LISTING_WARM = 4 + THROTTLE + TIMELINE, 1 + THROTTLE + TIMELINE
 EXPLAINER = 5  # connection, identities, membership, tools, the catalog row's version
 
 

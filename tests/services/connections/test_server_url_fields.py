@@ -59,7 +59,7 @@ def test_cognee_connects_at_its_base_url_and_lists_its_tools(
     response = post(client, token, "/apps/cognee/connect", cognee_form(cognee_server.url), htmx=False)
     assert response.status_code == 303, response.get_data(as_text=True)
     connection = db.session.scalars(select(ToolConnection).where(ToolConnection.status == "active")).one()
-    assert response.headers["Location"] == f"/apps/{connection.id}/permissions"
+    assert response.headers["Location"] == f"/apps/{connection.id}/permissions?done=connected"
     assert (connection.app_slug, connection.enabled, connection.health_status) == ("cognee", True, "healthy")
     page = client.get(response.headers["Location"]).get_data(as_text=True)
     assert "<code>search</code>" in page and "<code>add</code>" in page

@@ -315,14 +315,20 @@ def test_a_call_a_rule_allows_costs_a_constant_few_statements(db, world, honcho_
         ], len(commits)
 
     shapes, commits = measured("one")
-    assert shapes == [
-        "SELECT heartbeat_runs",  # run context
-        "SELECT thread_interactions",  # approval cards for this very call
-        "SELECT tool_trust_rules",  # a rule that covers it
-        "UPDATE tool_trust_rules",  # one use spent
-        "SELECT tool_connections",  # the provider target's inputs
-        "INSERT activity_log",
-    ]
+    assert (
+        shapes
+        == [
+            "SELECT throttle_hits",  # the address's shared count of failed authentications (issue 31)
+            "SELECT heartbeat_runs",  # run context
+            "INSERT gateway_call_counters",  # counted against the connection's limits before asking (issue 28 item 3)
+            "SELECT thread_interactions",  # approval cards for this very call
+            "SELECT tool_trust_rules",  # a rule that covers it
+            "UPDATE tool_trust_rules",  # one use spent
+            "SELECT tool_connections",  # the provider target's inputs
+            "SELECT provider_breakers",  # the provider's shared breaker (issue 31)
+            "INSERT activity_log",
+        ]
+    )
     # As after a used-up approval: the spent use is committed before the provider is prepared (an OAuth refresh
     # commits on a connection of its own), then the request's transaction ends before the provider is called.
     assert commits == 2
