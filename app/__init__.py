@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -34,6 +35,9 @@ def create_app(config_override: dict | None = None) -> Flask:
 
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXY_COUNT"]))  # type: ignore[method-assign]
 
+    if not app.config.get("REQUEST_LOG"):
+        # werkzeug's development server logs every request at INFO; its warnings and errors still show.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
     register_extensions(app)
     register_blueprints(app)
     register_cli(app)

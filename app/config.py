@@ -176,6 +176,9 @@ def load_config(instance_path: str) -> dict:
         # Names this installation inside run tokens; derived from SECRET_KEY when unset.
         "SWITCHBOARD_INSTANCE_ID": env.get("SWITCHBOARD_INSTANCE_ID") or None,
         "RUN_WORKER_IN_PROCESS": _bool(env.get("RUN_WORKER_IN_PROCESS"), False),
+        # The development server's per-request log lines (`switchboard run`): off, so a newcomer's terminal shows what
+        # matters; production servers (gunicorn) keep their own access log.
+        "REQUEST_LOG": _bool(env.get("SWITCHBOARD_REQUEST_LOG"), False),
         # `switchboard worker` on SIGTERM: how long the agent turn in progress may go on before its process group is
         # ended and its run handed back to the queue (app/workers/shutdown.py).
         "WORKER_SHUTDOWN_GRACE_SECONDS": float(env.get("SWITCHBOARD_WORKER_SHUTDOWN_GRACE_SECONDS", "30")),

@@ -185,3 +185,6 @@ def register_commands(app: Flask) -> None:
     app.cli.add_command(tools_group)
 
     app.cli.add_command(worker_command)
+    from app.cli.start_demo import start_demo_command
+
+    app.cli.add_command(start_demo_command)
