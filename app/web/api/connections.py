@@ -33,9 +33,8 @@ from app.web.api.validation import parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid
 from app.web.openapi.operations import (
     BOARD_WRITE,
-    NOT_FOUND,
     SETUP_REFUSED,
-    UNAUTHENTICATED,
+    WRITE_ANSWERS,
     Answer,
     board_read,
     board_write,
@@ -225,9 +224,8 @@ def get_connection(connection_id: str) -> ResponseReturnValue:
     security=BOARD_WRITE,
     responses={
         204: Answer("Deleted; no body"),
-        401: UNAUTHENTICATED,
+        **{status: answer for status, answer in WRITE_ANSWERS.items() if status != 422},
         403: error("The caller may not configure this connection (its creator or a connection manager can)"),
-        404: NOT_FOUND,
         409: error("Deleting is not allowed now: tool approval requests for it still wait for an answer"),
     },
 )
