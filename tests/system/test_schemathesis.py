@@ -47,6 +47,17 @@ MCP_REFUSED = [
     {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "x\u0000"}},
     {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "\ud800"}},
     {"jsonrpc": "2.0", "id": 10, "result": {}},
+    {"jsonrpc": "2.0", "id": 12},
+    [],
+]
+# Batches (revision 2025-03-26, which both doors speak without a version header): an array of answers, or 202.
+MCP_BATCHES = [
+    [
+        {"jsonrpc": "2.0", "id": 13, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        5,
+    ],
+    [{"jsonrpc": "2.0", "method": "notifications/initialized"}],
 ]
 # Valid bodies for the hand-written cases on the seeded objects (operations not listed send no body).
 SEEDED_BODIES = {
@@ -78,12 +89,14 @@ SEEDED_BODIES = {
     ("post", "/mcp/runtime-tools"): [
         *MCP_BODIES,
         *MCP_REFUSED,
+        *MCP_BATCHES,
         {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "connections_search"}},
         {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "connection_request"}},
     ],
     ("post", "/mcp/gateway"): [
         *MCP_BODIES,
         *MCP_REFUSED,
+        *MCP_BATCHES,
         {
             "jsonrpc": "2.0",
             "id": 4,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from flask import request
@@ -62,5 +64,17 @@ def parse_body(model: type[ModelT]) -> ModelT:
 
 def validation_error_response(err: BodyValidationError) -> ResponseReturnValue:
     return respond(
-        ValidationErrorResponse.model_validate({"error": "Validation error", "details": err.details}), 400
+        ValidationErrorResponse.model_validate({"error": "Validation error", "details": err.details}),
+        err.status,
     )
+
+
+@contextmanager
+def conflicts_with_state() -> Iterator[None]:
+    """Around a service that checks a body's values against the state they are for (an app's method fields, a
+    connection's tools, the company's agents and connection names): the body already passed `parse_body`, the rules
+    the document states, so such a refusal is a conflict with that state, 409 with the same details."""
+    try:
+        yield
+    except ValidationFailed as err:
+        raise ValidationFailed(err.details, status=409) from None

@@ -195,6 +195,13 @@ WRITE_ANSWERS = {
     422: error("Refused by the rules (the message says why)"),
     429: THROTTLED,
 }
+# Values the document cannot judge: they are checked against the state they are for (`conflicts_with_state`).
+STATE_CONFLICT = Answer(
+    "The values do not fit the state they are for (the details name each): a field or credential the app's "
+    "connection method requires or does not have, a tool the connection does not have, an agent not of this company, "
+    "a name another connection has; or the object is no longer in a state that allows this",
+    (ValidationErrorResponse, ConnectRefusedResponse),
+)
 # The provider refused the credentials of a setup: the draft was kept (`connectionId` names it).
 SETUP_REFUSED = Answer(
     "Refused by the rules, or the provider refused the credentials (then `connectionId` names the draft)",
@@ -208,8 +215,13 @@ RUNTIME_ANSWERS = {
     ),
     401: error("The runtime-tools token is missing, invalid, or expired", BEARER_CHALLENGE),
     403: error(f"The token's run is not live, the responsible person lost write access, or {FOREIGN_ORIGIN}"),
-    404: error("The run's task or agent no longer exists"),
-    409: error("The agent no longer owns the task, the task is closed, or the request was already resolved"),
+    404: error(
+        "The run's task or agent no longer exists, or a `connectionId` that does not serve the service for this run"
+    ),
+    409: error(
+        "The agent no longer owns the task, the task is closed, the request was already resolved or declined in "
+        "this continuation, or several connections of the service exist (name one with `connectionId`)"
+    ),
     413: TOO_LARGE,
     422: error("The service is not available, or the run is not bound to a task"),
     429: THROTTLED,

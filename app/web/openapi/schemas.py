@@ -16,6 +16,7 @@ Only request bodies (the `validation` mode) get these rules; responses are descr
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
@@ -55,7 +56,18 @@ def json_value_schema() -> dict:
     }
 
 
-def trimmed_text_pattern(min_length: int = 0, max_length: int | None = None) -> str:
+# Text that starts or ends with a blank (what trimming would change), in Python's and ECMA-262's notation.
+BLANK_AT_AN_END = re.compile(f"^[{_BLANK}]|[{_BLANK}]$")
+
+
+def exact_text_pattern(min_length: int = 0, max_length: int | None = None) -> str:
+    """Text of `min_length` to `max_length` characters, without blanks at either end."""
+    return trimmed_text_pattern(min_length, max_length, blanks_around=False)
+
+
+def trimmed_text_pattern(
+    min_length: int = 0, max_length: int | None = None, *, blanks_around: bool = True
+) -> str:
     """Text that, once trimmed, is `min_length` to `max_length` characters long (blanks around it are allowed)."""
     kept = []  # the trimmed text: empty, one character, or two non-blank ends around any characters
     if min_length == 0:
@@ -65,7 +77,7 @@ def trimmed_text_pattern(min_length: int = 0, max_length: int | None = None) -> 
     if max_length is None or max_length >= 2:
         inner_max = "" if max_length is None else str(max_length - 2)
         kept.append(f"{_NOT_BLANK}{_CHAR}{{{max(min_length - 2, 0)},{inner_max}}}{_NOT_BLANK}")
-    blanks = f"[{_BLANK}]*"
+    blanks = f"[{_BLANK}]*" if blanks_around else ""
     return f"^{blanks}(?:{'|'.join(kept)}){blanks}$"
 
 
