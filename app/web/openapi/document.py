@@ -142,7 +142,11 @@ def build_document(
             "description": (
                 "Board API (session cookie + X-CSRFToken, or a bearer API key), runtime tools for agents (a bearer "
                 'run token) and their MCP endpoints. Errors are `{"error": "..."}`; validation failures are 400 '
-                '`{"error": "Validation error", "details": [...]}`.'
+                '`{"error": "Validation error", "details": [...]}`; values that do not fit the state they are for '
+                "(an app's method, a connection's tools, the company's agents) are 409 with the same details. A path "
+                "no route serves under `/api/`, `/runtime-tools/`, `/mcp/`, `/.well-known/`, and the OAuth default "
+                "endpoints `/register`, `/token`, `/authorize` and `/revoke` (Switchboard is no authorization "
+                'server), answer a JSON 404 `{"error": "Not found"}`.'
             ),
         },
         "paths": paths,
