@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from app.models import ToolConnection
 from app.services.access.effective import tools_with_policies
 from app.services.connections.audience import Audience, audience_of
 from app.services.connections.instructions import INSTRUCTIONS_MAX_LENGTH
-from app.web.api.validation import Omittable, StrictBody
+from app.web.api.validation import Omittable, StrictBody, WholeNumber
 
 # --- request bodies --------------------------------------------------------------------------------------------
 
@@ -34,7 +34,7 @@ class TemplateRefBody(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     id: Annotated[str, StringConstraints(min_length=1, max_length=160)]
-    version: StrictInt = Field(gt=0)
+    version: WholeNumber = Field(gt=0)
 
 
 class InstructionsBody(BaseModel):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from flask import request
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
 
 from app.core.errors import ValidationFailed
 from app.web.json_body import EMPTY, NOT_JSON_MESSAGE, BodyNotJson, read_json_body
@@ -24,6 +24,15 @@ class StrictBody(BaseModel):
 
 
 BodyValidationError = ValidationFailed
+
+
+def _whole_number(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# An integer as JSON means it: `3` or `3.0` (the same number; JSON Schema's `integer` allows both), never `"3"`,
+# `true` or `3.5`.
+WholeNumber = Annotated[int, BeforeValidator(_whole_number), Strict()]
 
 
 def _without_default(schema: dict) -> None:

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import schemathesis
 from flask import Flask
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from schemathesis.specs.openapi.definitions import OPENAPI_31
 
 from app import register_blueprints
@@ -307,3 +307,16 @@ def test_validation_error_conforms_to_the_documented_shape(client, make, documen
     }
     jsonschema.validate(response.json, schema)
     assert response.json["details"][0]["loc"] == ["bogus"]
+
+
+def test_an_integer_is_a_json_integer(document):
+    """The document's `integer` allows `2.0` (the same JSON number as `2`), so the door takes it too; text, booleans
+    and fractions stay refused."""
+    from app.web.api.connection_models import TemplateRefBody
+
+    assert _field_valid(document, "TemplateRefBody", "version", 2.0)
+    assert TemplateRefBody.model_validate({"id": "memory", "version": 2.0}).version == 2
+    for refused in ("2", True, 2.5, 0):
+        assert not _field_valid(document, "TemplateRefBody", "version", refused), refused
+        with pytest.raises(ValidationError):
+            TemplateRefBody.model_validate({"id": "memory", "version": refused})
