@@ -84,7 +84,7 @@ def register_extensions(app: Flask) -> None:
 
 
 def register_blueprints(app: Flask) -> None:
-    from app.web import api, apps, auth, board, errors, health, oauth
+    from app.web import api, apps, assistant_oauth, auth, board, errors, health, oauth
     from app.web import notifications as notifications_web  # notifications: issue 15
     from app.web.agents import gateway, runtime
     from app.web.cards import approval, connection
@@ -103,10 +103,14 @@ def register_blueprints(app: Flask) -> None:
         approval,
         openapi,
         notifications_web,
+        assistant_oauth,
     )
     for door in doors:
         app.register_blueprint(door.bp)
     errors.register_error_handlers(app)
+    from app.services.assistants.server import init_server
+
+    init_server(app)
 
 
 def register_cli(app: Flask) -> None:

@@ -123,8 +123,9 @@ def load_config(instance_path: str) -> dict:
         "MAX_CONTENT_LENGTH": _positive_int(
             env.get("SWITCHBOARD_MAX_CONTENT_LENGTH"), DEFAULT_MAX_CONTENT_LENGTH
         ),
-        # Sign-in throttling per (email, client address): where the counters live (`limits` storage URI).
-        "LOGIN_THROTTLE_STORAGE_URI": env.get("SWITCHBOARD_LOGIN_THROTTLE_STORAGE_URI") or "memory://",
+        # Sign-in throttling: where the counters live. `database` (the default): the app's database, one count for
+        # every process and instance; or a `limits` storage URI (`redis://host:6379/0`; `memory://` is per process).
+        "LOGIN_THROTTLE_STORAGE_URI": env.get("SWITCHBOARD_LOGIN_THROTTLE_STORAGE_URI") or "database",
         # Reverse proxies in front of the app whose X-Forwarded-For is trusted for the client address (0: none).
         "TRUSTED_PROXY_COUNT": int(env.get("SWITCHBOARD_TRUSTED_PROXIES", "0")),
         # Setup-time exchanges with providers (verifying a key, indexing tools) and OAuth HTTP calls.
@@ -160,6 +161,9 @@ def load_config(instance_path: str) -> dict:
         "OUTBOUND_ALLOWED_HOSTS": [
             h for h in (env.get("SWITCHBOARD_OUTBOUND_ALLOWED_HOSTS") or "").split(",") if h.strip()
         ],
+        # A CA bundle (PEM file) trusted instead of the public roots when fetching assistants' client ID metadata
+        # documents, for a private PKI; unset: the public roots.
+        "OUTBOUND_CA_BUNDLE": env.get("SWITCHBOARD_OUTBOUND_CA_BUNDLE") or None,
         # Browser origins besides PUBLIC_BASE_URL's that may call the agent doors (comma-separated, e.g.
         # "http://localhost:5000"); a request from any other Origin gets 403 (MCP transport security).
         "AGENT_ALLOWED_ORIGINS": [
@@ -170,6 +174,9 @@ def load_config(instance_path: str) -> dict:
         # Names this installation inside run tokens; derived from SECRET_KEY when unset.
         "SWITCHBOARD_INSTANCE_ID": env.get("SWITCHBOARD_INSTANCE_ID") or None,
         "RUN_WORKER_IN_PROCESS": _bool(env.get("RUN_WORKER_IN_PROCESS"), False),
+        # `switchboard worker` on SIGTERM: how long the agent turn in progress may go on before its process group is
+        # ended and its run handed back to the queue (app/workers/shutdown.py).
+        "WORKER_SHUTDOWN_GRACE_SECONDS": float(env.get("SWITCHBOARD_WORKER_SHUTDOWN_GRACE_SECONDS", "30")),
         # Agent CLIs (Claude Code, Codex, Gemini CLI): each agent's private config home, where the CLI keeps its
         # sessions between turns (`<root>/<agent id>/`). Workers on several machines resume sessions only when this
         # is shared storage.

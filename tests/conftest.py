@@ -174,7 +174,7 @@ def db(app):
         _db.session.rollback()
         _db.session.remove()
         _empty_tables(_db)
-        login_throttle.reset()  # sign-in counters are per process, like the rows above they are per test
+        login_throttle.reset()  # sign-in counters (in the database by default, or another store) are per test
         ctx.pop()
 
 

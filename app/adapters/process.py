@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.adapters import SESSION_LINE_KEY, AdapterResult, Invocation, TailBuffer
+from app.core import agent_turns
 
 INSTRUCTIONS_ENV = "PAPERCLIP_CONNECTION_INSTRUCTIONS_FILE"
 TEMP_PREFIX = "paperclip-connection-instructions-"
@@ -234,6 +235,7 @@ class ProcessAdapter:
                 )
             except OSError as exc:
                 return AdapterResult(ok=False, error=f"Could not start the agent process: {exc}")
+            agent_turns.agent_started(proc)  # a worker's shutdown may end it (issue 31)
             out, err = _Pump(proc.stdout, True), _Pump(proc.stderr, False)
             out.start()
             err.start()
@@ -273,8 +275,10 @@ class ProcessAdapter:
                 truncated=out.buffer.truncated or err.buffer.truncated,
             )
         finally:
-            if proc is not None and proc.poll() is None:
-                _kill_group(proc)
-                proc.wait()
+            if proc is not None:
+                if proc.poll() is None:
+                    _kill_group(proc)
+                    proc.wait()
+                agent_turns.agent_ended(proc)
             if directory is not None:
                 shutil.rmtree(directory, ignore_errors=True)

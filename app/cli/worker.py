@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 
 import click
@@ -16,14 +17,25 @@ from app.extensions import current_app_object
 @needs_database
 def worker_command(once: bool, poll_seconds: float) -> None:
     """Run the background worker (runs and continuation delivery)."""
-    from app.workers.loop import run_once, run_worker_forever, stop_worker
+    from app.workers import shutdown
+    from app.workers.loop import run_once, run_worker_forever
 
     app = current_app_object()
     if once:
         click.echo(f"worker: {run_once(app)} unit(s) of work done")
         return
-    click.echo("worker: running (Ctrl+C to stop)")
+    click.echo("worker: running (Ctrl+C or SIGTERM to stop)")
     stop = threading.Event()
+    grace = float(app.config.get("WORKER_SHUTDOWN_GRACE_SECONDS", 30))
+
+    def _shut_down(signum: int, _frame: object) -> None:
+        # Stop claiming now; the turn in progress has `grace` seconds, then is ended and handed back (shutdown.py).
+        signal.signal(signum, signal.SIG_IGN)
+        click.echo(f"worker: stopping (the turn in progress has {grace:g} s to finish)", err=True)
+        shutdown.begin(stop, grace)
+
+    signal.signal(signal.SIGTERM, _shut_down)
+    signal.signal(signal.SIGINT, _shut_down)
     # One thread per background job: continuation delivery never waits behind notifications (issue 33), and the
     # notification thread only hands rows to its own delivery lanes (app/workers/outbox.py).
     for job in ("continuations", "notifications"):
@@ -34,7 +46,5 @@ def worker_command(once: bool, poll_seconds: float) -> None:
             name=f"switchboard-worker-{job}",
             daemon=True,
         ).start()
-    try:
-        run_worker_forever(app, poll_seconds, jobs=("runs",), stop=stop)
-    except KeyboardInterrupt:
-        stop_worker(stop)
+    run_worker_forever(app, poll_seconds, jobs=("runs",), stop=stop)
+    click.echo("worker: stopped", err=True)

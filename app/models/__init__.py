@@ -2,6 +2,13 @@
 
 from app.models.activity import ActivityLog
 from app.models.agents import Agent, AgentSecret
+from app.models.assistants import (
+    AssistantClient,
+    AssistantCode,
+    AssistantDeviceCode,
+    AssistantGrant,
+    AssistantToken,
+)
 from app.models.connections import (
     CatalogApp,
     CatalogState,
@@ -13,6 +20,7 @@ from app.models.connections import (
     ToolConnection,
     ToolPolicy,
 )
+from app.models.gateway_limits import GatewayCallCounter
 from app.models.intents import ConnectionIntentDelivery
 from app.models.notifications import (  # notifications (issue 15)
     NotificationDelivery,
@@ -23,10 +31,16 @@ from app.models.notifications import (  # notifications (issue 15)
 from app.models.oauth import OAuthClientRegistration, OAuthState
 from app.models.run_logs import AgentTaskSession, RunLog
 from app.models.runs import GatewayCancellation, HeartbeatRun, WakeupRequest
+from app.models.shared_state import ProviderBreaker, ThrottleHit
 from app.models.tenancy import AccessRevision, ApiKey, Company, LoginFailure, Membership, User
 from app.models.work import Comment, Issue, Project, ThreadInteraction
 
 __all__ = [
+    "AssistantClient",
+    "AssistantCode",
+    "AssistantDeviceCode",
+    "AssistantGrant",
+    "AssistantToken",
     "AccessRevision",
     "AgentSecret",
     "AgentTaskSession",
@@ -48,13 +62,16 @@ __all__ = [
     "ApiKey",
     "Comment",
     "Company",
+    "GatewayCallCounter",
     "GatewayCancellation",
     "HeartbeatRun",
     "Issue",
     "LoginFailure",
     "Membership",
     "Project",
+    "ProviderBreaker",
     "ThreadInteraction",
+    "ThrottleHit",
     "User",
     "NotificationDelivery",
     "NotificationPreference",

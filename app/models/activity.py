@@ -22,6 +22,7 @@ class ActivityLog(IdMixin, Model):
     __tablename__ = "activity_log"
     __table_args__ = (
         Index("ix_activity_log_company_created", "company_id", "created_at"),
+        Index("ix_activity_log_run", "run_id"),
         one_of("actor_type", ActorType),
     )
 

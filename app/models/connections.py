@@ -143,6 +143,9 @@ class ToolConnection(IdMixin, TimestampMixin, Model):
     # The distinct lowercase words of the active indexed tools' names and descriptions, kept by the indexer, so
     # search can match query words against a connection's tools without reading thousands of tool rows.
     tool_search_text: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
+    # The gateway's call limits and loop breaker as set on the Permissions page (`services.gateway.limits`); null
+    # means the defaults. Part of the row, so a change raises the access revision and reaches every kept call target.
+    call_limits: Mapped[dict | None] = mapped_column(NullableJSONType)
 
     grants: Mapped[list[ConnectionGrant]] = relationship(
         back_populates="connection", cascade="all, delete-orphan"

@@ -28,6 +28,8 @@ WEBHOOK_EVENTS = (
     "connection.connected",
     "connection.needs_reauthorization",
     "connection.disconnected",
+    "connection.disabled",
+    "connection.enabled",
 )
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.extensions import Model
 from app.models.agents import Agent
-from app.models.base import IdMixin, JSONType, NullableJSONType, TimestampMixin, ValueSet, one_of, utcnow
+from app.models.base import IdMixin, JSONType, TimestampMixin, ValueSet, one_of, utcnow
 from app.models.keys import CONNECTION_INTENT_KEY_PREFIX
 
 
@@ -60,9 +60,6 @@ class HeartbeatRun(IdMixin, TimestampMixin, Model):
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # The elicitation modes the run's gateway client declared at its last `initialize` (e.g. ["form", "url"]): the
-    # gateway keeps no sessions, so what a 2025-11-25 client can do is remembered per run (`gateway/elicitation`).
-    gateway_elicitation: Mapped[list | None] = mapped_column(NullableJSONType)
 
     agent: Mapped[Agent] = relationship()
 

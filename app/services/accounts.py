@@ -60,7 +60,8 @@ def find_user_by_email(email: str) -> User | None:
 
 def authenticate(email: str, password: str, remote_addr: str | None) -> User | None:
     """Check a password. Too many recent failures for this email *from this address* refuse even a correct
-    password (`login_throttle`); the same email from another address is not affected."""
+    password (`login_throttle`); the same email from another address is not affected. When the counters cannot be
+    reached the password is not checked at all (`login_throttle.ThrottleUnavailable`, 503)."""
     email = normalize_email(email)
     wait = login_throttle.address_retry_after(remote_addr)
     if wait is not None:
@@ -70,7 +71,7 @@ def authenticate(email: str, password: str, remote_addr: str | None) -> User | N
             f"{minutes} minute{'s' if minutes != 1 else ''}.",
             retry_after=wait,
         )
-    wait = login_throttle.retry_after(email, remote_addr)
+    wait = login_throttle.take_attempt(email, remote_addr)
     if wait is not None:
         minutes = max(1, math.ceil(wait / 60))
         error = TooManyRequests(
@@ -86,8 +87,7 @@ def authenticate(email: str, password: str, remote_addr: str | None) -> User | N
         login_throttle.clear(email, remote_addr)
         db.session.execute(delete(LoginFailure).where(LoginFailure.email == email))
         return user
-    login_throttle.record_failure(email, remote_addr)
-    login_throttle.record_address_failure(remote_addr)
+    login_throttle.record_address_failure(remote_addr)  # the pair's attempt was counted by `take_attempt`
     # Kept as the record of failed sign-ins (who tried, from where); throttling itself reads `login_throttle`.
     db.session.add(LoginFailure(email=email, remote_addr=remote_addr))
     return None

@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 from app.extensions import db
 from app.models import ActivityLog, Agent, User
 
+# The action of a gateway tool call's row: written by the gateway, read by the task thread (`run_progress`).
+TOOL_CALL_ACTION = "tool_gateway.call"
 SECRET_KEY_HINTS = ("secret", "password", "token", "credential", "authorization", "apikey", "api_key")
 
 

@@ -21,6 +21,7 @@ from app.services.intents.expiry import (
     expire_intents_for_issue,
     supersede_intents_for_responsible_change,
 )
+from app.services.run_progress import RunProgress, issue_runs, progress_of, tool_calls_of_issue
 from app.services.runs.wakeups import request_wakeup
 from app.services.tenancy import allocate_issue_identifier, get_membership
 
@@ -66,24 +67,18 @@ def list_issues(
     return list(db.session.scalars(query.order_by(Issue.created_at.desc(), Issue.identifier.desc())))
 
 
-def thread_items(issue: Issue) -> list[Comment | ThreadInteraction]:
-    """Comments and interactions of a task, merged in creation order."""
-    comments = db.session.scalars(select(Comment).where(Comment.issue_id == issue.id)).all()
-    interactions = db.session.scalars(
-        select(ThreadInteraction).where(ThreadInteraction.issue_id == issue.id)
-    ).all()
-    return sorted([*comments, *interactions], key=lambda item: item.created_at)
-
-
 THREAD_PAGE_SIZE = 30  # the newest items a task page shows; "Load earlier" adds this many more each time
 THREAD_MAX_SHOWN = 5000
+
+
+ThreadItem = Comment | ThreadInteraction | RunProgress
 
 
 @dataclass(frozen=True)
 class ThreadPage:
     """The newest `shown` items of a task's thread, oldest first, and how many earlier items are not shown."""
 
-    items: list[Comment | ThreadInteraction]
+    items: list[ThreadItem]
     earlier: int
     shown: int
 
@@ -103,8 +98,8 @@ def shown_count(raw: str | None) -> int:
 
 
 def thread_page(issue: Issue, shown: int = THREAD_PAGE_SIZE) -> ThreadPage:
-    """The newest `shown` comments and interactions of a task, merged in creation order (issue 33: a thread of
-    hundreds of long comments is never sent whole)."""
+    """The newest `shown` comments, cards and agent runs of a task, merged in creation order (issue 33: a thread of
+    hundreds of long comments is never sent whole; issue 27: the agent's runs show in the thread as they happen)."""
     comments = db.session.scalars(
         select(Comment).where(Comment.issue_id == issue.id).order_by(Comment.created_at.desc()).limit(shown)
     ).all()
@@ -114,24 +109,31 @@ def thread_page(issue: Issue, shown: int = THREAD_PAGE_SIZE) -> ThreadPage:
         .order_by(ThreadInteraction.created_at.desc())
         .limit(shown)
     ).all()
-    merged: list[Comment | ThreadInteraction] = [*comments, *interactions]
+    runs = issue_runs(issue, shown)
+    merged: list[Comment | ThreadInteraction | HeartbeatRun] = [*comments, *interactions, *runs]
     newest = sorted(merged, key=lambda item: item.created_at)[-shown:]
     earlier = 0
-    if len(comments) == shown or len(interactions) == shown or len(comments) + len(interactions) > shown:
+    if max(len(comments), len(interactions), len(runs)) == shown or len(merged) > shown:
         total = db.session.execute(
             select(
                 select(func.count(Comment.id)).where(Comment.issue_id == issue.id).scalar_subquery(),
                 select(func.count(ThreadInteraction.id))
                 .where(ThreadInteraction.issue_id == issue.id)
                 .scalar_subquery(),
+                select(func.count(HeartbeatRun.id))
+                .where(HeartbeatRun.issue_id == issue.id)
+                .scalar_subquery(),
             )
         ).one()
-        earlier = int(total[0] or 0) + int(total[1] or 0) - len(newest)
-    return ThreadPage(newest, earlier, shown)
+        earlier = sum(int(count or 0) for count in total) - len(newest)
+    progress = {entry.id: entry for entry in progress_of([i for i in newest if isinstance(i, HeartbeatRun)])}
+    items: list[ThreadItem] = [progress[i.id] if isinstance(i, HeartbeatRun) else i for i in newest]
+    return ThreadPage(items, earlier, shown)
 
 
 def thread_version(issue: Issue) -> str:
-    """A tag that changes when a comment or a card arrives, or a card is answered or expires (one statement).
+    """A tag that changes when a comment or a card arrives, a card is answered or expires, or one of the task's runs
+    starts, calls a tool through the gateway or ends (one statement).
 
     A card's phase (its addressee opened the dialog) does not change it, so a poll never replaces a card in use.
     """
@@ -142,6 +144,9 @@ def thread_version(issue: Issue) -> str:
     def of_cards(column: ColumnElement[Any]) -> ScalarSelect[Any]:
         return select(column).where(ThreadInteraction.issue_id == issue.id).scalar_subquery()
 
+    def of_runs(column: ColumnElement[Any]) -> ScalarSelect[Any]:
+        return select(column).where(HeartbeatRun.issue_id == issue.id).scalar_subquery()
+
     row = db.session.execute(
         select(
             of_comments(func.count(Comment.id)),
@@ -150,31 +155,14 @@ def thread_version(issue: Issue) -> str:
             of_cards(func.max(ThreadInteraction.created_at)),
             of_cards(func.max(ThreadInteraction.resolved_at)),
             of_cards(func.sum(case((ThreadInteraction.status == "pending", 1), else_=0))),
+            of_runs(func.count(HeartbeatRun.id)),
+            of_runs(func.max(HeartbeatRun.updated_at)),
+            tool_calls_of_issue(issue),
             Issue.status,
             Issue.assignee_agent_id,
         ).where(Issue.id == issue.id)
     ).one()
     return _version_tag(tuple(row))
-
-
-def thread_version_of(issue: Issue, items: list[Comment | ThreadInteraction]) -> str:
-    """`thread_version` of a thread whose items are loaded already (the task page has them): the same tag, with
-    no statement."""
-    comments = [item for item in items if isinstance(item, Comment)]
-    cards = [item for item in items if isinstance(item, ThreadInteraction)]
-    resolved = [card.resolved_at for card in cards if card.resolved_at is not None]
-    return _version_tag(
-        (
-            len(comments),
-            max((c.created_at for c in comments), default=None),
-            len(cards),
-            max((c.created_at for c in cards), default=None),
-            max(resolved, default=None),
-            sum(1 for c in cards if c.status == "pending") if cards else None,  # SQL's SUM over no rows
-            issue.status,
-            issue.assignee_agent_id,
-        )
-    )
 
 
 def _version_tag(values: tuple[Any, ...]) -> str:

@@ -6,6 +6,7 @@ from flask_login import current_user, login_required, login_user, logout_user
 
 from app.core.errors import TooManyRequests
 from app.services.accounts import authenticate, end_sessions, safe_next
+from app.services.login_throttle import ThrottleUnavailable
 from app.web.forms import EmptyForm, LoginForm
 from app.web.unit_of_work import Reason, commit_point
 
@@ -27,6 +28,9 @@ def login() -> ResponseReturnValue:
         commit_point(Reason.SIGN_IN_ATTEMPT)
         page = render_template("auth/login.html", form=form, next_url=next_url, error=err.message)
         return page, 429, {"Retry-After": str(err.retry_after)}
+    except ThrottleUnavailable as err:
+        page = render_template("auth/login.html", form=form, next_url=next_url, error=err.message)
+        return page, 503, {"Retry-After": str(err.retry_after)}
     if user is None:
         commit_point(Reason.SIGN_IN_ATTEMPT)
         return render_template(

@@ -4,7 +4,8 @@ Retry-After before its credential is checked. The count itself (`app/services/lo
 sign-in, whose page says the same thing its own way (`accounts.authenticate`).
 
 Registered before the request-security hooks, so a throttled address never reaches the API-key lookup or the run
-token check. Below the limit nothing changes: a bad credential is 401 (or 403) as before.
+token check. Below the limit nothing changes: a bad credential is 401 (or 403) as before. When the count's store
+cannot be reached, such a request is answered 503 before its credential is checked (a guess is never uncounted).
 """
 
 from __future__ import annotations
@@ -33,17 +34,21 @@ def presents_credential() -> bool:
     return request.path.startswith("/api/") and bool(request.headers.get("Authorization", "").strip())
 
 
-def throttled_response(wait: int) -> ResponseReturnValue:
+def refusal(message: str, status: int, wait: int) -> ResponseReturnValue:
+    """The door's own error shape (a JSON-RPC error on the MCP doors) with Retry-After."""
     from app.web.agents.jsonrpc import respond
     from app.web.errors import error_response
 
-    message = throttled_message(wait)
     if request.path.startswith("/mcp/"):
-        response = respond((mcp_messages.error(None, INVALID_REQUEST, message), 429))
+        response = respond((mcp_messages.error(None, INVALID_REQUEST, message), status))
     else:
-        response = current_app_object().make_response(error_response(message, 429))
+        response = current_app_object().make_response(error_response(message, status))
     response.headers["Retry-After"] = str(wait)
     return response
+
+
+def throttled_response(wait: int) -> ResponseReturnValue:
+    return refusal(throttled_message(wait), 429, wait)
 
 
 def install(app: Flask) -> None:
@@ -51,5 +56,8 @@ def install(app: Flask) -> None:
     def _refuse_guessing_address() -> Response | ResponseReturnValue | None:
         if not presents_credential():
             return None
-        wait = login_throttle.address_retry_after(request.remote_addr)
+        try:
+            wait = login_throttle.address_retry_after(request.remote_addr)
+        except login_throttle.ThrottleUnavailable as err:
+            return refusal(err.message, err.status, err.retry_after)  # never checked uncounted
         return throttled_response(wait) if wait is not None else None

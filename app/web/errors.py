@@ -14,7 +14,7 @@ from app.web.api.validation import BodyValidationError, validation_error_respons
 from app.web.openapi.responses import ErrorResponse, respond
 
 # /.well-known/: clients probing for OAuth metadata must get a JSON 404 they can parse, not an HTML page.
-JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz", "/.well-known/")
+JSON_PREFIXES = ("/api/", "/runtime-tools/", "/mcp/", "/healthz", "/readyz", "/.well-known/")
 STANDARD_MESSAGES = {
     400: "Bad request",
     401: "Authentication required",
@@ -37,12 +37,12 @@ PAGE_TITLES = {
     413: "Too much at once",
     422: "Could not do that",
     429: "Too many requests",
+    503: "Unavailable for a moment",
 }
 
 
-# Where MCP clients look for an OAuth authorization server (the MCP authorization spec's default endpoints when
-# discovery finds none): Switchboard serves none yet, so each answers a JSON 404 a client can read, not a page.
-OAUTH_DEFAULT_PATHS = frozenset({"/register", "/token", "/authorize", "/revoke"})
+# The assistants' authorization server's endpoints that clients (not people) call: their errors are JSON.
+OAUTH_DEFAULT_PATHS = frozenset({"/register", "/token", "/revoke", "/device_authorization"})
 
 
 def wants_json() -> bool:

@@ -193,7 +193,7 @@ def callback() -> ResponseReturnValue:
         return oauth_pages.failed(err.message, err.status, connection=connection, app=app_definition)
     if not state.interaction_id:
         oauth_callback.store_authorization(membership, state, connection, signed_in)
-        return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
+        return redirect(url_for("apps.permissions", connection_id=connection.id, done="connected"), code=303)
     return _finish_card(membership, state, connection, signed_in)
 
 

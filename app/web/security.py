@@ -151,19 +151,31 @@ def is_foreign_origin() -> bool:
 
 def _bearer_challenge() -> str:
     """The 401's challenge. The runtime doors keep their contract (always `error="invalid_token"`); the gateway follows
-    RFC 6750 section 3.1: a request that sent no credentials gets no error code."""
-    if request.path.startswith("/mcp/gateway") and not request.headers.get("Authorization"):
-        return "Bearer"
+    RFC 6750 section 3.1 (a request that sent no credentials gets no error code) and names its protected-resource
+    metadata (RFC 9728 section 5.1), where an MCP client finds the authorization server to sign in with."""
+    if request.path.startswith("/mcp/gateway"):
+        from app.services.assistants.urls import resource_metadata_url
+
+        metadata = f'resource_metadata="{resource_metadata_url()}"'
+        if not request.headers.get("Authorization"):
+            return f"Bearer {metadata}"
+        return f'Bearer error="invalid_token", {metadata}'
     return 'Bearer error="invalid_token"'
 
 
 def request_run_claims() -> dict:
     """The verified claims of the request's run token (checked once per request), else TokenInvalid (401)."""
+    from app.services.assistants import access as assistant_access
     from app.services.runs.tokens import TokenInvalid, verify_run_token
 
     if "run_claims" not in g:
         try:
-            g.run_claims = verify_run_token(bearer_token())
+            token = bearer_token()
+            if assistant_access.is_assistant_token(token):
+                # An assistant's OAuth access token stands for its session run (`services/assistants/access`).
+                g.run_claims = assistant_access.claims_for_access_token(token, request.path)
+            else:
+                g.run_claims = verify_run_token(token)
         except TokenInvalid:
             if not g.get("run_token_failure_counted"):
                 g.run_token_failure_counted = True

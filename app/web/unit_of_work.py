@@ -53,6 +53,10 @@ class Reason(Enum):
         "a failed sign-in is recorded (and its card marked needs-retry) although it answers an error"
     )
     CARD_NEEDS_RETRY = "a refused completion leaves the card in needs_retry although the dialog answers 422"
+    ASSISTANT_REFUSAL_KEPT = (
+        "an assistant's token request that found reuse (a code or rotated refresh token presented again) revokes the "
+        "token family, and a device poll records its time, although the answer is an OAuth error"
+    )
     SETUP_FAILURE_RECORDED = (
         "a setup attempt the provider refused is recorded (as a failure) although it answers 422"
     )

@@ -1,7 +1,8 @@
 """Execute queued heartbeat runs: claim one, prepare its invocation, hand it to the adapter, record the outcome.
 
 Each step commits on its own: the claim (so no other worker takes the run), the prepared turn (its frozen snapshot and
-session decision), and the completion. The adapter runs with no transaction open.
+session decision), and the completion. The adapter runs with no transaction open. A worker that is shutting down
+claims no more runs, and a turn its grace period ended goes back to the queue (`app/workers/shutdown.py`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ import logging
 import uuid
 
 from app.adapters import get_adapter
+from app.core import agent_turns
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.models import Agent
 from app.services.runs.invocation import prepare_invocation
-from app.services.runs.lifecycle import complete_run, fail_run, recover_abandoned_runs
+from app.services.runs.lifecycle import complete_run, fail_run, recover_abandoned_runs, requeue_run
 from app.services.runs.wakeups import claim_next_run
 
 log = logging.getLogger(__name__)
@@ -42,16 +44,24 @@ def execute_next_run(run_id: uuid.UUID | None = None) -> bool:
         fail_run(run, exc.message)
         db.session.commit()
         return True
-    try:
-        result = adapter.execute(invocation)
-    except Exception as exc:  # an adapter bug must not leave the run running forever
-        log.exception("adapter failed for run %s", invocation.run_id)
-        db.session.rollback()
-        fail_run(run, f"The adapter failed: {exc.__class__.__name__}")
-        db.session.commit()
-        return True
+    with agent_turns.turn() as turn:
+        try:
+            result = adapter.execute(invocation)
+        except Exception as exc:  # an adapter bug must not leave the run running forever
+            if turn.ended_by_shutdown:
+                result = None
+            else:
+                log.exception("adapter failed for run %s", invocation.run_id)
+                db.session.rollback()
+                fail_run(run, f"The adapter failed: {exc.__class__.__name__}")
+                db.session.commit()
+                return True
     db.session.rollback()  # nothing pending; refresh state from the database before writing the outcome
-    complete_run(run, result)
+    if turn.ended_by_shutdown:
+        # The worker is stopping and its grace period ended the turn: the run goes back to the queue with its wake.
+        requeue_run(run)
+    elif result is not None:
+        complete_run(run, result)
     db.session.commit()
     return True
 
@@ -60,6 +70,6 @@ def execute_pending_runs(limit: int = 100) -> int:
     """Fail runs abandoned by a dead worker, then execute queued runs until none is due (at most `limit`)."""
     done = recover_abandoned_runs()
     db.session.commit()
-    while done < limit and execute_next_run():
+    while done < limit and not agent_turns.draining() and execute_next_run():
         done += 1
     return done

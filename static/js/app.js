@@ -86,3 +86,20 @@ document.addEventListener("htmx:beforeSwap", function (event) {
     event.detail.isError = false;
   }
 });
+
+// A Copy button (data-copy names the input whose value it copies): the one-time webhook secret. It says what
+// happened in its status region, and falls back to selecting the text where the clipboard is not allowed.
+document.addEventListener("click", function (event) {
+  var button = event.target.closest && event.target.closest("button[data-copy]");
+  if (!button) return;
+  var field = document.getElementById(button.getAttribute("data-copy"));
+  var status = document.getElementById(button.getAttribute("aria-describedby"));
+  if (!field) return;
+  function say(text) { if (status) status.textContent = text; }
+  function selectIt() { field.focus(); field.select(); say("Selected: press Ctrl+C (or ⌘C) to copy."); }
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(field.value).then(function () { say("Copied."); }, selectIt);
+  } else {
+    selectIt();
+  }
+});

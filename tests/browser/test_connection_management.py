@@ -75,7 +75,7 @@ def test_drafts_disable_disconnect_and_delete(db, make, peers_config, page, oidc
 
     # A verified key: the Permissions page shows the indexed tools; disable from the list, enable from the page.
     submit_honcho_key(page, base, HONCHO_KEY)
-    page.wait_for_url("**/permissions")
+    page.wait_for_url(lambda url: url.endswith("/permissions?done=connected"))
     expect(page.get_by_test_id("tools-indexed")).to_contain_text("read")
     expect(page.get_by_test_id("tools-indexed")).to_contain_text("search_memory")
     honcho = connections(db, app_slug="honcho")[0]
@@ -98,7 +98,7 @@ def test_drafts_disable_disconnect_and_delete(db, make, peers_config, page, oidc
     page.get_by_role("button", name="Sign-in").click()
     page.locator("input[name=prompt][value=consent]").wait_for(state="attached")
     page.get_by_role("button", name="Continue").click()
-    page.wait_for_url("**/permissions")
+    page.wait_for_url(lambda url: url.endswith("/permissions?done=connected"))
     expect(page.get_by_test_id("account-label")).to_contain_text("Signed in to Notion as")
     notion = connections(db, app_slug="notion")[0]
     revocations_before = oidc.stats()["revocations"]

@@ -193,6 +193,10 @@ def test_the_whole_journey(app, db, journey_config, worker, honcho_server, oidc,
             first_session = log.session_id
 
             card = see_the_card(page, base, journey, issue, interaction_id)
+            # The run that asked is not "succeeded" for the person: the thread says whom the task waits for.
+            asked = page.locator(f"#run-{first.id}")
+            expect(asked).to_contain_text("Waiting for Demo Owner")
+            expect(asked.locator(".badge")).to_have_text("waiting")
             member_context, member_page = signed_in_page(
                 browser, base, member_login["email"], member_login["password"]
             )
@@ -229,6 +233,13 @@ def test_the_whole_journey(app, db, journey_config, worker, honcho_server, oidc,
             assert oauth_mcp.accepted_token_digests, "the Notion peer never saw a valid access token"
             assert len(runs_of(db, builder_id)) == 2
 
+            # The thread followed the continuation without a reload (the page is the one the card was answered on):
+            # the tool Builder called through the gateway, then how the run ended.
+            live = page.locator(f"#run-{continuation.id}")
+            expect(live).to_contain_text("Builder used Notion · search_docs", timeout=20_000)
+            expect(live.locator(".badge")).to_have_text("finished", timeout=20_000)
+            expect(page.locator(f"#run-{first.id}")).to_contain_text("Builder stopped to ask Demo Owner")
+            journey.shot(page, "thread-live")
             see_the_run(page, base, journey, continuation)
             see_the_activity(page, base, journey, interaction_id, continuation)
             member_context.close()
@@ -288,13 +299,16 @@ def connect_honcho(page, base: str, journey: Journey, db, honcho_server) -> uuid
     page.get_by_label("API key").fill(HONCHO_KEY)
     page.get_by_label("Honcho workspace").fill(WORKSPACE)
     page.get_by_role("button", name="Connect", exact=True).click()
-    page.wait_for_url("**/permissions")
+    page.wait_for_url(lambda url: url.endswith("/permissions?done=connected"))
     expect(page.locator("#agent-instructions-editor")).to_be_visible()
     db.session.rollback()
     honcho = db.session.scalars(
         select(ToolConnection).where(ToolConnection.app_slug == "honcho", ToolConnection.status == "active")
     ).one()
-    assert page.url == f"{base}/apps/{honcho.id}/permissions"
+    assert page.url == f"{base}/apps/{honcho.id}/permissions?done=connected"
+    expect(page.locator("#connected-notice")).to_have_text(
+        "Honcho is connected. The agents chosen below can use its tools now."
+    )
     assert honcho.method_config == {"workspaceId": WORKSPACE}
     assert any(r.auth == "ok" for r in honcho_server.requests), "Honcho was never reached with the key"
     journey.keep(page)
@@ -461,7 +475,7 @@ def connect_notion_in_the_popup(page, journey: Journey, card, interaction_id: st
 def see_the_run(page, base: str, journey: Journey, run: HeartbeatRun) -> None:
     """The continuation's run page: a fresh session, the instruction digest, the Honcho block and the tool call."""
     page.goto(f"{base}/runs/{run.id}")
-    expect(page.locator(f"#run-{run.id} .badge")).to_have_text("succeeded")
+    expect(page.locator(f"#run-{run.id} .badge")).to_have_text("finished")
     run_log = page.locator(f"#run-log-{run.id}")
     expect(run_log).to_contain_text("fresh session")
     expect(run_log).to_contain_text("## Connection instructions")

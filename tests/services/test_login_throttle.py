@@ -93,7 +93,7 @@ def test_behind_a_configured_proxy_the_forwarded_client_address_counts(app, db, 
 
 
 def test_throttle_settings_come_from_the_environment(monkeypatch, tmp_path):
-    assert load_config(str(tmp_path))["LOGIN_THROTTLE_STORAGE_URI"] == "memory://"
+    assert load_config(str(tmp_path))["LOGIN_THROTTLE_STORAGE_URI"] == "database"
     assert load_config(str(tmp_path))["TRUSTED_PROXY_COUNT"] == 0
     monkeypatch.setenv("SWITCHBOARD_LOGIN_THROTTLE_STORAGE_URI", "redis://cache.internal:6379/2")
     monkeypatch.setenv("SWITCHBOARD_TRUSTED_PROXIES", "1")

@@ -78,6 +78,11 @@ SEEDED_BODIES = {
         {"agentInstructions": None},
     ],
     ("post", "/api/tools/oauth/{connection_id}/start"): [{}],
+    # "{name}" values are filled with the seeded object's id (`_filled`).
+    ("post", "/api/tool-connections/{connection_id}/dry-run"): [
+        {"agentId": "{agent_id}", "tool": "save_memory", "arguments": {"content": "x", "workspace_id": "y"}},
+        {"agentId": "{agent_id}", "tool": "save_memory", "arguments": []},
+    ],
     ("post", "/api/connection-intents/{interaction_id}/phase"): [
         {"phase": "authorizing"},
         {"phase": "bogus"},
@@ -170,6 +175,8 @@ def live(app, db, make):
                 "run_id": str(run.id),
                 "connection_id": draft.json["id"],
                 "interaction_id": card.json["interactionId"],
+                "agent_id": str(agent.id),
+                "tool_name": "save_memory",
             },
         )
 
@@ -226,9 +233,20 @@ def _seeded_cases(operation, live) -> list:
     path_parameters = {name: live.ids[name] for name in re.findall(r"{([^}]+)}", operation.path)}
     bodies = SEEDED_BODIES.get((operation.method.lower(), operation.path), [None])
     return [
-        operation.Case(path_parameters=path_parameters, **({} if body is None else {"body": body}))
+        operation.Case(
+            path_parameters=path_parameters, **({} if body is None else {"body": _filled(body, live.ids)})
+        )
         for body in bodies
     ]
+
+
+def _filled(body, ids: dict):
+    """A seeded body with every string value `"{name}"` replaced by the seeded object's id `ids[name]`."""
+    if isinstance(body, dict):
+        return {key: _filled(value, ids) for key, value in body.items()}
+    if isinstance(body, str) and body[:1] == "{" and body[-1:] == "}" and body[1:-1] in ids:
+        return ids[body[1:-1]]
+    return body
 
 
 def _run(schema, method: str, path: str, live, call_kwargs, checks=None, negative=False) -> None:

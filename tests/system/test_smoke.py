@@ -7,6 +7,16 @@ def test_healthz_checks_the_database(client):
     assert response.json == {"status": "ok", "database": backend_name()}
 
 
+def test_readyz_reports_the_database_and_the_throttle_store(client):
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json == {
+        "status": "ready",
+        "database": "ok",
+        "throttle_store": {"kind": "database", "status": "ok"},
+    }
+
+
 def test_signed_in_member_sees_the_company_home(client, make):
     company = make.company("Widgets Inc")
     user = make.member(company, "member")

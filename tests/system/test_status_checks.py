@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from app.models import Agent, Company, Issue, Membership, User
 from app.models.activity import ActorType
 from app.models.agents import AdapterType, AgentStatus
+from app.models.assistants import ClientKind
 from app.models.connections import (
     AuthKind,
     ConnectionStatus,
@@ -49,6 +50,7 @@ MODEL_SETS = {
     ("connection_grants", "status"): GrantStatus,
     ("connection_installs", "target_type"): InstallTarget,
     ("tool_policies", "action"): ToolAction,
+    ("assistant_clients", "kind"): ClientKind,
 }
 
 
@@ -153,7 +155,8 @@ def test_upgrade_adds_the_checks_and_downgrade_removes_them(tmp_path):
 
         downgrade(revision="0014_tool_listing_fields")
         for table, column in MODEL_SETS:
-            assert f"ck_{table}_{column}" not in check_names(engine, table), (table, column)
+            if table in inspect(engine).get_table_names():  # tables of later revisions are gone altogether
+                assert f"ck_{table}_{column}" not in check_names(engine, table), (table, column)
         for name in PARTIAL_INDEXES.values():
             definition = index_definition(engine, name)
             assert definition is not None and "WHERE" in definition.upper(), name

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from app.adapters import AdapterResult, Invocation, TailBuffer
 from app.adapters.agents.events import TurnEvents
 from app.adapters.process import _feed_stdin, _kill_group, child_environment
+from app.core import agent_turns
 
 RUN_DIR_PREFIX = "switchboard-agent-run-"
 DEFAULT_TIMEOUT_SECONDS = 900.0
@@ -258,12 +259,14 @@ class AgentCliAdapter:
             )
         except OSError as exc:
             return AdapterResult(ok=False, error=f"Could not start {self.cli.label}: {exc}")
+        agent_turns.agent_started(proc)  # a worker's shutdown may end it (issue 31)
         try:
             return self._wait(proc, turn, settings, events)
         finally:
             if proc.poll() is None:
                 _kill_group(proc)
                 proc.wait()
+            agent_turns.agent_ended(proc)
 
     def _wait(
         self, proc: subprocess.Popen[bytes], turn: CliTurn, settings: CliSettings, events: TurnEvents

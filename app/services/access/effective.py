@@ -11,18 +11,23 @@ A personal identity belongs to its person: it serves only runs whose responsible
 standing delegation of a personal grant to an agent (written when the owner answers a card) records the owner's
 consent; it never lets the agent act as the owner on a run someone else is responsible for.
 
-The rule, "can this agent use this connection now", in one place (every caller asks `ConnectionAccess`, whose
-shape and step-4 test are in `rows`):
+The rule, "can this agent use this connection now", in one place: ordered checks (`checks`, whose docstring
+gives the order and what each decides), run by `ConnectionAccess.first_failure` (`rows`); a decision is "its checks
+all pass":
 
-1. the connection is installed for the agent, directly or for the whole company (`installed_connections_query`);
-2. it is live: set up, neither disconnected nor archived, and enabled (`connection_is_live`);
-3. the run may act as one of its identities (`select_grant` picks an active one; `has_identity`);
-4. it is healthy: no health status that asks for attention (`connection_is_healthy`);
-5. for a tool: an access card's scope covers it (`within_scope_action`) and its action is not `block`.
+- the connection is installed for the agent, directly or for the whole company (`audience`;
+  `installed_connections_query` keeps only those);
+- it is live: set up, neither disconnected nor archived, and enabled (`enabled`; `connection_is_live`);
+- the run may act as one of its identities (`grant`, `identity_owner`, `credentials`: `select_grant` picks an
+  active one; `has_identity`);
+- it is healthy: no health status that asks for attention (`health`; `connection_is_healthy`);
+- for a tool: an access card's scope covers it (`within_scope_action`) and its action is not `block` (`policy`).
 
-1-4 make `usable_now` (the gateway lists and calls such connections); `is_ready` adds "at least one tool passes 5"
-(readiness, continuation delivery, card completion). Instructions reach an agent for connections with an identity and
-a permitted tool whatever their health (`serves_instructions`).
+All but the tool's make `usable_now` (the gateway lists and calls such connections); `is_ready` adds "at least one
+tool passes `policy`" (readiness, continuation delivery, card completion). Instructions reach an agent for
+connections with an identity and a permitted tool whatever their health (`serves_instructions`). The explainer
+(`explain`) reads the same checks for one connection, installed and live or not (the `explain` variant of
+`access_statements`).
 
 `effective_access` answers with models. `eligible.eligible_access` answers the same question with plain rows of only the
 columns an eligibility caller reads (`ConnectionRow`, `GrantRow`): the same rule in one statement (the connections
@@ -82,7 +87,7 @@ CONFIGURE_FORBIDDEN = (
 
 
 def connection_is_live(connection: ToolConnection) -> bool:
-    """Rule step 2: set up and not disconnected or archived, and enabled by its managers."""
+    """The `enabled` check: set up and not disconnected or archived, and enabled by its managers."""
     return connection.status == "active" and bool(connection.enabled)
 
 
@@ -94,7 +99,7 @@ def live_clause() -> ColumnElement[bool]:
 def usable_connections(
     accesses: list[ConnectionAccess[ConnectionT, GrantT]],
 ) -> list[ConnectionAccess[ConnectionT, GrantT]]:
-    """The connections of `accesses` the agent may use now (rule steps 1-4), in order."""
+    """The connections of `accesses` the agent may use now (`usable_now`), in order."""
     return [access for access in accesses if access.usable_now]
 
 
@@ -107,7 +112,7 @@ def connection_access(
     with_tools: bool = False,
     responsible_membership: Membership | None = None,
 ) -> ConnectionAccess[ToolConnection, ConnectionGrant] | None:
-    """The agent's access to one connection, or None when rule steps 1-2 fail (not installed for it, not live)."""
+    """The agent's access to one connection, or None when it is not installed for the agent or not live."""
     found = effective_access(
         company_id,
         agent_id,
@@ -164,7 +169,8 @@ def select_grant(
 
 
 def installed_clause(company_id: SqlUuid, agent_id: SqlUuid) -> ColumnElement[bool]:
-    """Rule step 1 as SQL, for queries over `ToolConnection`: installed for the agent, directly or company-wide."""
+    """The `audience` check as SQL, for queries over `ToolConnection`: installed for the agent, directly or
+    company-wide (a filter on the hot paths, a column for the explainer)."""
     installed = select(ConnectionInstall.connection_id).where(
         ConnectionInstall.company_id == company_id,
         or_(
@@ -204,11 +210,14 @@ def effective_access(
     responsible_user_id: uuid.UUID | None = None,
     *,
     connection_ids: list[uuid.UUID] | None = None,
-    include_inactive: bool = False,
+    explain: bool = False,
     with_tools: bool = True,
     responsible_membership: Membership | None = None,
 ) -> list[ConnectionAccess[ToolConnection, ConnectionGrant]]:
-    """Every installed connection of the agent with its selected identity and tools (policy applied).
+    """Every installed, live connection of the agent with its selected identity and tools (policy applied).
+
+    `explain=True` (the explainer, with `connection_ids`): every connection of the company among `connection_ids`,
+    installed for the agent and live or not, each access saying whether it is installed (`installed`).
 
     `with_tools=False` loads only whether each connection has a tool and one that is not blocked (two EXISTS
     columns of the connections' own statement, each stopping at the first such tool), for callers that decide
@@ -216,7 +225,9 @@ def effective_access(
     `responsible_membership` is the responsible person's membership when the caller has just loaded it (runtime
     calls do), saving a query.
     """
-    connections, grants = access_statements(False, include_inactive, with_tools, connection_ids is not None)
+    if explain and connection_ids is None:
+        raise ValueError("The explainer reads named connections only.")
+    connections, grants = access_statements(False, explain, with_tools, connection_ids is not None)
     params = access_params(company_id, agent_id, connection_ids)
     rows = db.session.execute(connections, params).all()
     if not rows:
@@ -224,7 +235,7 @@ def effective_access(
     found = [(row[0], row[1:]) for row in rows]
     granted = db.session.scalars(grants, params)
     responsible = responsible_identity(company_id, responsible_user_id, responsible_membership)
-    return accesses_of(found, granted, agent_id, responsible, with_tools)
+    return accesses_of(found, granted, agent_id, responsible, with_tools, explain)
 
 
 # The statements' parameters: built once per variant and reused, so a call neither builds nor keys SQL again.
@@ -250,18 +261,19 @@ def access_params(
 
 @functools.cache
 def access_statements(
-    plain: bool, include_inactive: bool, with_tools: bool, by_ids: bool, by_app: bool = False
+    plain: bool, explain: bool, with_tools: bool, by_ids: bool, by_app: bool = False
 ) -> tuple[Select[Any], Select[Any]]:
     """The connections statement and the grants statement of one variant (`plain`: the columns of `ConnectionRow`
     and `GrantRow`, else the models).
 
-    Connections: the agent's installed (and, unless `include_inactive`, live) connections, each followed by its
-    access card scope, whether it is installed company-wide and, without tools, the two presence columns. Grants:
-    every grant of those connections (named by the same criteria rather than by a list of ids).
+    Connections: the agent's installed, live connections, each followed by its access card scope, whether it is
+    installed company-wide, without tools the two presence columns and, for the explainer (`explain`), whether it
+    is installed for the agent: the explainer reads every connection of the company (installed and live or not),
+    with the `audience` clause as that last column instead of a filter. Grants: every grant of those connections
+    (named by the same criteria rather than by a list of ids).
     """
-    criteria = [installed_clause(COMPANY_PARAM, AGENT_PARAM)]
-    if not include_inactive:
-        criteria.append(live_clause())
+    installed = installed_clause(COMPANY_PARAM, AGENT_PARAM)
+    criteria = [ToolConnection.company_id == COMPANY_PARAM] if explain else [installed, live_clause()]
     if by_ids:
         criteria.append(ToolConnection.id.in_(CONNECTION_IDS_PARAM))
     if by_app:
@@ -287,6 +299,8 @@ def access_statements(
     ).where(*criteria)
     if not with_tools:
         connections = connections.add_columns(*tool_presence_columns())
+    if explain:
+        connections = connections.add_columns(installed.label("installed"))
     grants = select(*grant_columns).where(
         ConnectionGrant.connection_id.in_(select(ToolConnection.id).where(*criteria))
     )
@@ -299,13 +313,16 @@ def accesses_of(
     agent_id: uuid.UUID,
     responsible: uuid.UUID | None,
     with_tools: bool,
+    explain: bool = False,
 ) -> list[ConnectionAccess[ConnectionT, GrantT]]:
-    """Rule steps 3 and 5 over the connections of `access_statements` (each with the columns after its entities)."""
+    """The accesses of the connections of `access_statements` (each with the columns after its entities): the
+    identity `select_grant` picks, the tools within scope, and the facts the checks read (`rows.ConnectionAccess`)."""
     grants_by_connection: dict[uuid.UUID, list[GrantT]] = defaultdict(list)
     for grant in grants:
         grants_by_connection[grant.connection_id].append(grant)
     # Connections the agent reaches only through an access card's scoped install (see `scopes`).
     scoped = {c.id: dict(extra[0]) for c, extra in found if extra[0] is not None and not extra[1]}
+    installed = {c.id: bool(extra[-1]) for c, extra in found} if explain else {}
     if not with_tools:
         presence = {c.id: (bool(extra[2]), bool(extra[3])) for c, extra in found}
         if scoped:
@@ -317,6 +334,10 @@ def accesses_of(
                 any_tools=presence[c.id][0],
                 any_usable_tools=presence[c.id][1],
                 tool_scope=scoped.get(c.id),
+                installed=installed.get(c.id, True),
+                grants=grants_by_connection[c.id],
+                agent_id=agent_id,
+                responsible=responsible,
             )
             for c, _ in found
         ]
@@ -327,6 +348,10 @@ def accesses_of(
             grant=select_grant(grants_by_connection[c.id], agent_id, responsible),
             tools=_within_scope(tools_by_connection.get(c.id, []), scoped.get(c.id)),
             tool_scope=scoped.get(c.id),
+            installed=installed.get(c.id, True),
+            grants=grants_by_connection[c.id],
+            agent_id=agent_id,
+            responsible=responsible,
         )
         for c, _ in found
     ]

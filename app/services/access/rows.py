@@ -12,11 +12,21 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Generic, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
 from app.models import ConnectionTool
 from app.models.connections import ATTENTION_HEALTH, config_method_key, config_method_values
+from app.services.access.checks import (
+    IDENTITY,
+    INSTRUCTIONS,
+    READY,
+    USABLE,
+    CheckFailure,
+    CheckSubject,
+    registered,
+)
 
 
 @dataclass
@@ -37,6 +47,10 @@ class ConnectionFields(HasHealth, Protocol):
 
     @property
     def id(self) -> uuid.UUID: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def enabled(self) -> bool: ...
 
 
 class GrantFields(Protocol):
@@ -131,6 +145,29 @@ class ConnectionAccess(Generic[_Connection, _Grant]):
     # The access card's scope when the agent reaches this connection only through one (see `scopes`); callers that
     # read plain tool rows themselves (gateway listings) apply it with `within_scope_action`.
     tool_scope: dict[str, str] | None = None
+    # The facts the checks read besides the above (`checks`): whether the connection is installed for the agent
+    # (always, except for the explainer's reads), the identities read with it (every one of the connection for
+    # `effective_access`; `eligible_access` reads only those `select_grant` could pick), the agent, and the
+    # responsible person while they are an active member with write access.
+    installed: bool = True
+    grants: Sequence[_Grant] = ()
+    agent_id: uuid.UUID | None = None
+    responsible: uuid.UUID | None = None
+
+    def first_failure(
+        self, names: Sequence[str] = READY, tool_name: str | None = None, app_definition: Any = None
+    ) -> CheckFailure | None:
+        """The first of the checks `names` (in the rule's order, `checks.CHECK_ORDER`) that fails, or None when
+        they all pass: every decision below is this loop over its own checks. Advisory checks (`blocks_tools`
+        False) take part only when `app_definition` is given (the explainer)."""
+        subject = CheckSubject(self, tool_name, app_definition)
+        for check in registered(names):
+            if not check.blocks_tools and app_definition is None:
+                continue
+            failure = check.decide(subject)
+            if failure is not None:
+                return failure
+        return None
 
     @property
     def usable_tools(self) -> list[ToolAccess]:
@@ -147,29 +184,28 @@ class ConnectionAccess(Generic[_Connection, _Grant]):
 
     @property
     def has_identity(self) -> bool:
-        """Rule step 3: an active identity this run may act as."""
-        grant = cast("GrantFields | None", self.grant)
-        return grant is not None and grant.status == "active"
+        """An active identity this run may act as (`checks.IDENTITY`)."""
+        return self.first_failure(IDENTITY) is None
 
     @property
     def is_healthy(self) -> bool:
-        """Rule step 4."""
+        """The health check alone."""
         return connection_is_healthy(cast(HasHealth, self.connection))
 
     @property
     def usable_now(self) -> bool:
-        """Rule steps 1-4 (steps 1 and 2 hold for every access `effective_access` returns by default)."""
-        return self.has_identity and self.is_healthy
+        """The gateway lists and calls the tools of such connections (`checks.USABLE`)."""
+        return self.first_failure(USABLE) is None
 
     @property
     def is_ready(self) -> bool:
-        """Installed, enabled, healthy, with a usable identity and at least one permitted tool."""
-        return self.usable_now and self.has_usable_tools
+        """Every check that blocks tools passes (`checks.READY`): usable now, with at least one permitted tool."""
+        return self.first_failure(READY) is None
 
     @property
     def serves_instructions(self) -> bool:
         """An identity and a permitted tool: the connection's instructions reach the agent (health aside)."""
-        return self.has_identity and self.has_usable_tools
+        return self.first_failure(INSTRUCTIONS) is None
 
     @property
     def callable_tool_names(self) -> set[str]:

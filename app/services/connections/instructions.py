@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from app.catalog.loader import get_method, template_default
 from app.catalog.schema import AppDefinition, ConfigField, Method
+from app.services.access.checks import CheckFailure, CheckSubject, register_check
 
 INSTRUCTIONS_MAX_LENGTH = 2000
 SNAPSHOT_HEADER = "## Connection instructions"
@@ -200,3 +201,25 @@ def snapshot_of(blocks: list[str]) -> dict | None:
         return None
     text = f"{SNAPSHOT_HEADER}\n\n{SNAPSHOT_INTRO}\n\n" + BLOCK_SEPARATOR.join(blocks)
     return {"text": text, "digest": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+def _check_required_configuration(subject: CheckSubject) -> CheckFailure | None:
+    """The access rule's advisory `required_configuration` check (`access.checks`): a required public setting is
+    empty, so the connection's standing instructions are held back (`instruction_context`); tools stay available."""
+    config = getattr(subject.access.connection, "config", None) or {}
+    if subject.app_definition is None or instruction_context(subject.app_definition, config) is not None:
+        return None
+    return CheckFailure(
+        "required_configuration",
+        "missing_settings",
+        "A required setting of the connection is empty: existing tools remain available, but its standing "
+        "instructions do not reach agents until it is filled in.",
+    )
+
+
+register_check(
+    "required_configuration",
+    _check_required_configuration,
+    label="Required configuration",
+    blocks_tools=False,
+)

@@ -77,7 +77,15 @@ class ProviderPaused(ProviderError):
 
 
 class ProviderToolError(ProviderError):
-    """A tool call failed at the protocol level (a JSON-RPC error, not a result with isError)."""
+    """A tool call failed at the protocol level (a JSON-RPC error, not a result with isError).
+
+    When the provider itself sent the error, `code` is its JSON-RPC error code and `said` its message (shortened;
+    scrubbed of the credentials like `.message`); both are None when the SDK made the error up (a bad answer)."""
+
+    def __init__(self, message: str, *, code: int | None = None, said: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.said = said
 
 
 # -- error translation -------------------------------------------------------------------------------------------
@@ -115,20 +123,31 @@ def _cause_name(exc: BaseException) -> str:
 
 
 def _translate(
-    exc: BaseException, error_status: int | None, timeout: float, calling: str | None
+    exc: BaseException,
+    error_status: int | None,
+    timeout: float,
+    calling: str | None,
+    secrets: list[str] | None = None,
 ) -> ProviderError:
+    """The ProviderError for what the SDK/httpx raised; the provider's own words are scrubbed of `secrets` before they
+    are shortened (so no part of a credential is left at the cut)."""
     chain = list(_walk(exc))
     status = error_status
     for item in chain:
         if isinstance(item, httpx2.HTTPStatusError) and status is None:
             status = item.response.status_code
-    if status in (401, 403):
-        return ProviderAuthRejected(status)
-    if status is not None:
-        return ProviderUnavailable(f"the server answered HTTP {_status_text(status)}")
 
     def first(kind: type[BaseException] | tuple[type[BaseException], ...]) -> Any:
         return next((item for item in chain if isinstance(item, kind)), None)
+
+    if status in (401, 403):
+        return ProviderAuthRejected(status)
+    if status is not None:
+        # A JSON-RPC error in the body of an HTTP error answer is the provider's own word (the SDK reads it): say it.
+        mcp_error = first(MCPError)
+        if calling is not None and mcp_error is not None and not _made_up_by_the_sdk(mcp_error):
+            return _translate_mcp_error(mcp_error, calling, timeout, secrets or [], status)
+        return ProviderUnavailable(f"the server answered HTTP {_status_text(status)}")
 
     if first(httpx2.ConnectTimeout) is not None:
         return ProviderUnavailable(f"no connection within {min(timeout, CONNECT_TIMEOUT_CAP):g} seconds")
@@ -146,7 +165,7 @@ def _translate(
     if (request_error := first(httpx2.RequestError)) is not None:
         return ProviderUnavailable(f"the connection failed ({type(request_error).__name__})")
     if (mcp_error := first(MCPError)) is not None:
-        return _translate_mcp_error(mcp_error, calling, timeout)
+        return _translate_mcp_error(mcp_error, calling, timeout, secrets or [])
     if first(ValidationError) is not None:
         return ProviderUnavailable("the server did not answer like an MCP server")
     runtime = first(RuntimeError)
@@ -179,7 +198,24 @@ def too_large_message(limit: int, calling: str | None = None) -> str:
     )
 
 
-def _translate_mcp_error(error: MCPError, calling: str | None, timeout: float) -> ProviderError:
+# What the SDK's Streamable HTTP client reports for an HTTP error answer whose body is not a JSON-RPC error (mcp 2.x
+# `_handle_post_request`): not the provider's words, so the HTTP status is the better account.
+_SDK_STAND_INS = {
+    (mcp_types.INTERNAL_ERROR, "Server returned an error response"),
+    (mcp_types.METHOD_NOT_FOUND, "Not Found"),
+    (mcp_types.INVALID_REQUEST, "Session terminated"),
+}
+# The most of a provider's error message an agent is shown.
+PROVIDER_MESSAGE_LIMIT = 500
+
+
+def _made_up_by_the_sdk(error: MCPError) -> bool:
+    return (error.code, error.message) in _SDK_STAND_INS
+
+
+def _translate_mcp_error(
+    error: MCPError, calling: str | None, timeout: float, secrets: list[str], status: int | None = None
+) -> ProviderError:
     code = error.code
     too_large = re.search(TOO_LARGE_MARK + r" (\d+) bytes", error.message or "") or re.search(
         SDK_EVENT_TOO_LARGE, error.message or ""
@@ -188,15 +224,27 @@ def _translate_mcp_error(error: MCPError, calling: str | None, timeout: float) -
         message = too_large_message(int(too_large.group(1)), calling)
         return ProviderToolError(message) if calling is not None else ProviderError(message)
     if code == mcp_types.CONNECTION_CLOSED:
+        if calling is not None:
+            # The provider was reached (a transport that failed is reported as that failure, `send_pooled`): it hung
+            # up on this call without a result or an error.
+            return ProviderError(
+                f"The provider closed the call to {calling!r} without answering it (no result and no error); "
+                "the tool may have run."
+            )
         return ProviderUnavailable("the connection closed before the server answered")
     if code == mcp_types.REQUEST_TIMEOUT:
         return ProviderTimeout(timeout)
     if code in (mcp_types.PARSE_ERROR, mcp_types.INVALID_REQUEST) and calling is None:
         return ProviderUnavailable("the server did not answer like an MCP server")
-    server_said = _short(error.message)
     if calling is not None:
-        return ProviderToolError(f"The provider could not run the tool {calling!r}: {server_said}")
-    return ProviderUnavailable(f"the server answered with an MCP error: {server_said}")
+        said = _short(_scrub(error.message, secrets), PROVIDER_MESSAGE_LIMIT)
+        how = f"MCP error {code}" + (f", HTTP {_status_text(status)}" if status is not None else "")
+        return ProviderToolError(
+            f"The provider could not run the tool {calling!r}: {said} ({how})", code=code, said=said
+        )
+    return ProviderUnavailable(
+        f"the server answered with an MCP error: {_short(_scrub(error.message, secrets))}"
+    )
 
 
 def _connect_reason(error: httpx2.ConnectError, chain: list[BaseException]) -> str:

@@ -15,7 +15,9 @@ A provider is its MCP server address as `provider_key` writes it (scheme, host, 
 string, which may carry an API key), so every connection to the same server shares one bulkhead and one breaker.
 
 The state is process-wide and thread-safe: one lock, held only to read and update counters, never during a call.
-Nothing here reads Flask or the database.
+Nothing here reads Flask or the database. The bulkhead is always this process's own (it bounds this process's
+threads); the breaker is too unless `Limits.shared` hands it to a store every process sees
+(`shared_breakers.DatabaseBreakers`, what gateway calls use), so timeouts count across processes and instances.
 """
 
 from __future__ import annotations
@@ -26,16 +28,29 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
+
+
+class SharedBreakers(Protocol):
+    """Breakers kept where every process sees them (`shared_breakers.DatabaseBreakers`)."""
+
+    def admit(self, key: str, limits: Limits) -> tuple[bool, bool]:
+        """(is this call the trial, has the provider any state), or raise `Paused`."""
+        ...
+
+    def settle(self, key: str, limits: Limits, *, timed_out: bool, trial: bool, seen: bool) -> None: ...
 
 
 @dataclass(frozen=True)
 class Limits:
-    """The bounds for one call: how many may run at once, and when the breaker opens and for how long."""
+    """The bounds for one call: how many may run at once, and when the breaker opens and for how long; `shared`,
+    when given, keeps the breaker for every process (else it is this process's)."""
 
     max_concurrent: int = 4
     failure_threshold: int = 3
     reset_seconds: float = 30.0
+    shared: SharedBreakers | None = None
 
     def __post_init__(self) -> None:
         if self.max_concurrent < 1 or self.failure_threshold < 1 or self.reset_seconds <= 0:
@@ -103,35 +118,44 @@ def slot(key: str, limits: Limits) -> Iterator[Call]:
     Any exit other than `Call.timed_out()` counts as an answer (the breaker closes); an exception the body raises
     passes through unchanged.
     """
+    shared = limits.shared
+    trial, seen = shared.admit(key, limits) if shared is not None else (False, False)
     with _lock:
         state = _states.setdefault(key, _State())
         now = time.monotonic()
-        trial = False
-        if state.open_until is not None:
+        if shared is None and state.open_until is not None:
             if now < state.open_until or state.trial_running:
                 raise Paused(state.timeouts, max(0.0, state.open_until - now))
             trial = True
         if state.active >= limits.max_concurrent:
             raise Busy(limits.max_concurrent)
         state.active += 1
-        state.trial_running = state.trial_running or trial
+        state.trial_running = state.trial_running or (trial and shared is None)
     call = Call()
     try:
         yield call
     finally:
         with _lock:
             state.active -= 1
-            if trial:
-                state.trial_running = False
-            if call._timed_out:
-                state.timeouts += 1
-                if trial or state.timeouts >= limits.failure_threshold:
-                    state.open_until = time.monotonic() + limits.reset_seconds
-            else:
-                state.timeouts = 0
-                state.open_until = None
+            if shared is None:
+                _settle(state, limits, call._timed_out, trial)
             if state.active == 0 and state.timeouts == 0 and state.open_until is None:
                 _states.pop(key, None)
+        if shared is not None:
+            shared.settle(key, limits, timed_out=call._timed_out, trial=trial, seen=seen)
+
+
+def _settle(state: _State, limits: Limits, timed_out: bool, trial: bool) -> None:
+    """This process's breaker after a call (the lock held)."""
+    if trial:
+        state.trial_running = False
+    if timed_out:
+        state.timeouts += 1
+        if trial or state.timeouts >= limits.failure_threshold:
+            state.open_until = time.monotonic() + limits.reset_seconds
+    else:
+        state.timeouts = 0
+        state.open_until = None
 
 
 def in_flight(key: str) -> int:

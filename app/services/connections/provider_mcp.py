@@ -274,7 +274,7 @@ class _Exchange:
 
     def translate(self, exc: BaseException, *, calling: str | None = None) -> ProviderError:
         """Map whatever the SDK/httpx raised (ExceptionGroups included) to a ProviderError with a safe message."""
-        error = _translate(exc, self.error_status, self.timeout, calling)
+        error = _translate(exc, self.error_status, self.timeout, calling, self.secrets)
         error.message = _scrub(error.message, self.secrets)
         error.args = (error.message,)
         logger.warning(

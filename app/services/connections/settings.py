@@ -182,8 +182,8 @@ def update_connection(
             )
         connection.name = new_name
     if enabled is not UNSET:
-        if connection.enabled and not enabled:
-            notifications.connection_disconnected(connection)  # notifications: issue 15
+        if connection.enabled != bool(enabled) and connection.status != "draft":
+            notifications.connection_switched(connection, bool(enabled))  # notifications: issue 15
         connection.enabled = bool(enabled)
     if agent_instructions is not UNSET:
         connection.agent_instructions = validate_instructions(agent_instructions)

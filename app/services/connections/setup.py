@@ -262,17 +262,29 @@ def finish_connection(
         **validate_fields(method.credentialFields, credentials, group="credentials", partial=True),
     }
     if method.auth == "api_key":
-        missing = [f for f in method.credentialFields if f.required and not secrets.get(f.key)]
-        if missing:
-            raise ValidationFailed(
-                [_field_error(f.key, f"{f.label} is required", "credentials") for f in missing]
-            )
+        require_credentials(method, secrets)
     elif method.auth == "oauth":
         raise Unprocessable("Sign in with the provider to finish this connection.")
     tools = verify_and_list_tools(connection, app_definition, method, secrets)
     first_activation = activate_connection(actor, connection, grant, secrets, tools, audience=audience)
     record_setup_finished(actor, connection, grant, tools, before_instructions, first_activation)
     return connection
+
+
+def require_credentials(method: Method, credentials: dict) -> None:
+    """An API-key method's required credentials are all given (not blank). Checked again before a new draft is
+    started, so a form sent without its key leaves nothing behind (issue 27 item 2)."""
+    if method.auth != "api_key":
+        return
+    missing = [f for f in method.credentialFields if f.required and not _given(credentials.get(f.key))]
+    if missing:
+        raise ValidationFailed(
+            [_field_error(f.key, f"{f.label} is required", "credentials") for f in missing]
+        )
+
+
+def _given(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
 def activate_connection(

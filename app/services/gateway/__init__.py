@@ -44,13 +44,21 @@ at once, without contacting the provider; a call that outlives its timeout (the 
 `callTimeoutSeconds`, else `PROVIDER_CALL_TIMEOUT_SECONDS`) answers `provider_timeout`. No database connection is
 held while the provider works.
 
-Activity. Every call writes `tool_gateway.call` (tool, connection, run, decision, duration in ms); arguments
-and credentials are never written.
+Rate limits and the loop breaker (`limits`). A connection limits the calls reaching its tools per minute and per
+day, per identity, agent, run and tool, write tools apart with lower figures, and refuses the same tool with the
+same arguments repeated too often in a run; counted in the database (every server process sees the same counts, a
+re-`initialize` resets nothing) and refused as isError `rate_limited` / `loop_detected` with `retryAfterSeconds`.
 
-Modules: `names` (visible names), `tools` (the run's tool map, cached listings and call targets), `listing` (a
+Activity. Every call writes `tool_gateway.call` (tool, connection, run, decision, duration in ms, the digests of
+the projected arguments and of the result) and every `tools/list` `tool_gateway.list`; arguments, results and
+credentials are never written. With the answers to the run's approval cards they are the run's decision
+timeline (`timeline`).
+
+Modules: `dry_run` (the policy dry run: what a call would do, nothing called), `names` (visible names), `tools` (the run's tool map, cached listings and call targets), `listing` (a
 tool's `tools/list` entry, stored with its row, and a run's listing spliced from them), `arguments` (managed arguments, projected schemas,
 redaction), `results` (the prepared call, refusals and reason codes), `approval_cards` (ask-first cards the
 gateway opens and consumes), `approvals` (the responsible person answering them), `calls` (prepare, contact the
 provider, record), `resource_uris` and `resources` (resource links and `resources/read`), `cancellation` (an agent's
-cancellation from any server process), `elicitation` (URL-mode elicitation pointing at the connection card).
+cancellation from any server process), `elicitation` (URL-mode elicitation pointing at the connection card), `limits` (rate limits and the loop
+breaker), `timeline` (a run's decision timeline).
 """

@@ -9,12 +9,14 @@ from flask import current_app
 
 from app.core.errors import ServiceError
 from app.extensions import db
-from app.services.activity import record_activity, record_activity_now
+from app.services.activity import TOOL_CALL_ACTION, record_activity, record_activity_now
 from app.services.connections import provider_errors, provider_limits, provider_mcp
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
+from app.services.connections.shared_breakers import DatabaseBreakers
+from app.services.gateway import limits as call_limits
 from app.services.gateway import resource_uris
 from app.services.gateway.approval_cards import _approval_step
-from app.services.gateway.arguments import REDACTED, project_arguments
+from app.services.gateway.arguments import REDACTED, canonical_digest, project_arguments
 from app.services.gateway.names import tool_name_budget
 from app.services.gateway.result_limits import cap_result
 from app.services.gateway.results import (
@@ -23,6 +25,7 @@ from app.services.gateway.results import (
     PROVIDER_ERROR,
     PROVIDER_PAUSED,
     PROVIDER_TIMEOUT,
+    READ_ONLY_ASSISTANT,
     TOOL_BLOCKED,
     PreparedCall,
     _refusal,
@@ -30,6 +33,7 @@ from app.services.gateway.results import (
 from app.services.gateway.targets import ProviderTarget, call_timeout, provider_target
 from app.services.gateway.tools import call_target
 from app.services.oauth.errors import ReauthorizationRequired
+from app.services.runtime.context import is_read_only
 
 if TYPE_CHECKING:
     from app.services.runtime.context import RunContext
@@ -43,7 +47,7 @@ __all__ = [
     "provider_target",
 ]
 
-ACTIVITY_ACTION = "tool_gateway.call"
+ACTIVITY_ACTION = TOOL_CALL_ACTION
 
 
 def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
@@ -75,9 +79,18 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
     prepared.grant_id = tool.grant_id
     prepared.app_definition = tool.app_definition
     prepared.has_output_schema = tool.has_output_schema
+    prepared.target = tool
     projected = project_arguments(arguments, tool.managed)
     prepared.arguments = projected
-    if tool.action == "block":
+    prepared.arguments_digest = canonical_digest(projected)
+    if tool.is_write and is_read_only(ctx.run.context_snapshot):
+        prepared.decision = READ_ONLY_ASSISTANT
+        prepared.result = _refusal(
+            READ_ONLY_ASSISTANT,
+            f"{tool.name} changes things, and this assistant was connected read-only. It was not run; do not "
+            "retry it.",
+        )
+    elif tool.action == "block":
         prepared.decision = TOOL_BLOCKED
         prepared.result = _refusal(
             TOOL_BLOCKED,
@@ -85,18 +98,28 @@ def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
             "do not retry it.",
         )
     elif tool.action == "ask_first":
-        _approval_step(ctx, tool, projected, prepared)
+        # Counted before the approval step, so a call over a limit neither opens a card nor uses up an approval;
+        # taken off again when it only asks or is denied. An approved call commits before its provider is
+        # prepared (GATEWAY_DECISION), which ends this count's write too.
+        prepared.result = call_limits.check_call(prepared, tool, tool.call_limits)
+        prepared.counted = True
+        if prepared.result is None:
+            _approval_step(ctx, tool, projected, prepared)
+            if prepared.result is not None:
+                call_limits.release_call(prepared, tool, tool.call_limits)
     if prepared.result is not None:
         _record(prepared, outcome="refused")
     return prepared
 
 
 def provider_limits_from_config() -> provider_limits.Limits:
+    """This process's bulkhead, and the breaker every process shares (in the database)."""
     config = current_app.config
     return provider_limits.Limits(
         max_concurrent=int(config.get("PROVIDER_MAX_CONCURRENT_CALLS", 4)),
         failure_threshold=int(config.get("PROVIDER_BREAKER_TIMEOUTS", 3)),
         reset_seconds=float(config.get("PROVIDER_BREAKER_SECONDS", 30)),
+        shared=DatabaseBreakers(db.engine),
     )
 
 
@@ -108,19 +131,34 @@ def prepare_target(prepared: PreparedCall) -> ProviderTarget | None:
     identity's credentials in one statement (read again after an OAuth refresh). The caller ends the transaction
     before `execute_call`, so no database connection is held while the provider works. When the connection can no
     longer be called, `prepared.result` is set to the refusal (and recorded) and None is returned.
+
+    Last, an allowed call is counted against the connection's rate limits and loop breaker (`gateway.limits`, one
+    statement; an ask-first call was counted by `prepare_call`): after any OAuth refresh, so on SQLite that refresh
+    never waits for this request's write lock, and just before the caller's commit, so the counters stay locked
+    only briefly. A call over a limit is refused (`rate_limited`, `loop_detected`), recorded, and None is returned.
     """
     try:
         if (
-            prepared.connection_id is None or prepared.grant_id is None
+            prepared.connection_id is None or prepared.grant_id is None or prepared.target is None
         ):  # set by prepare_call for a ready call
             raise ServiceError("The connection is no longer available to this agent.")
-        return provider_target(prepared.connection_id, prepared.grant_id, prepared.app_definition)
+        target = provider_target(prepared.connection_id, prepared.grant_id, prepared.app_definition)
     except ServiceError as err:
         db.session.rollback()
         prepared.needs_person = isinstance(err, ReauthorizationRequired)
         prepared.result = _refusal(PROVIDER_ERROR, err.message)
         _record(prepared, outcome=PROVIDER_ERROR)
         return None
+    refusal = (
+        None
+        if prepared.counted
+        else call_limits.check_call(prepared, prepared.target, prepared.target.call_limits)
+    )
+    if refusal is not None:
+        prepared.result = refusal
+        _record(prepared, outcome="refused")
+        return None
+    return target
 
 
 def scrub(value: Any, secrets: list[str]) -> Any:
@@ -130,8 +168,8 @@ def scrub(value: Any, secrets: list[str]) -> Any:
         for secret in secrets:
             value = value.replace(secret, REDACTED)
         return value
-    if isinstance(value, dict):
-        return {k: scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, dict):  # the same kind of dict: a `Refusal` stays one (`results.for_the_tool`)
+        return type(value)({k: scrub(v, secrets) for k, v in value.items()})
     if isinstance(value, list):
         return [scrub(v, secrets) for v in value]
     return value
@@ -164,6 +202,13 @@ def _provider_failure(prepared: PreparedCall, err: provider_errors.ProviderError
             f"{name} did not answer within {err.seconds:g} seconds, so Switchboard stopped waiting. The tool may "
             "still have run at the provider: check before repeating a change.",
         )
+    if isinstance(err, provider_errors.ProviderToolError) and err.code is not None:
+        # The provider answered with a JSON-RPC error: its code and words (shortened, no credentials) for the agent.
+        return PROVIDER_ERROR, _refusal(
+            PROVIDER_ERROR,
+            f"The call to {name} failed: {err.message}",
+            providerError={"code": err.code, "message": err.said},
+        )
     return PROVIDER_ERROR, _refusal(PROVIDER_ERROR, f"The call to {name} failed: {err.message}")
 
 
@@ -189,7 +234,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
     except provider_errors.ProviderError as err:
         outcome, result = _provider_failure(prepared, err)
         _record(prepared, outcome=outcome, now=True)
-        return result
+        return scrub(result, target.scrub)
     result = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
     if raw.get("structuredContent") is not None:
         result["structuredContent"] = raw["structuredContent"]
@@ -200,13 +245,15 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         result = resource_uris.namespace_links(
             result, prepared.company_id, prepared.agent_id, prepared.connection_id
         )
-    _record(prepared, outcome="tool_error" if result["isError"] else "ok", now=True)
+    _record(prepared, outcome="tool_error" if result["isError"] else "ok", now=True, result=result)
     return result
 
 
-def _record(prepared: PreparedCall, *, outcome: str, now: bool = False) -> None:
+def _record(prepared: PreparedCall, *, outcome: str, now: bool = False, result: dict | None = None) -> None:
     """The call's activity row: in the request's transaction, or (`now`, once the provider has answered and the
-    request holds no transaction) committed at once in one statement."""
+    request holds no transaction) committed at once in one statement. It is the call's entry in the run's decision
+    timeline (`gateway.timeline`), so it carries the digests of the projected arguments and of the provider's
+    result, never either of them."""
     duration_ms = int((time.monotonic() - prepared.started) * 1000)
     details = {
         "tool": prepared.visible_name[:200],
@@ -220,6 +267,16 @@ def _record(prepared: PreparedCall, *, outcome: str, now: bool = False) -> None:
     }
     if prepared.approval_id is not None:
         details["approvalId"] = str(prepared.approval_id)
+    if prepared.arguments_digest:
+        details["argumentsDigest"] = prepared.arguments_digest
+    if result is not None:
+        details["resultDigest"] = canonical_digest(result)
+    if prepared.trust_rule_id is not None:
+        details["trustRuleId"] = str(prepared.trust_rule_id)
+    if prepared.result is not None and isinstance(prepared.result.get("structuredContent"), dict):
+        retry_after = prepared.result["structuredContent"].get("retryAfterSeconds")
+        if isinstance(retry_after, int):
+            details["retryAfterSeconds"] = retry_after
     (record_activity_now if now else record_activity)(
         company_id=prepared.company_id,
         actor_type="agent",

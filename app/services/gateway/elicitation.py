@@ -8,15 +8,14 @@ person and service; `runtime.request.request_connection`), and answers with the 
 finds it in the thread and the Inbox, and answering it wakes the agent as usual. The URL names no secret (the card's
 id), and its page serves only the card's addressee, signed in.
 
-The gateway keeps no sessions, so what a 2025-11-25 client declared at `initialize` is remembered on its run
-(`HeartbeatRun.gateway_elicitation`, the modes of the last `initialize`); a 2026-07-28 request says it itself.
+What a 2025-11-25 client declared at `initialize` travels in its own session id (`app.web.agents.sessions`), never
+per run, so clients sharing a run token are each served by their own capabilities; a 2026-07-28 request says it
+itself.
 """
 
 from __future__ import annotations
 
 import uuid
-
-from sqlalchemy.orm.attributes import flag_modified
 
 from app.core.errors import ServiceError
 from app.extensions import db
@@ -37,14 +36,6 @@ def declared_modes(capabilities: object) -> list[str] | None:
         return None
     elicitation = capabilities["elicitation"]
     return [mode for mode in MODES if isinstance(elicitation.get(mode), dict)] or ["form"]
-
-
-def remember_client(run: HeartbeatRun, capabilities: object) -> None:
-    """Keep what the run's client declared at `initialize` (written only when it changed)."""
-    modes = declared_modes(capabilities)
-    if run.gateway_elicitation != modes:
-        run.gateway_elicitation = modes
-        flag_modified(run, "gateway_elicitation")
 
 
 def connection_needing_person(run: HeartbeatRun, tool_name: str, budget: int) -> ToolConnection | None:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.mcp_messages import tool_error
+
+if TYPE_CHECKING:
+    from app.services.gateway.tools import CallTarget
 
 APPROVAL_REQUIRED = "approval_required"
 APPROVAL_DENIED = "approval_denied"
 TARGET_CHANGED = "approved_tool_target_changed"
 TOOL_BLOCKED = "tool_blocked"
+READ_ONLY_ASSISTANT = "read_only_assistant"  # a write tool called by an assistant connected read-only
 PROVIDER_ERROR = "provider_error"
 PROVIDER_BUSY = "provider_busy"
 PROVIDER_PAUSED = "provider_paused"
@@ -38,7 +42,15 @@ class PreparedCall:
     grant_id: uuid.UUID | None = None
     app_definition: Any = None  # the connection's parsed app definition (shared, never modified)
     arguments: dict = field(default_factory=dict)
+    # The canonical digest of the projected arguments: what the loop breaker and the run's timeline know of them.
+    arguments_digest: str = ""
     decision: str = "allowed"
+    # The tool the call resolved to (plain values kept under the access revision), for the limits step.
+    target: CallTarget | None = None
+    # Counted against the connection's limits already (an ask-first call, before its approval step).
+    counted: bool = False
+    # The trust rule that allowed the call without asking, when one did (the run's decision timeline names it).
+    trust_rule_id: uuid.UUID | None = None
     approval_id: uuid.UUID | None = None
     result: dict | None = None
     unknown: bool = False

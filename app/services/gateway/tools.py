@@ -14,6 +14,7 @@ from app.services.access.effective import effective_access, usable_connections
 from app.services.access.revision import RevisionCache
 from app.services.access.rows import ConnectionAccess, ToolAccess
 from app.services.gateway.arguments import managed_arguments
+from app.services.gateway.limit_rules import CallLimits
 from app.services.gateway.listing import build_listing, tool_definition
 from app.services.gateway.names import NAME_MAX_LENGTH as NAME_MAX_LENGTH
 from app.services.gateway.names import NAME_SEPARATOR as NAME_SEPARATOR
@@ -151,6 +152,9 @@ class CallTarget:
     grant_id: uuid.UUID
     app_definition: Any
     has_output_schema: bool = False
+    # The connection's rate limits and loop breaker (`gateway.limits`): part of the connection row, so a change
+    # raises the access revision like every other input of a call target.
+    call_limits: CallLimits = CallLimits.of(None)
 
     @classmethod
     def of(cls, tool: GatewayTool) -> CallTarget:
@@ -168,6 +172,7 @@ class CallTarget:
             grant_id=tool.access.grant.id,
             app_definition=tool.app_definition,
             has_output_schema=bool((raw.listing or {}).get("outputSchema")),
+            call_limits=CallLimits.of(tool.connection.call_limits),
         )
 
 
@@ -227,3 +232,11 @@ def clear_listings() -> None:
     """Forget every cached listing and call target (what an access change does to them)."""
     _listings.clear()
     _call_targets.clear()
+
+
+def only_reading(listing: RawJSON) -> RawJSON:
+    """The listing without the tools that change things (`readOnlyHint` is on every entry), for an assistant
+    connected read-only; a call to one of them is refused anyway (`gateway.calls`)."""
+    return RawJSON.of(
+        [t for t in listing.value() if (t.get("annotations") or {}).get("readOnlyHint") is True]
+    )

@@ -72,8 +72,7 @@ def set_enabled(actor: Membership, connection: ToolConnection, enabled: bool) ->
         raise Conflict(NOT_SET_UP)
     if connection.enabled == enabled:
         return False
-    if not enabled:
-        notifications.connection_disconnected(connection)  # notifications: issue 15
+    notifications.connection_switched(connection, enabled)  # notifications: issue 15
     connection.enabled = enabled
     _record(actor, connection, "tool_connection.enabled" if enabled else "tool_connection.disabled", {})
     return True

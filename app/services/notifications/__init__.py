@@ -13,7 +13,9 @@ outbox rows (`NotificationDelivery`) commit or roll back with the event itself; 
 | a connection needs reauthorization  | its owner (the personal grant's person,   | `connection.needs_reauthorization`   |
 |                                     | else the person who created it)           |                                      |
 | a connection is connected           | -                                         | `connection.connected`               |
-| a connection is disabled            | -                                         | `connection.disconnected`            |
+| a connection is disconnected or     | -                                         | `connection.disconnected`            |
+| deleted while live                  |                                           |                                      |
+| a connection is disabled / enabled  | -                                         | `connection.disabled` / `.enabled`   |
 
 Mail is queued only when `SMTP_URL` is configured and the person has not turned email off; webhooks go to the
 company's enabled endpoints subscribed to the event. Payloads carry ids, names and states only: never credentials,
@@ -286,6 +288,32 @@ def connection_needs_reauthorization(
 def connection_connected(connection: ToolConnection, session: Session | None = None) -> None:
     session = _session(session)
     _queue_webhooks(session, connection.company_id, "connection.connected", connection_data(connection))
+
+
+def queue_test_event(endpoint: WebhookEndpoint, *, sent_by: uuid.UUID) -> NotificationDelivery:
+    """`webhook.test` to one endpoint, asked for on its settings page: lets an operator check the receiver and its
+    signature check end to end. Not one of the subscribable events; it goes only where it was asked for."""
+    row = _queue(
+        _session(None),
+        company_id=endpoint.company_id,
+        event="webhook.test",
+        channel="webhook",
+        data={
+            "endpointId": str(endpoint.id),
+            "sentByUserId": str(sent_by),
+            "message": "A test event from Switchboard.",
+        },
+        endpoint_id=endpoint.id,
+    )
+    assert row is not None  # no dedupe key: always queued
+    return row
+
+
+def connection_switched(connection: ToolConnection, enabled: bool, session: Session | None = None) -> None:
+    """Disabled or enabled again: the connection keeps its credentials (not `connection.disconnected`)."""
+    session = _session(session)
+    event = "connection.enabled" if enabled else "connection.disabled"
+    _queue_webhooks(session, connection.company_id, event, connection_data(connection))
 
 
 def connection_disconnected(connection: ToolConnection, session: Session | None = None) -> None:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,13 +26,14 @@ from flask import current_app
 from sqlalchemy import func, select
 from standardwebhooks.webhooks import Webhook
 
-from app.core.errors import Forbidden, NotFound, ValidationFailed
+from app.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from app.core.net_guard import check_outbound_url, guarded_transport
 from app.extensions import db
 from app.models import Membership, NotificationDelivery, WebhookAttempt, WebhookEndpoint
 from app.models.base import utcnow
 from app.models.notifications import WEBHOOK_EVENTS
 from app.models.tenancy import MANAGE_CONNECTIONS
+from app.services import notifications
 from app.services.activity import record_activity
 from app.services.secrets_box import decrypt, encrypt
 
@@ -182,6 +184,29 @@ def delete_endpoint(membership: Membership, endpoint: WebhookEndpoint) -> None:
     db.session.flush()
 
 
+def delivery_count(endpoint: WebhookEndpoint) -> int:
+    """How many deliveries (with their attempts) deleting the endpoint wipes: its confirmation page says so."""
+    return int(
+        db.session.scalar(
+            select(func.count(NotificationDelivery.id)).where(NotificationDelivery.endpoint_id == endpoint.id)
+        )
+        or 0
+    )
+
+
+TEST_EVENT = "webhook.test"
+
+
+def send_test_event(membership: Membership, endpoint: WebhookEndpoint) -> NotificationDelivery:
+    """Queue one `webhook.test` event to this endpoint alone, signed like any other, whatever it subscribes to."""
+    require_manager(membership)
+    if not endpoint.enabled:
+        raise Conflict("Enable the webhook to send it a test event.")
+    delivery = notifications.queue_test_event(endpoint, sent_by=membership.user_id)
+    _record(membership, endpoint, "webhook.test_sent")
+    return delivery
+
+
 def list_endpoints(company_id: uuid.UUID) -> list[WebhookEndpoint]:
     return list(
         db.session.scalars(
@@ -227,6 +252,32 @@ def send_again(membership: Membership, delivery_id: uuid.UUID) -> NotificationDe
 
 
 # --- sending -----------------------------------------------------------------------------------------------------
+
+
+def attempt_sentence(status_code: int | None, error: str | None) -> str:
+    """An attempt as a person reads it ("Could not connect: the receiver refused the connection."), never an
+    exception's repr. Stored attempts from before this wording read the same way."""
+    if status_code is not None and 200 <= status_code < 300:
+        return f"Delivered (HTTP {status_code})."
+    if status_code is not None:
+        try:
+            phrase = f" ({HTTPStatus(status_code).phrase})"
+        except ValueError:
+            phrase = ""
+        return f"The receiver answered HTTP {status_code}{phrase}."
+    text = (error or "").strip()
+    if not text:
+        return "No answer."
+    lowered = text.lower()
+    if text.startswith("ConnectError") or "connection refused" in lowered:
+        if "refused" in lowered:
+            return "Could not connect: the receiver refused the connection."
+        if "name or service not known" in lowered or "nodename" in lowered or "getaddrinfo" in lowered:
+            return "Could not connect: the receiver's host name does not resolve."
+        return "Could not connect to the receiver."
+    if text.split(":", 1)[0] in ("ReadError", "WriteError", "RemoteProtocolError", "LocalProtocolError"):
+        return "The connection to the receiver broke before it answered."
+    return text if text.endswith(".") else text + "."
 
 
 @dataclass(frozen=True)
@@ -357,9 +408,9 @@ def post(url: str, secret_ciphertext: str, delivery_id: str, payload: dict) -> O
                 if read >= MAX_RESPONSE_BYTES:
                     break  # the rest is never read: closing the stream drops the connection
     except httpx.TimeoutException:
-        return done(False, error=f"The receiver did not answer within {deadline_seconds():g} s")
+        return done(False, error=f"The receiver did not answer within {deadline_seconds():g} s.")
     except httpx.HTTPError as exc:
-        return done(False, error=f"{type(exc).__name__}: {exc}"[:500])
+        return done(False, error=attempt_sentence(None, f"{type(exc).__name__}: {exc}")[:500])
     if 200 <= status < 300:
         return done(True, status)
-    return done(False, status, f"HTTP {status}")
+    return done(False, status, attempt_sentence(status, None))

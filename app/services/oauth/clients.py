@@ -211,6 +211,23 @@ def _registered_client(
     return _client_from_registration(row)
 
 
+def needs_operator_client(app_slug: str, method: Method) -> bool:
+    """An OAuth method this installation cannot start: no operator client for the app and no registration offered.
+    The catalog says so before any click, and setup refuses it before a draft is made (issue 27 item 2); the rule is
+    `resolve_client`'s own, read without contacting anyone."""
+    if method.auth != "oauth":
+        return False
+    entry = operator_clients().get(app_slug)
+    if isinstance(entry, dict) and entry.get("client_id"):
+        return False
+    return not (method.defaults is not None and method.defaults.dynamicClientRegistration)
+
+
+def app_needs_operator_client(app_definition: AppDefinition) -> bool:
+    """Every method of the app needs an OAuth client the operator has not configured: nothing can connect it here."""
+    return all(needs_operator_client(app_definition.slug, method) for method in app_definition.methods)
+
+
 def resolve_client(connection: ToolConnection, app_definition: AppDefinition, method: Method) -> ClientConfig:
     """Operator credentials first; else the dynamic registration the method declares; else a clear refusal."""
     client = _operator_client(connection, app_definition, method)

@@ -74,6 +74,8 @@ def recover_abandoned_runs(now: datetime | None = None) -> int:
     query = (
         select(HeartbeatRun)
         .where(HeartbeatRun.status == "running", HeartbeatRun.started_at.is_not(None))
+        # An assistant's session run has no worker: it stays open until its person disconnects the assistant.
+        .where(HeartbeatRun.invocation_source != "assistant")
         .order_by(HeartbeatRun.started_at)
     )
     if _is_postgres():
@@ -93,6 +95,19 @@ def recover_abandoned_runs(now: datetime | None = None) -> int:
             fail_run(run, ABANDONED_MESSAGE)
             recovered += 1
     return recovered
+
+
+def requeue_run(run: HeartbeatRun) -> HeartbeatRun:
+    """Hand a running run back to the queue: its worker stopped before the turn ended (a graceful shutdown). The
+    wake stays claimed by this run and the frozen turn stays on it, so the next worker runs the same wake again."""
+    _lock_ending(run)
+    if run.status == "running":
+        run.status = "queued"
+        run.started_at = None
+        run.updated_at = utcnow()
+        _record_run_activity(run, "run.requeued")
+        db.session.flush()
+    return run
 
 
 def fail_run(run: HeartbeatRun, message: str) -> HeartbeatRun:

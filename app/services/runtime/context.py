@@ -19,6 +19,14 @@ from app.models import (
 )
 from app.services.access.revision import revision_column
 
+# An assistant connected read-only (its choice, or its person is a viewer) says so in its session run's context
+# snapshot (`services/assistants/grants`), which every gateway call loads anyway: the check costs no statement.
+READ_ONLY_KEY = "assistantReadOnly"
+
+
+def is_read_only(context_snapshot: dict | None) -> bool:
+    return bool((context_snapshot or {}).get(READ_ONLY_KEY))
+
 
 class RunRejected(Forbidden):
     """The token does not match a live run: clients must stop (kept as HTTP 403 even inside MCP tool calls)."""
@@ -130,7 +138,10 @@ def load_run_context(claims: dict) -> RunContext:
         or agent.company_id != run.company_id
     ):
         raise NotFound("Runtime task or agent was not found")
-    if membership is None or not membership.has_write_access:
+    if membership is None or not (
+        membership.has_write_access or (membership.status == "active" and is_read_only(run.context_snapshot))
+    ):
+        # A read-only assistant's person may be a viewer: the gateway refuses it every tool that writes.
         raise Forbidden("Responsible user is no longer authorized for company write access")
     if issue.assignee_agent_id != agent.id:
         raise Conflict("The requesting agent no longer owns this task")

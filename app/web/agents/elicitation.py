@@ -1,6 +1,7 @@
 """The gateway's URL-mode elicitation answers (`app.services.gateway.elicitation` decides when and opens the card).
 
-A 2025-11-25 client that declared `elicitation.url` at `initialize` gets JSON-RPC `-32042` (URLElicitationRequired)
+A 2025-11-25 client that declared `elicitation.url` at the `initialize` of its session (`app.web.agents.sessions`)
+gets JSON-RPC `-32042` (URLElicitationRequired)
 with one URL elicitation; a 2026-07-28 request whose `_meta` client capabilities declare it gets an
 `input_required` result carrying the same `elicitation/create` request (its `requestState` is the card's id; a retry
 is simply served again). The URL is the card's page (`/intents/<id>/dialog` under `PUBLIC_BASE_URL`), which serves
@@ -16,21 +17,22 @@ from flask import current_app, url_for
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, URL_ELICITATION_REQUIRED
 
 from app.core import mcp_messages, mcp_versions
-from app.models import HeartbeatRun, ThreadInteraction, ToolConnection
+from app.models import ThreadInteraction, ToolConnection
 from app.services.gateway import elicitation
 from app.services.runtime.context import RunContext
-from app.web.agents import jsonrpc
+from app.web.agents import jsonrpc, sessions
 
 URL_MODE_SINCE = "2025-11-25"
 
 
-def takes_url(run: HeartbeatRun, exchange: jsonrpc.Exchange, params: dict) -> bool:
-    """Whether the client of this request declared URL-mode elicitation (per request on 2026-07-28)."""
+def takes_url(exchange: jsonrpc.Exchange, params: dict) -> bool:
+    """Whether the client of this request declared URL-mode elicitation: in the request itself on 2026-07-28, at the
+    `initialize` of its own session before (`app.web.agents.sessions`)."""
     if exchange.modern:
         meta = params.get("_meta")
         capabilities = meta.get(mcp_versions.META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
         return "url" in (elicitation.declared_modes(capabilities) or [])
-    return exchange.version == URL_MODE_SINCE and "url" in (run.gateway_elicitation or [])
+    return exchange.version == URL_MODE_SINCE and "url" in sessions.declared_modes()
 
 
 def card_url(card: ThreadInteraction) -> str:
@@ -59,7 +61,7 @@ def person_needed(
 ) -> jsonrpc.Reply | None:
     """The URL elicitation for a call `connection` refused until the responsible person acts, or None (the client
     cannot take one, or no card applies: the call's own answer stands)."""
-    if not takes_url(ctx.run, exchange, params):
+    if not takes_url(exchange, params):
         return None
     card = elicitation.open_card(ctx, connection)
     if card is None:

@@ -24,7 +24,9 @@ lists no resources.
 
 URL-mode elicitation (`app.web.agents.elicitation`): a call to a connection that needs the responsible person, from a
 client that declared `elicitation.url`, opens the connection card and answers with the card's page as a URL
-elicitation.
+elicitation. What a 2025-x client declared at `initialize` is its own: a client that declared elicitation gets an
+`Mcp-Session-Id` carrying it (`app.web.agents.sessions`), so clients sharing a run token are each served by their own
+capabilities.
 """
 
 from __future__ import annotations
@@ -47,11 +49,12 @@ from app.services.gateway import calls as gateway_calls
 from app.services.gateway import cancellation
 from app.services.gateway import elicitation as gateway_elicitation
 from app.services.gateway import resources as gateway_resources
+from app.services.gateway import timeline as gateway_timeline
 from app.services.gateway import tools as gateway_tools
 from app.services.gateway.names import tool_name_budget
 from app.services.gateway.results import for_the_tool
 from app.services.runtime import context as run_context
-from app.web.agents import elicitation, jsonrpc, streaming
+from app.web.agents import elicitation, jsonrpc, sessions, streaming
 from app.web.openapi import operations as openapi
 from app.web.openapi.responses import McpDiscoveryResponse, respond
 from app.web.security import request_run_claims
@@ -79,6 +82,9 @@ def discovery() -> ResponseReturnValue:
 @openapi.mcp_rpc("Tool gateway MCP endpoint", "gateway", gateway=True)
 def rpc() -> ResponseReturnValue:
     claims = _claims()
+    unknown_session = sessions.check(claims["run_id"])
+    if unknown_session is not None:
+        return jsonrpc.respond(unknown_session)
     loaded: list[tuple[HeartbeatRun, int, str | None]] = []
 
     def live_run() -> tuple[HeartbeatRun, int, str | None]:
@@ -90,7 +96,11 @@ def rpc() -> ResponseReturnValue:
 
     def list_tools() -> RawJSON:
         run, revision, adapter_type = live_run()
-        return gateway_tools.list_tool_definitions(run, revision, tool_name_budget(adapter_type))
+        listing = gateway_tools.list_tool_definitions(run, revision, tool_name_budget(adapter_type))
+        if run_context.is_read_only(run.context_snapshot):
+            listing = gateway_tools.only_reading(listing)
+        gateway_timeline.record_listed(run, listing)  # the run's decision timeline: "listed"
+        return listing
 
     return jsonrpc.serve(
         jsonrpc.Door(
@@ -101,8 +111,8 @@ def rpc() -> ResponseReturnValue:
             on_cancelled=lambda request_id: cancellation.request_cancel(live_run()[0].id, request_id),
             authorize=live_run,
             read_resource=lambda id_, params, exchange: _read_resource(id_, claims, params, exchange),
-            on_initialize=lambda params: gateway_elicitation.remember_client(
-                live_run()[0], params.get("capabilities")
+            on_initialize=lambda params: sessions.opened(
+                live_run()[0].id, gateway_elicitation.declared_modes(params.get("capabilities"))
             ),
         )
     )
@@ -141,7 +151,7 @@ def _call_tool(
     prepared = gateway_calls.prepare_call(ctx, name, arguments)
     if prepared.unknown:
         # A tool of a connection that needs the responsible person is not listed, so it arrives as unknown.
-        takes_url = elicitation.takes_url(ctx.run, exchange, params)
+        takes_url = elicitation.takes_url(exchange, params)
         needing = (
             gateway_elicitation.connection_needing_person(
                 ctx.run, name, tool_name_budget(ctx.agent.adapter_type)

@@ -71,8 +71,8 @@ class Door:
     authorize: Callable[[], object] | None = None
     # Answers a `resources/read` (id, params, exchange); a door that has it declares the `resources` capability.
     read_resource: Callable[[Any, dict, Exchange], Reply] | None = None
-    # Told the params of every `initialize` (what the client declared), before it is answered.
-    on_initialize: Callable[[dict], None] | None = None
+    # Told the params of every `initialize` (what the client declared); the headers it returns go on the answer.
+    on_initialize: Callable[[dict], dict[str, str]] | None = None
 
     @property
     def capabilities(self) -> mcp_types.ServerCapabilities:
@@ -204,6 +204,12 @@ def answer(door: Door, exchange: Exchange, msg: object) -> Reply | Response:
         # 2026-07-28 prescribes 404 for an unknown method; legacy gateway clients read a 404 as "session ended".
         status = 404 if exchange.modern else door.error_status
         return mcp_messages.error(id_, METHOD_NOT_FOUND, f"Unknown method: {method}"), status
+    if method == "initialize" and not exchange.modern and door.on_initialize is not None:
+        headers = door.on_initialize(params)
+        if headers:  # e.g. the gateway's `Mcp-Session-Id` (`app.web.agents.sessions`)
+            return Response(
+                dumps(message(id_, result=result)), status=200, mimetype="application/json", headers=headers
+            )
     return _modern_result(door, exchange, (message(id_, result=result), 200))
 
 
@@ -239,8 +245,6 @@ def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dic
             )
         return None
     if method == "initialize":
-        if door.on_initialize is not None:
-            door.on_initialize(params)
         version = (
             mcp_versions.negotiate(params.get("protocolVersion")) if door.negotiates else exchange.version
         )

@@ -5,4 +5,4 @@ from app.web.blueprints import signed_in_blueprint
 bp = signed_in_blueprint("api", __name__, url_prefix="/api")
 
 
-from app.web.api import connections, intents, tasks  # noqa: E402,F401
+from app.web.api import access, connections, intents, run_decisions, tasks  # noqa: E402,F401

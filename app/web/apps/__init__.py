@@ -9,4 +9,13 @@ from app.web.blueprints import signed_in_blueprint
 bp = signed_in_blueprint("apps", __name__)
 
 
-from app.web.apps import catalog, connections, instructions, manage, permissions, setup  # noqa: E402,F401
+from app.web.apps import (  # noqa: E402,F401
+    call_limits,
+    catalog,
+    connections,
+    explain,
+    instructions,
+    manage,
+    permissions,
+    setup,
+)

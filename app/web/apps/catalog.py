@@ -15,6 +15,8 @@ from flask.typing import ResponseReturnValue
 from app.catalog.loader import list_apps, logo_url
 from app.catalog.schema import AppDefinition
 from app.extensions import htmx
+from app.services.connections.ownership import connected_apps
+from app.services.oauth.clients import app_needs_operator_client
 from app.web.apps import bp
 from app.web.context import current_membership
 
@@ -53,7 +55,7 @@ def category_counts(apps: Iterable[AppDefinition], query: str) -> dict[str, int]
 
 @bp.get("/apps")
 def catalog() -> ResponseReturnValue:
-    current_membership()
+    membership = current_membership()
     query = (request.args.get("q") or "").strip()[:QUERY_MAX_LENGTH]
     apps = list_apps()
     categories = sorted({c for a in apps for c in a.categories})
@@ -69,6 +71,9 @@ def catalog() -> ResponseReturnValue:
         "category_counts": counts,
         "matching_total": sum(1 for a in apps if matches(a, query, None)),
         "logo_url": logo_url,
+        # Before any click: what is connected already, and what this installation cannot connect (issue 27).
+        "connected": connected_apps(membership.company_id, membership.user_id),
+        "needs_admin": {a.slug for a in apps if app_needs_operator_client(a)},
     }
     if htmx and htmx.target == "app-list":
         return render_template("apps/_app_list.html", **context)

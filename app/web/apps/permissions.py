@@ -28,6 +28,7 @@ from app.services.connections.audience import Audience, audience_of
 from app.services.connections.instructions import instruction_context
 from app.services.connections.settings import public_fields, update_connection
 from app.services.connections.tool_index import index_limits_notes
+from app.services.gateway.limits import LimitsState, limits_state
 from app.web.apps import bp
 from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm
 from app.web.apps.instructions_state import EditorState, editor_state
@@ -137,7 +138,11 @@ def page_context(
     access: AccessState | None = None,
     config: ConfigState | None = None,
     editor: EditorState | None = None,
+    just_connected: bool = False,
+    limits: LimitsState | None = None,
+    **answers: Any,
 ) -> dict:
+    """The page's context; `answers` are the explainer's and the dry run's (`explain`), when one was asked."""
     configure = can_configure(membership, connection)
     if editor is None:
         editor = editor_state(connection, app_definition, can_edit=configure)
@@ -153,6 +158,9 @@ def page_context(
         "tools": tools_with_policies([connection.id]).get(connection.id, []),
         "index_notes": index_limits_notes(connection),
         "action_labels": ACTION_LABELS,
+        "just_connected": just_connected,
+        "limits": limits or limits_state(connection),
+        **answers,
     }
 
 
@@ -175,7 +183,9 @@ def back_to_page(connection: ToolConnection) -> ResponseReturnValue:
 @bp.get("/apps/<connection_id>/permissions")
 def permissions(connection_id: str) -> ResponseReturnValue:
     connection, membership, app_definition = load_connection(connection_id)
-    return render_page(connection, membership, app_definition)
+    # After a finished setup (`?done=connected`, a fixed key: nothing typed is echoed) the page says what happened.
+    connected = request.args.get("done") == "connected" and connection.status == "active"
+    return render_page(connection, membership, app_definition, just_connected=connected)
 
 
 def read_audience(form: MultiDict[str, str]) -> Audience:

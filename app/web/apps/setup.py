@@ -155,7 +155,7 @@ def _finished(connection: ToolConnection, card: ThreadInteraction | None) -> Res
     """A card this setup resolved wakes its agent once the request commits; the person lands on the permissions page."""
     if card is not None:
         after_commit(lambda: deliver_continuation(card.id))
-    return redirect(url_for("apps.permissions", connection_id=connection.id), code=303)
+    return redirect(url_for("apps.permissions", connection_id=connection.id, done="connected"), code=303)
 
 
 def _sign_in(

@@ -21,8 +21,10 @@ from app.services.access.effective import can_manage_connections
 from app.services.agents import agent_names
 from app.services.connections.audience import Audience, audience_of
 from app.services.connections.settings import UNSET, Unset, public_fields
-from app.services.connections.setup import start_connection
+from app.services.connections.setup import require_credentials, start_connection
 from app.services.intents.setup import finish_setup
+from app.services.oauth.clients import needs_operator_client
+from app.services.oauth.errors import SignInNotConfigured
 from app.web.unit_of_work import Reason, commit_point
 
 ORGANIZATION_EXPLANATION = (
@@ -88,6 +90,8 @@ class SetupFlow:
     locked_agent_ids: frozenset[str] = frozenset()
     # A host that can keep an unfinished setup (the task card) offers Save & exit.
     save_exit: bool = False
+    # The chosen method is an OAuth sign-in this installation cannot start (no operator client, no registration).
+    needs_admin: bool = False
 
     @property
     def is_oauth(self) -> bool:
@@ -202,6 +206,7 @@ def build_setup_flow(
         connection=connection,
         can_submit=membership.has_write_access,
         hx_target=hx_target,
+        needs_admin=needs_operator_client(app_definition.slug, method),
     )
 
 
@@ -261,14 +266,23 @@ def start_or_resume_draft(
     draft: ToolConnection | None,
     *,
     draft_audience: Audience | None = None,
+    check_before_draft: bool = True,
 ) -> SetupStep:
     """The first half of a submit, shared by both hosts (the Apps page and the task-card dialog).
 
     A new draft is committed before the provider is contacted, so a refused key keeps it for the next submit. A kept
     draft has its method and identity fixed; its public values and audience follow the form (returned as pending).
     OAuth methods report `needs_sign_in`: the host saves the pending settings and starts the provider sign-in.
+    A submit that would be refused without contacting the provider (a required key left empty, a sign-in this
+    installation cannot start) is refused before any draft is made (`check_before_draft`; the card's Save & exit
+    keeps its choices without them).
     """
     if draft is None:
+        if check_before_draft:
+            # What would refuse the submit anyway refuses it before a draft exists: nothing is left behind.
+            if needs_operator_client(app_definition.slug, method):
+                raise SignInNotConfigured(app_definition.name)
+            require_credentials(method, submission.credentials)
         draft = start_connection(
             membership,
             app_definition,

@@ -27,6 +27,11 @@ OUTCOME_WORDS: dict[str, str] = {
     "provider_paused": "found the provider paused",
     "refused_by_provider": "was refused by the provider",
 }
+# Gateway calls refused by a connection's call limits (`services.gateway.limits`).
+LIMIT_WORDS: dict[str, str] = {
+    "rate_limited": "was refused by a rate limit",
+    "loop_detected": "was stopped by the loop breaker",
+}
 
 
 @dataclass(frozen=True)
@@ -152,8 +157,12 @@ def sentence(row: ActivityLog, names: Names) -> str:
         return f"{who} changed {names.task(row)}: {changed}"
     if action == "tool_gateway.call":
         code = str(details.get("outcome") or "ran")
-        outcome = OUTCOME_WORDS.get(code, code)
+        outcome = LIMIT_WORDS.get(str(details.get("decision")), OUTCOME_WORDS.get(code, code))
         return f"{who} called {details.get('toolName') or 'a tool'} on {connection}: {outcome}"
+    if action == "tool_gateway.list":
+        return f"{who} listed its gateway tools"
+    if action == "tool_connection.call_limits_changed":
+        return f"{who} changed the call limits of {connection}"
     if action == "tool_gateway.resource_read":
         code = str(details.get("outcome") or "ran")
         return f"{who} read a resource on {connection}: {OUTCOME_WORDS.get(code, code)}"

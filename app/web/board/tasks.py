@@ -12,6 +12,7 @@ from app.extensions import htmx
 from app.models import Issue, Membership
 from app.models.work import IssueStatus
 from app.services.agents import AgentName, agent_names
+from app.services.run_progress import progress_of
 from app.services.runs.lifecycle import recent_runs
 from app.services.tenancy import company_members
 from app.services.work import (
@@ -124,7 +125,9 @@ def create_task() -> ResponseReturnValue:
 @bp.get("/tasks/<issue_id>")
 def task(issue_id: str) -> ResponseReturnValue:
     issue, membership = load_scoped(Issue, issue_id)
-    return render_template("board/task.html", runs=recent_runs(issue), **_task_context(issue, membership))
+    return render_template(
+        "board/task.html", runs=progress_of(recent_runs(issue)), **_task_context(issue, membership)
+    )
 
 
 @bp.get("/tasks/<issue_id>/items")

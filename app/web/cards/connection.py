@@ -230,7 +230,13 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
         return failed(422, errors={"agentIds": f"Keep {name} selected: it asked for this connection."})
     try:
         step = start_or_resume_draft(
-            membership, app_definition, method, submission, draft, draft_audience=intent_setup.NO_AUDIENCE
+            membership,
+            app_definition,
+            method,
+            submission,
+            draft,
+            draft_audience=intent_setup.NO_AUDIENCE,
+            check_before_draft=not saving,
         )
         draft = step.connection
         intent_setup.save_card_audience(

@@ -40,7 +40,8 @@ NOTICES = {
     "saved": "The webhook is saved.",
     "disabled": "The webhook is disabled. Nothing is sent to it until it is enabled again.",
     "enabled": "The webhook is enabled again. New events are sent to it.",
-    "deleted": "The webhook is deleted.",
+    "deleted": "The webhook is deleted, with its delivery history.",
+    "test": "A test event is queued. Its attempt shows in the webhook’s deliveries in a few seconds.",
 }
 
 
@@ -61,6 +62,7 @@ def _webhooks_page(
         new_secret=new_secret,
         rotated=rotated,
         notice=NOTICES.get(request.args.get("done", "")),
+        attempt_sentence=webhooks.attempt_sentence,
     ), status
 
 
@@ -99,6 +101,28 @@ def create_webhook() -> ResponseReturnValue:
 def _button_checked() -> None:
     if not EmptyForm().validate_on_submit():
         raise Unprocessable("The form is missing its security token")
+
+
+@bp.get("/settings/webhooks/<endpoint_id>/delete")
+def delete_webhook_confirm(endpoint_id: str) -> ResponseReturnValue:
+    """Deleting wipes the delivery history: the same confirmation page as a connection's, saying what goes."""
+    endpoint = _endpoint(current_membership(), endpoint_id)
+    return render_template(
+        "settings/webhook_delete.html",
+        webhook=endpoint,  # not `endpoint`: the layout reads Flask's request endpoint under that name
+        deliveries=webhooks.delivery_count(endpoint),
+        button_form=EmptyForm(formdata=None),
+    )
+
+
+@bp.post("/settings/webhooks/<endpoint_id>/test")
+def send_test_event(endpoint_id: str) -> ResponseReturnValue:
+    membership = current_membership()
+    _button_checked()
+    endpoint = _endpoint(membership, endpoint_id)
+    webhooks.send_test_event(membership, endpoint)
+    after_commit(notify_worker)
+    return redirect(url_for("inbox.webhooks_page", done="test") + f"#webhook-{endpoint.id}", code=303)
 
 
 @bp.post("/settings/webhooks/<endpoint_id>/delete")

@@ -26,6 +26,8 @@ from app.services.connections.provider_tools import (
 )
 
 # The peer fixtures (also loadable as a plugin from the root conftest); a star import keeps ruff's F811 quiet.
+from tests.peers.erring_provider import ERROR_CODE as ERRING_CODE
+from tests.peers.erring_provider import start_erring_provider
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY, start_notes_server, start_paged_server
 
 NOTES_AUTH = {"Authorization": f"Bearer {NOTES_KEY}"}
@@ -263,8 +265,63 @@ def test_a_protocol_level_failure_raises_tool_error(notes_server):
     with pytest.raises(ProviderToolError) as caught:
         call_tool(notes_server.url, headers=NOTES_AUTH, tool_name="export_notes", arguments={"fmt": "xls"})
 
-    assert (
-        caught.value.message == "The provider could not run the tool 'export_notes': unsupported format xls"
+    assert caught.value.message == (
+        "The provider could not run the tool 'export_notes': unsupported format xls (MCP error -32602)"
+    )
+    assert (caught.value.code, caught.value.said) == (INVALID_PARAMS, "unsupported format xls")
+
+
+@pytest.fixture
+def erring():
+    server = start_erring_provider()
+    yield server
+    provider_mcp.close_sessions()
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    "mode, how",
+    [
+        ("json", "MCP error -32099"),
+        ("status", "MCP error -32099, HTTP 500 Internal Server Error"),
+        ("sse", "MCP error -32099"),
+    ],
+)
+def test_a_providers_json_rpc_error_is_named_with_its_code_and_words(erring, mode, how):
+    """Issue 34 item 1: whichever way the provider sends its JSON-RPC error (plain JSON, inside an HTTP 500, on a
+    stream that then closes), the error says what the provider said, not that the connection closed."""
+    erring.mode = mode
+    with pytest.raises(ProviderToolError) as caught:
+        call_tool(erring.url, headers=NOTES_AUTH, tool_name="forecast", arguments={"city": "Oslo"}, timeout=5)
+
+    assert caught.value.message == (
+        f"The provider could not run the tool 'forecast': Forecast backend is down ({how})"
+    )
+    assert (caught.value.code, caught.value.said) == (ERRING_CODE, "Forecast backend is down")
+    assert erring.calls == [{"name": "forecast", "arguments": {"city": "Oslo"}}]
+
+
+def test_a_providers_error_words_are_cut_and_never_carry_the_credential(erring):
+    erring.mode = "status"
+    erring.message = "Token {auth} may not read forecasts. " + "x" * 5000
+    with pytest.raises(ProviderToolError) as caught:
+        call_tool(erring.url, headers=NOTES_AUTH, tool_name="forecast", arguments={}, timeout=5)
+
+    said = caught.value.said
+    assert said == ("Token [redacted] may not read forecasts. " + "x" * 5000)[:499] + "…"
+    assert len(said) == provider_errors.PROVIDER_MESSAGE_LIMIT
+    assert NOTES_KEY not in caught.value.message and said in caught.value.message
+
+
+def test_a_provider_that_hangs_up_on_a_call_is_not_called_unreachable(erring):
+    erring.mode = "silent"
+    with pytest.raises(provider_errors.ProviderError) as caught:
+        call_tool(erring.url, headers=NOTES_AUTH, tool_name="forecast", arguments={}, timeout=5)
+
+    assert type(caught.value) is provider_errors.ProviderError
+    assert caught.value.message == (
+        "The provider closed the call to 'forecast' without answering it (no result and no error); the tool may "
+        "have run."
     )
 
 

@@ -67,7 +67,9 @@ def _serving(port: int) -> bool:
 
 
 @contextmanager
-def gunicorn_server(app, tmp_path: Path, provider_url: str) -> Iterator[str]:
+def gunicorn_server(
+    app, tmp_path: Path, provider_url: str | None = None, extra_env: dict[str, str] | None = None
+) -> Iterator[str]:
     """One gunicorn server (one worker process) on the test database; yields its gateway URL."""
     port = _free_port()
     env = {
@@ -78,10 +80,11 @@ def gunicorn_server(app, tmp_path: Path, provider_url: str) -> Iterator[str]:
         "PUBLIC_BASE_URL": TEST_CONFIG["PUBLIC_BASE_URL"],
         "SWITCHBOARD_INSTANCE_PATH": str(tmp_path / f"instance-{port}"),
         "SWITCHBOARD_CATALOG_INGEST_ON_START": "0",
-        "SWITCHBOARD_PROVIDER_SERVER_URLS": json.dumps({"github": provider_url}),
+        "SWITCHBOARD_PROVIDER_SERVER_URLS": json.dumps({"github": provider_url} if provider_url else {}),
         "SWITCHBOARD_PROVIDER_CALL_TIMEOUT_SECONDS": str(CALL_TIMEOUT),
         "SWITCHBOARD_BIND": f"127.0.0.1:{port}",
         "WEB_CONCURRENCY": "1",
+        **(extra_env or {}),
     }
     process = subprocess.Popen(
         [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app"],

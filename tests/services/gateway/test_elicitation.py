@@ -43,8 +43,15 @@ async def _accepts(context, params):
 
 
 @asynccontextmanager
-async def agent(url, token, *, url_mode: bool):
+async def agent(url, token, *, url_mode: bool, seen: list | None = None):
+    """A Python SDK 2.x client session; `seen` collects the `Mcp-Session-Id` each of its requests carried."""
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    if seen is not None:
+
+        async def record(request):
+            seen.append(request.headers.get("mcp-session-id"))
+
+        http.event_hooks["request"].append(record)
     callback = {"elicitation_callback": _accepts} if url_mode else {}
     async with (
         http,
@@ -219,23 +226,96 @@ def test_a_modern_request_without_url_mode_is_told_the_capability_it_lacks(db, b
     assert _cards(db, broken["issue"]) == []  # nothing was opened for a client that cannot take the page
 
 
-def test_url_mode_needs_a_revision_that_has_it_and_is_remembered_per_run(db, broken):
+def test_two_clients_on_one_run_are_each_served_by_their_own_capabilities(db, broken):
+    """Issue 34 item 3: a client that never declared URL-mode elicitation never gets -32042 because another client
+    on the same run token did, whichever initialized last; the one that declared it gets its elicitation."""
+    session_ids: dict[str, list] = {"plain": [], "url": []}
+
+    async def scenario():
+        async with (
+            agent(broken["gateway"], broken["token"], url_mode=False, seen=session_ids["plain"]) as plain,
+            agent(broken["gateway"], broken["token"], url_mode=True, seen=session_ids["url"]) as url_client,
+        ):
+            first = await plain.call_tool(
+                broken["name"], {"query": "q"}
+            )  # the refresh fails: needs its person
+            answers = []
+            for session in (plain, url_client, plain):
+                with pytest.raises(MCPError) as caught:
+                    await session.call_tool(broken["name"], {"query": "q"})
+                answers.append(caught.value)
+            return first, answers
+
+    first, (plain_error, url_error, plain_again) = asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+    assert first.is_error is True and refusal_fields(first)["reasonCode"] == "provider_error"
+    for error in (plain_error, plain_again):
+        assert (error.code, error.message) == (-32602, f"Unknown tool: {broken['name']}")
+    (card,) = _cards(db, broken["issue"])
+    (elicit,) = _elicitation(url_error).elicitations
+    assert (elicit.mode, elicit.elicitation_id) == ("url", str(card.id))
+    # Only the client that declared elicitation was given a session, and it sent it back on every request.
+    assert set(session_ids["plain"]) == {None}
+    (url_session,) = set(session_ids["url"]) - {None}
+    assert url_session.startswith("form-url.")
+
+
+def test_url_mode_needs_a_revision_that_has_it_and_a_session_the_gateway_issued(db, broken):
     headers = {"Authorization": f"Bearer {broken['token']}"}
 
-    def send(method, params, version=None):
+    def send(method, params, version=None, session=None):
         extra = {"MCP-Protocol-Version": version} if version else {}
+        if session:
+            extra["Mcp-Session-Id"] = session
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        return requests.post(broken["gateway"], json=body, headers={**headers, **extra}, timeout=30).json()
+        return requests.post(broken["gateway"], json=body, headers={**headers, **extra}, timeout=30)
 
     init = {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {"url": {}}}, "clientInfo": {}}
-    assert send("initialize", init)["result"]["protocolVersion"] == "2025-06-18"
-    db.session.expire_all()
-    assert db.session.get(type(broken["run"]), broken["run"].id).gateway_elicitation == ["url"]
+    opened = send("initialize", init)
+    assert opened.json()["result"]["protocolVersion"] == "2025-06-18"
+    session = opened.headers["Mcp-Session-Id"]
+    assert session.startswith("url.")
     call = {"name": broken["name"], "arguments": {"query": "q"}}
-    answer = send("tools/call", call, "2025-06-18")  # URL mode came with 2025-11-25
+    answer = send("tools/call", call, "2025-06-18", session).json()  # URL mode came with 2025-11-25
     assert refusal_fields(answer["result"])["reasonCode"] == "provider_error"
     assert _cards(db, broken["issue"]) == []
-    assert send("initialize", {**init, "protocolVersion": "2025-11-25", "capabilities": {}})["result"]
-    db.session.expire_all()
-    assert db.session.get(type(broken["run"]), broken["run"].id).gateway_elicitation is None
-    assert send("tools/call", call, "2025-11-25")["error"]["code"] == -32602  # the last initialize counts
+    # No session, or a session that does not carry URL mode: the tool is unknown to this client.
+    plain = send("initialize", {**init, "protocolVersion": "2025-11-25", "capabilities": {}})
+    assert "Mcp-Session-Id" not in plain.headers
+    assert send("tools/call", call, "2025-11-25").json()["error"]["code"] == -32602
+    form_only = send("initialize", {**init, "capabilities": {"elicitation": {}}}).headers["Mcp-Session-Id"]
+    assert form_only.startswith("form.")
+    assert send("tools/call", call, "2025-11-25", form_only).json()["error"]["code"] == -32602
+    # A session id the gateway did not issue for this run is a session it does not know.
+    modes, nonce, tag = session.split(".")
+    forged = [f"form-url.{nonce}.{tag}", f"{modes}.{nonce}x.{tag}", "url", form_only[:-2]]
+    for bad in forged:
+        refused = send("tools/call", call, "2025-11-25", bad)
+        assert refused.status_code == 404
+        assert refused.json() == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {"code": -32600, "message": "Session not found"},
+        }
+    assert send("initialize", init, session=forged[0]).status_code == 200  # a new session starts afresh
+    assert _cards(db, broken["issue"]) == []
+    assert send("tools/call", call, "2025-11-25", session).json()["error"]["code"] == -32042
+
+
+def test_a_session_is_bound_to_its_run(db, broken, make):
+    other_run, other_token = make.run(broken["run"].agent, broken["issue"])
+    init = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"url": {}}}, "clientInfo": {}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+    opened = requests.post(
+        broken["gateway"], json=body, headers={"Authorization": f"Bearer {other_token}"}, timeout=30
+    )
+    session = opened.headers["Mcp-Session-Id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    for token, status in ((other_token, 200), (broken["token"], 404)):
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Mcp-Session-Id": session,
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        assert (
+            requests.post(broken["gateway"], json=listing, headers=headers, timeout=30).status_code == status
+        )

@@ -675,7 +675,10 @@ def test_a_listing_is_reused_until_an_access_write_changes_it(db, world):
     assert "notes__search_notes" in first
     with count_statements(_db.engine) as statements:
         assert listed() == first
-    assert len(statements) == 1  # the run and its company's access revision
+    # The address's shared count of failed authentications (issue 31), the run and its company's access revision,
+    # and the listing's entry in the run's decision timeline (issue 28).
+    assert len(statements) == 3 and "throttle_hits" in statements[0]
+    assert statements[2].startswith("INSERT INTO activity_log")
     patch(world, created["id"], {"toolPolicies": {"search_notes": "block"}})
     assert listed() == [name for name in first if name != "notes__search_notes"]
 

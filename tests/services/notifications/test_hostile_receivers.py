@@ -90,7 +90,7 @@ def test_a_dripping_receiver_is_cut_off_and_never_delays_another_company(app, db
             time.sleep(0.1)
         [cut] = attempts(db, slow.id)
         assert cut.status_code is None
-        assert cut.error == "The receiver did not answer within 3 s"
+        assert cut.error == "The receiver did not answer within 3 s."
         assert 2500 <= cut.duration_ms < 4500  # the whole exchange, not each byte's read timeout
         assert drip.sent <= 5
         [done] = attempts(db, fast.id)
@@ -99,7 +99,7 @@ def test_a_dripping_receiver_is_cut_off_and_never_delays_another_company(app, db
         assert db.session.get(NotificationDelivery, fast.id).delivered_at is not None
         failed = db.session.get(NotificationDelivery, slow.id)
         assert failed.delivered_at is None and failed.attempts == 1
-        assert failed.last_error == "The receiver did not answer within 3 s"
+        assert failed.last_error == "The receiver did not answer within 3 s."
     finally:
         stop_worker(stop)
         loop.join(10)

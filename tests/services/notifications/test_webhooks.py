@@ -146,7 +146,11 @@ def test_a_failing_receiver_is_retried_attempts_are_listed_and_send_again_redeli
     connect(world, "honcho", HONCHO_KEY)
     assert outbox.sweep_pending() == {outbox.FAILED: 1}
     [delivery] = deliveries(db)
-    assert delivery.attempts == 1 and delivery.last_error == "HTTP 500" and delivery.delivered_at is None
+    assert (
+        delivery.attempts == 1
+        and delivery.last_error == "The receiver answered HTTP 500 (Internal Server Error)."
+        and delivery.delivered_at is None
+    )
     page = world.client.get("/settings/webhooks").get_data(as_text=True)
     assert "HTTP 500" in page and "Failing" in page and f"/deliveries/{delivery.id}/send-again" in page
     make_due(db, delivery.id)

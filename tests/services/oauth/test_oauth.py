@@ -145,7 +145,7 @@ class Browser:
         connection_id = connection_id or self.create_draft(company)
         response = self.callback(self.authorize(self.start(connection_id), **kwargs))
         assert response.status_code == 303, response.text
-        assert response.headers["Location"].endswith(f"/apps/{connection_id}/permissions")
+        assert response.headers["Location"].endswith(f"/apps/{connection_id}/permissions?done=connected")
         return connection_id
 
 
@@ -214,7 +214,7 @@ def test_sign_in_connects_with_pkce_discovery_and_registration(live, owner, db, 
 
     response = browser.callback(browser.authorize(authorization_url))
     assert response.status_code == 303
-    assert response.headers["Location"].endswith(f"/apps/{connection_id}/permissions")
+    assert response.headers["Location"].endswith(f"/apps/{connection_id}/permissions?done=connected")
 
     connection = _connection(db, connection_id)
     assert (connection.status, connection.enabled, connection.health_status) == ("active", True, "healthy")

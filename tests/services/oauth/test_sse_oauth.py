@@ -210,7 +210,7 @@ def test_sign_in_over_sse_registers_authorizes_exchanges_and_indexes(live, owner
 
     response = browser.callback(browser.authorize(authorization_url))
     assert response.status_code == 303, response.text
-    assert response.headers["Location"].endswith(f"/apps/{connection_id}/permissions")
+    assert response.headers["Location"].endswith(f"/apps/{connection_id}/permissions?done=connected")
 
     connection = _connection(db, connection_id)
     assert (connection.status, connection.enabled, connection.health_status) == ("active", True, "healthy")

@@ -31,9 +31,9 @@ def test_a_repeat_request_answers_from_its_pending_card_without_the_task_lock(ma
     with count_statements(db.engine) as repeat:
         again = request_service(client, world.token, "github")
     assert again.status_code == 200 and again.json == first.json
-    # The run and its task, the agent's eligible connections of the app, then the app, its connections and the
-    # card pending under the run's key together.
-    assert len(repeat) == 3, repeat
+    # The address's shared count of failed authentications (issue 31), the run and its task, the agent's eligible
+    # connections of the app, then the app, its connections and the card pending under the run's key together.
+    assert len(repeat) == 4 and "throttle_hits" in repeat[0], repeat
     assert _locks(repeat) == []
 
     # Another run of the agent finds no card under its own key: the lock, the decline check, and the card
@@ -53,8 +53,9 @@ def test_a_ready_catalog_service_is_answered_from_the_eligible_connections(app, 
     with count_statements(db.engine) as statements:
         ready = request_service(client, world.token, "honcho")
     assert ready.json["state"] == "ready" and ready.json["connectionId"] == created["id"]
-    # The run, then the eligible connections with their grants and the responsible person's membership.
-    assert len(statements) == 2, statements
+    # The address's shared count of failed authentications (issue 31), the run, then the eligible connections with
+    # their grants and the responsible person's membership.
+    assert len(statements) == 3 and "throttle_hits" in statements[0], statements
     assert not any("UNION" in s.upper() for s in statements)
 
 

@@ -209,13 +209,16 @@ def test_foreign_origins_are_refused_and_401_names_the_scheme(app, db, world, pa
         assert allowed.status_code == 200
     finally:
         app.config["AGENT_ALLOWED_ORIGINS"] = []
-    # RFC 6750 3.1 on the gateway: no credentials sent, no error code; the runtime door keeps its contract.
+    # RFC 6750 3.1 on the gateway: no credentials sent, no error code, and RFC 9728's pointer to the metadata; the
+    # runtime door keeps its contract.
+    metadata = 'resource_metadata="http://127.0.0.1:5000/.well-known/oauth-protected-resource/mcp/gateway"'
     for unauthenticated in (world.client.post(path, json=body), world.client.get(path)):
         assert unauthenticated.status_code == 401
-        expected = "Bearer" if path == URL else 'Bearer error="invalid_token"'
+        expected = f"Bearer {metadata}" if path == URL else 'Bearer error="invalid_token"'
         assert unauthenticated.headers["WWW-Authenticate"] == expected
     wrong = world.client.post(path, json=body, headers=bearer("not-a-token"))
-    assert wrong.status_code == 401 and wrong.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+    expected = f'Bearer error="invalid_token", {metadata}' if path == URL else 'Bearer error="invalid_token"'
+    assert wrong.status_code == 401 and wrong.headers["WWW-Authenticate"] == expected
     message = "Runtime tools token is missing, invalid, or expired"
     if path == URL:  # a JSON-RPC error every MCP client can read
         assert wrong.json == {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
@@ -225,8 +228,8 @@ def test_foreign_origins_are_refused_and_401_names_the_scheme(app, db, world, pa
 
 def test_unknown_well_known_and_mcp_paths_answer_json_404(db, world):
     for path in (
-        "/.well-known/oauth-authorization-server",
-        "/.well-known/oauth-protected-resource/mcp/gateway",
+        "/.well-known/openid-configuration",
+        "/.well-known/oauth-protected-resource/mcp/runtime-tools",
     ):
         response = world.client.get(path)
         assert response.status_code == 404 and response.json == {"error": "Not found"}

@@ -126,8 +126,22 @@ def test_a_modern_invalid_cursor_too(db, world):
     assert MODERN in response.headers.get("MCP-Protocol-Version", MODERN)
 
 
-@pytest.mark.parametrize("path", ["/register", "/token", "/authorize", "/revoke"])
-def test_oauth_default_endpoints_answer_json_not_a_page(client, path):
-    for response in (client.post(path, data={"client_name": "x"}), client.get(path)):
-        assert response.status_code == 404
-        assert response.json == {"error": "Not found"}
+NO_CLIENT = (
+    "The client cannot authenticate with methods: ['none', 'client_secret_basic', 'client_secret_post']"
+)
+OAUTH_REFUSALS = {
+    "/register": (415, {"error": "Unsupported Media Type"}),
+    "/token": (400, {"error": "unsupported_grant_type"}),
+    "/revoke": (401, {"error": "invalid_client", "error_description": NO_CLIENT}),
+    "/device_authorization": (401, {"error": "invalid_client", "error_description": NO_CLIENT}),
+}
+
+
+@pytest.mark.parametrize("path", sorted(OAUTH_REFUSALS))
+def test_oauth_endpoints_answer_json_not_a_page(client, path):
+    """The assistants' authorization server (issue 29): a malformed request gets OAuth's JSON error, never a page."""
+    status, body = OAUTH_REFUSALS[path]
+    refused = client.post(path, data={"client_name": "x"})
+    assert (refused.status_code, refused.json) == (status, body)
+    wrong_method = client.get(path)
+    assert (wrong_method.status_code, wrong_method.json) == (405, {"error": "Method not allowed"})

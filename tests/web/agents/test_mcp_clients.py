@@ -153,3 +153,140 @@ def test_a_refusal_of_a_tool_with_an_output_schema_reaches_the_client_readable(
     assert "structuredContent" not in answer and answer["isError"] is True
     assert [block["type"] for block in answer["content"]] == ["text", "text"]
     assert json.loads(answer["content"][1]["text"])["reasonCode"] == "tool_blocked"
+
+
+@pytest.fixture
+def erring_provider(app):
+    from app.services.connections import provider_mcp
+    from tests.peers.erring_provider import start_erring_provider
+
+    server = start_erring_provider()
+    saved = app.config["PROVIDER_SERVER_URLS"]
+    app.config["PROVIDER_SERVER_URLS"] = {**saved, "github": server.url}
+    yield server
+    app.config["PROVIDER_SERVER_URLS"] = saved
+    provider_mcp.close_sessions()
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    "mode, how",
+    [
+        ("json", "MCP error -32099"),
+        ("status", "MCP error -32099, HTTP 500 Internal Server Error"),
+        ("sse", "MCP error -32099"),
+    ],
+)
+def test_a_providers_json_rpc_error_reaches_the_typescript_client_as_what_happened(
+    db, world, base, erring_provider, mode, how
+):
+    """Issue 34 item 1: a provider that answers a call with a JSON-RPC error (plain, inside an HTTP 500, or on a
+    stream it then closes) reaches the agent as an isError result naming the provider's code and words, shaped for
+    the tool's output schema, so the TypeScript SDK shows it (not "the connection closed before the server
+    answered", nor a schema mismatch)."""
+    connect(world, "github", NOTES_KEY, name="Weather")
+    erring_provider.mode = mode
+    erring_provider.message = "Forecast backend is down for {auth}"
+    reason = (
+        "provider_error: The call to Weather failed: The provider could not run the tool 'forecast': "
+        f"Forecast backend is down for [redacted] ({how})"
+    )
+    spec = {
+        "url": f"{base}/mcp/gateway",
+        "token": world.token,
+        "revisions": ["2025-11-25"],
+        "tool": "weather__forecast",
+        "arguments": {"city": "Oslo"},
+    }
+    [report] = drive("typescript-sdk-1.x", spec)
+    assert "failure" not in report and "transportErrors" not in report, report
+    assert report["call"] == {"isError": True, "text": reason}, report
+    # On the wire: the reason, then its fields as a second text block; no structured content of another shape.
+    answer = world.client.post(
+        "/mcp/gateway",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "weather__forecast", "arguments": {"city": "Oslo"}},
+        },
+        headers=bearer(world.token),
+    ).json["result"]
+    assert "structuredContent" not in answer and answer["isError"] is True
+    assert answer["content"][0] == {"type": "text", "text": reason}
+    assert json.loads(answer["content"][1]["text"]) == {
+        "reasonCode": "provider_error",
+        "message": reason.removeprefix("provider_error: "),
+        "providerError": {"code": -32099, "message": "Forecast backend is down for [redacted]"},
+    }
+    assert NOTES_KEY not in json.dumps(answer)
+    assert len(erring_provider.calls) == 2
+
+
+@pytest.mark.parametrize("door", ["gateway", "runtime-tools"])
+@pytest.mark.parametrize("peer", list(CLIENTS))
+def test_a_bad_token_ends_the_handshake_at_once_with_the_reason(db, world, base, peer, door):
+    """Issue 34 item 6: a bad token is answered with a complete 401 that the SDK clients raise at once (the 1.x
+    Python SDK here is the transport smolagents, CrewAI's MCPServerAdapter and Semantic Kernel use). Their 30 s to
+    endless waits are their own: each waits for a "ready" event that a failed handshake never sets (mcpadapt's
+    `connect_timeout`, Semantic Kernel's `connect`), as they do for a server that refuses the connection."""
+    spec = {
+        "url": f"{base}/mcp/{door}",
+        "token": "not-a-run-token",
+        "revisions": ["2025-06-18"],
+        "tool": "x",
+        "arguments": {},
+    }
+    [report] = drive(peer, spec)
+    failure = report["failure"]
+    reason = "Runtime tools token is missing, invalid, or expired"
+    if peer == "typescript-sdk-1.x":
+        assert (failure["kind"], failure["code"]) == ("StreamableHTTPError", 401), report
+        assert reason in failure["message"], report  # the body reaches the agent
+    else:
+        assert failure["kind"] == "ExceptionGroup", report
+        assert "HTTPStatusError(\"Client error '401 UNAUTHORIZED'" in failure["message"], report
+    assert "negotiated" not in report and "tools" not in report, report
+
+
+def test_the_bad_token_answer_is_complete_for_exactly_what_an_sdk_1x_client_sends(db, base):
+    """The mcp 1.x client's first request, byte for byte as it sends it, with a bad token: a finished JSON answer
+    (Content-Length, no stream left open), so nothing on the wire keeps a client waiting."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    body = json.dumps(
+        {
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "mcp", "version": "0.1.0"},
+            },
+            "jsonrpc": "2.0",
+            "id": 0,
+        }
+    )
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": "Bearer not-a-run-token",
+        "User-Agent": "python-httpx/0.28.1",
+    }
+    parts = urlsplit(base)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("POST", "/mcp/gateway", body=body, headers=headers)
+        answer = connection.getresponse()
+        payload = answer.read()
+    finally:
+        connection.close()
+    assert answer.status == 401
+    assert answer.getheader("Content-Type") == "application/json"
+    assert int(answer.getheader("Content-Length")) == len(payload)
+    assert answer.getheader("WWW-Authenticate") == 'Bearer error="invalid_token"'
+    assert json.loads(payload) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32001, "message": "Runtime tools token is missing, invalid, or expired"},
+    }

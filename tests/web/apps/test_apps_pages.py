@@ -227,7 +227,7 @@ def test_refused_key_keeps_the_draft_never_echoes_the_key_and_a_resubmit_finishe
         htmx=False,
     )
     assert finished.status_code == 303
-    assert finished.headers["Location"] == f"/apps/{draft.id}/permissions"
+    assert finished.headers["Location"] == f"/apps/{draft.id}/permissions?done=connected"
     db.session.expire_all()
     connection = db.session.scalars(select(ToolConnection)).one()
     assert connection.id == draft.id and connection.status == "active"
@@ -288,7 +288,7 @@ def test_connect_with_the_right_key_lists_tools_and_secrets_never_render(client,
     )
     assert response.status_code == 303
     connection = db.session.scalars(select(ToolConnection)).one()
-    assert response.headers["Location"] == f"/apps/{connection.id}/permissions"
+    assert response.headers["Location"] == f"/apps/{connection.id}/permissions?done=connected"
     page = client.get(response.headers["Location"])
     body = html(page)
     for tool in ("search_memory", "save_memory", "list_workspaces"):
@@ -342,7 +342,10 @@ def test_reconnect_keeps_the_connection_and_refusal_is_inline(client, db, acme, 
         {"credentials-authorization": HONCHO_KEY},
         htmx=False,
     )
-    assert ok.status_code == 303 and ok.headers["Location"] == f"/apps/{connection.id}/permissions"
+    assert (
+        ok.status_code == 303
+        and ok.headers["Location"] == f"/apps/{connection.id}/permissions?done=connected"
+    )
     assert db.session.scalar(select(func.count()).select_from(ToolConnection)) == 1
 
 

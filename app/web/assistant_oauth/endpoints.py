@@ -1,0 +1,50 @@
+"""The OAuth endpoints MCP clients call (no browser session, no CSRF): token, registration, revocation and device
+authorization. Each answers in OAuth's JSON shape; plain HTTP is refused except on loopback."""
+
+from __future__ import annotations
+
+from authlib.common.security import is_secure_transport
+from flask import jsonify, request
+from flask.typing import ResponseReturnValue
+
+from app.services.assistants.server import authorization_server, wants_keeping
+from app.web.assistant_oauth import bp
+from app.web.security import csrf_exempt_endpoint
+from app.web.unit_of_work import Reason, commit_point
+
+OAUTH_JSON_PATHS = frozenset({"/token", "/register", "/revoke", "/device_authorization"})
+
+
+def insecure_transport() -> ResponseReturnValue | None:
+    """OAuth 2.1: nothing is issued over plain HTTP, except to and from loopback (local development, tests)."""
+    if is_secure_transport(request.url):
+        return None
+    body = {"error": "invalid_request", "error_description": "HTTPS is required."}
+    return jsonify(body), 400
+
+
+@bp.post("/token")
+def token() -> ResponseReturnValue:
+    response = insecure_transport() or authorization_server().create_token_response()
+    if wants_keeping():
+        commit_point(Reason.ASSISTANT_REFUSAL_KEPT)
+    return response
+
+
+@bp.post("/register")
+def register() -> ResponseReturnValue:
+    return insecure_transport() or authorization_server().create_endpoint_response("client_registration")
+
+
+@bp.post("/revoke")
+def revoke() -> ResponseReturnValue:
+    return insecure_transport() or authorization_server().create_endpoint_response("revocation")
+
+
+@bp.post("/device_authorization")
+def device_authorization() -> ResponseReturnValue:
+    return insecure_transport() or authorization_server().create_endpoint_response("device_authorization")
+
+
+for _endpoint in (token, register, revoke, device_authorization):
+    csrf_exempt_endpoint(f"{bp.name}.{_endpoint.__name__}")
