@@ -144,9 +144,8 @@ def build_document(
                 'run token) and their MCP endpoints. Errors are `{"error": "..."}`; validation failures are 400 '
                 '`{"error": "Validation error", "details": [...]}`; values that do not fit the state they are for '
                 "(an app's method, a connection's tools, the company's agents) are 409 with the same details. A path "
-                "no route serves under `/api/`, `/runtime-tools/`, `/mcp/`, `/.well-known/`, and the OAuth default "
-                "endpoints `/register`, `/token`, `/authorize` and `/revoke` (Switchboard is no authorization "
-                'server), answer a JSON 404 `{"error": "Not found"}`.'
+                "no route serves under `/api/`, `/runtime-tools/`, `/mcp/` or `/.well-known/` answers a JSON 404 "
+                '`{"error": "Not found"}`.'
             ),
         },
         "paths": paths,

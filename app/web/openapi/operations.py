@@ -143,7 +143,9 @@ RETRY_AFTER = {
 }
 BEARER_CHALLENGE = {
     "WWW-Authenticate": _header(
-        '`Bearer error="invalid_token"` (the gateway: `Bearer` when no token was sent)', {"type": "string"}
+        '`Bearer error="invalid_token"`; the gateway adds its `resource_metadata` URL (RFC 9728) and leaves out the '
+        "error when no token was sent",
+        {"type": "string", "pattern": "^Bearer"},
     )
 }
 CLOSES = {"Connection": _header("The connection is closed after this answer", {"const": "close"})}
