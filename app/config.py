@@ -139,6 +139,8 @@ def load_config(instance_path: str) -> dict:
         "PROVIDER_MAX_TOOLS": int(env.get("SWITCHBOARD_PROVIDER_MAX_TOOLS", "500")),
         "TOOL_DESCRIPTION_MAX_CHARS": int(env.get("SWITCHBOARD_TOOL_DESCRIPTION_MAX_CHARS", "4000")),
         "TOOL_SCHEMA_MAX_BYTES": int(env.get("SWITCHBOARD_TOOL_SCHEMA_MAX_BYTES", "65536")),
+        # How long an approval card waits for an answer, and an approved call for its retry (issue 28).
+        "TOOL_APPROVAL_TTL_SECONDS": int(env.get("SWITCHBOARD_TOOL_APPROVAL_TTL_SECONDS", "86400")),
         "GATEWAY_RESULT_MAX_CHARS": int(env.get("SWITCHBOARD_GATEWAY_RESULT_MAX_CHARS", "100000")),
         "PROVIDER_MAX_RESPONSE_BYTES": int(
             env.get("SWITCHBOARD_PROVIDER_MAX_RESPONSE_BYTES", str(8 * 1024 * 1024))

@@ -179,6 +179,9 @@ def register_commands(app: Flask) -> None:
     from app.cli.evals import evals_group
 
     app.cli.add_command(evals_group)
+    from app.cli.tools import tools_group
     from app.cli.worker import worker_command
+
+    app.cli.add_command(tools_group)
 
     app.cli.add_command(worker_command)

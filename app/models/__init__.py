@@ -33,6 +33,7 @@ from app.models.run_logs import AgentTaskSession, RunLog
 from app.models.runs import GatewayCancellation, HeartbeatRun, WakeupRequest
 from app.models.shared_state import ProviderBreaker, ThrottleHit
 from app.models.tenancy import AccessRevision, ApiKey, Company, LoginFailure, Membership, User
+from app.models.trust import ToolTrustRule
 from app.models.work import Comment, Issue, Project, ThreadInteraction
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "OAuthState",
     "ToolConnection",
     "ToolPolicy",
+    "ToolTrustRule",
     "ActivityLog",
     "Agent",
     "ApiKey",

@@ -140,6 +140,9 @@ class ToolConnection(IdMixin, TimestampMixin, Model):
         Uuid, ForeignKey("users.id", ondelete="SET NULL")
     )
     last_catalog_refresh_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The provider said `notifications/tools/list_changed` since the last indexing (issue 28): the worker's
+    # `tools` job re-indexes it (`workers.tool_refresh`).
+    tools_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The distinct lowercase words of the active indexed tools' names and descriptions, kept by the indexer, so
     # search can match query words against a connection's tools without reading thousands of tool rows.
     tool_search_text: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
@@ -291,6 +294,10 @@ class ConnectionTool(IdMixin, Model):
     is_write: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     status: Mapped[str] = mapped_column(String(20), nullable=False, default="active")
     version_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    # A quarantined tool (status `quarantined`, issue 28 item 2): what the provider lists now and nobody reviewed
+    # yet (`connections.tool_definitions.pending_of`). The columns above keep the reviewed definition until a
+    # person accepts this one.
+    pending_definition: Mapped[dict | None] = mapped_column(NullableJSONType)
     first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
     last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
 

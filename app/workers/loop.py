@@ -24,7 +24,7 @@ from app.workers.listener import ensure_listener
 
 log = logging.getLogger(__name__)
 
-JOBS = ("continuations", "runs", "notifications")  # notifications: issue 15 outbox
+JOBS = ("continuations", "runs", "notifications", "tools")  # notifications: issue 15 outbox; tools: issue 28
 _loop_thread = threading.local()
 
 
@@ -46,6 +46,10 @@ def _job(name: str, wait: bool = True) -> Callable[[], int]:
                 dispatch_due  # hands due rows to the delivery lanes and returns: never waits for a receiver
             )
         return lambda: sum(sweep_notifications().values())
+    if name == "tools":  # issue 28: re-index connections whose provider said its tools changed
+        from app.workers.tool_refresh import refresh_changed_connections
+
+        return refresh_changed_connections
     raise ValueError(f"unknown worker job {name!r}")
 
 

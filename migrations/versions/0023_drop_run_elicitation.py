@@ -19,11 +19,13 @@ JSON_TYPE = sa.JSON(none_as_null=True).with_variant(
 )
 
 
+# Plain ALTER TABLE, never batch mode: on SQLite a batch copies `heartbeat_runs`, and dropping the old copy with
+# foreign keys on deletes every row that cascades from it (run logs, sessions).
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("heartbeat_runs") as batch_op:
-        batch_op.drop_column("gateway_elicitation")
+    op.drop_column("heartbeat_runs", "gateway_elicitation")
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("heartbeat_runs") as batch_op:
-        batch_op.add_column(sa.Column("gateway_elicitation", JSON_TYPE, nullable=True))
+    op.add_column("heartbeat_runs", sa.Column("gateway_elicitation", JSON_TYPE, nullable=True))

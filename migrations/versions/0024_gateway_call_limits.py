@@ -15,17 +15,21 @@ branch_labels = None
 depends_on = None
 
 
+# Plain ALTER TABLE, never batch mode: on SQLite a batch copies `tool_connections`, and dropping the old copy with
+# foreign keys on deletes every row that cascades from it (its tools, identities, policies).
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("tool_connections") as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "call_limits",
-                sa.JSON(none_as_null=True).with_variant(
-                    postgresql.JSONB(none_as_null=True, astext_type=sa.Text()), "postgresql"
-                ),
-                nullable=True,
-            )
-        )
+    op.add_column(
+        "tool_connections",
+        sa.Column(
+            "call_limits",
+            sa.JSON(none_as_null=True).with_variant(
+                postgresql.JSONB(none_as_null=True, astext_type=sa.Text()), "postgresql"
+            ),
+            nullable=True,
+        ),
+    )
     op.create_table(
         "gateway_call_counters",
         sa.Column("key", sa.String(length=64), nullable=False),
@@ -51,5 +55,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_gateway_call_counters_connection_expires", table_name="gateway_call_counters")
     op.drop_table("gateway_call_counters")
-    with op.batch_alter_table("tool_connections") as batch_op:
-        batch_op.drop_column("call_limits")
+    op.drop_column("tool_connections", "call_limits")

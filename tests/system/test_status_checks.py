@@ -29,6 +29,7 @@ from app.models.connections import (
 )
 from app.models.runs import RunStatus, WakeupStatus
 from app.models.tenancy import MembershipStatus, Role
+from app.models.trust import TrustScope
 from app.models.work import IssueStatus
 from tests.paths import ROOT
 from tests.system.test_migrations import PARTIAL_INDEXES, app_on, fresh_database, index_definition
@@ -51,6 +52,7 @@ MODEL_SETS = {
     ("connection_installs", "target_type"): InstallTarget,
     ("tool_policies", "action"): ToolAction,
     ("assistant_clients", "kind"): ClientKind,
+    ("tool_trust_rules", "scope"): TrustScope,
 }
 
 
@@ -62,6 +64,9 @@ def _migration():
 
 
 def check_names(engine, table: str) -> set[str]:
+    """The table's CHECK constraint names; none for a table a later revision creates (below it, it is absent)."""
+    if not inspect(engine).has_table(table):
+        return set()
     return {c["name"] for c in inspect(engine).get_check_constraints(table)}
 
 

@@ -47,7 +47,7 @@ from pydantic import BaseModel
 from app.catalog.schema import Transport
 from app.core.mcp_messages import CLIENT_INFO
 from app.core.net_guard import guarded_async_transport
-from app.services.connections import provider_limits, provider_sessions, provider_transports
+from app.services.connections import provider_limits, provider_sessions, provider_transports, tool_changes
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.connections.provider_errors import (
     AnswerTooLarge,
@@ -270,7 +270,19 @@ class _Exchange:
         return provider_transports.open_streams(self.transport, self.server_url, self.http_client)
 
     def session(self, read: Any, write: Any) -> ClientSession:
-        return ClientSession(read, write, read_timeout_seconds=self.timeout, client_info=CLIENT_INFO)
+        return ClientSession(
+            read,
+            write,
+            read_timeout_seconds=self.timeout,
+            client_info=CLIENT_INFO,
+            message_handler=self._on_message,
+        )
+
+    async def _on_message(self, message: Any) -> None:
+        # The provider says its tools changed (issue 28): its connection is re-indexed (`tool_changes`).
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            tool_changes.note_tools_changed(self.server_url)
+        await anyio.lowlevel.checkpoint()
 
     def translate(self, exc: BaseException, *, calling: str | None = None) -> ProviderError:
         """Map whatever the SDK/httpx raised (ExceptionGroups included) to a ProviderError with a safe message."""

@@ -28,6 +28,7 @@ from app.models import (
     ToolConnection,
 )
 from app.models.base import utcnow
+from app.services.connections import tool_definitions, trust_rules
 from app.services.connections.provider_tools import ProviderTool
 from app.services.connections.settings import _set_policy
 
@@ -110,10 +111,16 @@ def index_limits_notes(connection: ToolConnection) -> list[str]:
     return lines
 
 
-def index_tools(connection: ToolConnection, tools: list[ProviderTool], *, first_index: bool) -> None:
+def index_tools(connection: ToolConnection, tools: list[ProviderTool], *, first_index: bool) -> IndexChanges:
     """Upsert the stored tool index. On first index read tools are allowed and write tools ask first; tools a
     provider adds later get no policy row, which means ask first. Only what `bounded_tools` keeps is indexed; what
-    it left out is kept in the connection's config for the Permissions page."""
+    it left out is kept in the connection's config for the Permissions page.
+
+    After the first index every tool is pinned to its reviewed definition (issue 28 item 2): a tool whose
+    definition digest differs from the stored one is quarantined (not listed, not callable) with the provider's
+    definition kept aside for review (`tool_review`), and its trust rules and open approvals are voided; a new tool
+    whose input schema is that of a tool that disappeared is flagged as a rename and quarantined too; a removed
+    tool disappears."""
     tools, limit_notes = bounded_tools(tools)
     config = dict(connection.config or {})
     if limit_notes:
@@ -128,11 +135,20 @@ def index_tools(connection: ToolConnection, tools: list[ProviderTool], *, first_
             select(ConnectionTool).where(ConnectionTool.connection_id == connection.id)
         )
     }
+    listed = {tool.name for tool in tools}
+    # Input schemas of tools gone from the listing: a new tool with one of them is probably one of them renamed.
+    gone_schemas = {
+        tool_definitions.schema_digest(row.input_schema): name
+        for name, row in existing.items()
+        if name not in listed and row.status != "quarantined"
+    }
+    changes = IndexChanges()
     now = utcnow()
-    seen = set()
     for tool in tools:
-        seen.add(tool.name)
         row = existing.get(tool.name)
+        digest = tool_definitions.definition_digest(
+            tool.name, tool.description, tool.input_schema, tool.listing
+        )
         if row is None:
             row = ConnectionTool(
                 company_id=connection.company_id,
@@ -141,19 +157,80 @@ def index_tools(connection: ToolConnection, tools: list[ProviderTool], *, first_
                 first_seen_at=now,
             )
             db.session.add(row)
-        row.description = tool.description or ""
-        row.input_schema = tool.input_schema or {}
-        row.listing = getattr(tool, "listing", None)
-        row.is_write = tool.is_write
-        row.version_hash = tool.version_hash
-        row.status = "active"
+            _take(row, tool)
+            renamed_from = (
+                None if first_index else gone_schemas.get(tool_definitions.schema_digest(tool.input_schema))
+            )
+            if renamed_from:
+                row.status = "quarantined"
+                row.pending_definition = _pending(tool, renamed_from)
+                changes.renamed.append((renamed_from, tool.name))
+            else:
+                changes.added.append(tool.name)
+        elif first_index or tool_definitions.reviewed_digest(row) == digest:
+            _take(row, tool)
+            row.pending_definition = None
+        else:
+            if (row.pending_definition or {}).get("digest") != digest:
+                changes.quarantined.append(tool.name)
+                trust_rules.void_for_tool(connection, tool.name, trust_rules.DEFINITION_CHANGED)
+            row.status = "quarantined"
+            row.pending_definition = _pending(tool, (row.pending_definition or {}).get("renamedFrom"))
         row.last_seen_at = now
         if first_index:
             _set_policy(connection, tool.name, "ask_first" if tool.is_write else "allow")
     for name, row in existing.items():
-        if name not in seen:
+        if name not in listed and row.status != "removed":
             row.status = "removed"
+            row.pending_definition = None
+            changes.removed.append(name)
+            trust_rules.void_for_tool(connection, name, trust_rules.TOOL_REMOVED)
     connection.tool_search_text = tool_search_text(tools)
+    return changes
+
+
+@dataclasses.dataclass
+class IndexChanges:
+    """What an indexing changed, by tool name (for activity and the refresh's message)."""
+
+    added: list[str] = dataclasses.field(default_factory=list)
+    quarantined: list[str] = dataclasses.field(default_factory=list)
+    renamed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    removed: list[str] = dataclasses.field(default_factory=list)
+
+
+def _take(row: ConnectionTool, tool: ProviderTool) -> None:
+    """The row serves this definition from now on (it is reviewed, or new with ask first)."""
+    row.description = tool.description or ""
+    row.input_schema = tool.input_schema or {}
+    row.listing = getattr(tool, "listing", None)
+    row.is_write = tool.is_write
+    row.version_hash = tool.version_hash
+    row.status = "active"
+
+
+def _pending(tool: ProviderTool, renamed_from: str | None) -> dict:
+    return tool_definitions.pending_of(
+        tool.name,
+        tool.description,
+        tool.input_schema,
+        tool.listing,
+        tool.is_write,
+        tool.version_hash,
+        renamed_from=renamed_from,
+    )
+
+
+def accept_pending(row: ConnectionTool) -> None:
+    """A person accepted the provider's definition of a quarantined tool: the row serves it from now on."""
+    pending = row.pending_definition or {}
+    row.description = pending.get("description", "")
+    row.input_schema = pending.get("inputSchema") or {}
+    row.listing = pending.get("listing")
+    row.is_write = bool(pending.get("isWrite"))
+    row.version_hash = pending.get("versionHash") or row.version_hash
+    row.status = "active"
+    row.pending_definition = None
 
 
 def tool_search_text(tools: list[ProviderTool]) -> str:

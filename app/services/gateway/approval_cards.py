@@ -1,21 +1,33 @@
-"""Ask-first approval cards the gateway opens, finds, invalidates and consumes (one approved retry)."""
+"""Ask-first approval cards the gateway opens, finds, invalidates and consumes (one approved retry), after the
+person's "Always allow" rules (`connections.trust_rules`), which let a call through without a card.
+
+A card binds the run, agent, connection, tool, the tool's definition digest and the projected arguments' digest;
+its approver is the card's `resolved_by_user_id`. An approved card whose tool definition or arguments no longer
+match is invalidated, never used."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.extensions import db
 from app.models import ThreadInteraction, keys
-from app.models.base import rowcount, utcnow
+from app.models.base import as_utc, rowcount, utcnow
 from app.services import notifications  # notifications: issue 15
+from app.services.activity import record_activity
+from app.services.connections import trust_rules
 from app.services.gateway.arguments import canonical_digest, redact_arguments
 from app.services.gateway.results import (
+    ALLOWED_BY_RULE,
     APPROVAL_DENIED,
+    APPROVAL_EXPIRED,
     APPROVAL_REQUIRED,
+    DEFINITION_CHANGED,
     TARGET_CHANGED,
     PreparedCall,
     _refusal,
@@ -28,8 +40,41 @@ from app.services.intents.creation import record_card_created
 
 KIND = keys.APPROVAL_CARD
 
-# Card statuses: pending -> approved -> consumed; pending -> denied; pending/approved -> invalidated.
+# Card statuses: pending -> approved -> consumed; pending -> denied; pending/approved -> invalidated or expired.
 PENDING, APPROVED, DENIED, CONSUMED, INVALIDATED = "pending", "approved", "denied", "consumed", "invalidated"
+EXPIRED = "expired"
+
+
+def is_expired(card: ThreadInteraction) -> bool:
+    """A pending card unanswered, or an approved call not retried, for `TOOL_APPROVAL_TTL_SECONDS`."""
+    since = card.resolved_at if card.status == APPROVED else card.created_at
+    ttl = timedelta(seconds=int(current_app.config.get("TOOL_APPROVAL_TTL_SECONDS", 86400)))
+    return card.status in (PENDING, APPROVED) and since is not None and as_utc(since) + ttl <= utcnow()
+
+
+def expire_card(card: ThreadInteraction) -> None:
+    """The card waited too long: it ends as `expired` (its own outcome in the card, the webhook and activity)."""
+    card.status = EXPIRED
+    card.result = {"reasonCode": APPROVAL_EXPIRED, "at": utcnow().isoformat()}
+    card.resolved_at = card.resolved_at or utcnow()
+    notifications.card_resolved(card)  # notifications: issue 15
+    record_activity(
+        company_id=card.company_id,
+        actor_type="system",
+        actor_id="tool_approval",
+        action="tool_approval.expired",
+        entity_type="issue",
+        entity_id=card.issue_id,
+        agent_id=card.requesting_agent_id,
+        run_id=card.source_run_id,
+        details={
+            "interactionId": str(card.id),
+            "interactionKind": KIND,
+            "connectionId": (card.payload or {}).get("connectionId"),
+            "tool": (card.payload or {}).get("toolName"),
+            "reasonCode": APPROVAL_EXPIRED,
+        },
+    )
 
 
 def _call_key(agent_id: uuid.UUID, tool: CallTarget, projected: dict) -> str:
@@ -101,6 +146,8 @@ def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -
             "arguments": redact_arguments(projected, tool.input_schema),
             "managedArguments": dict(tool.managed),
             "argumentsDigest": canonical_digest(projected),
+            "definitionDigest": tool.definition_digest,
+            "runId": str(ctx.run.id),
             "requestingAgentId": str(ctx.agent.id),
             "requestingAgentName": ctx.agent.name,
         },
@@ -133,12 +180,33 @@ def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -
 
 
 def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared: PreparedCall) -> None:
-    """Ask-first policy: consume a matching approval, or point at (or create) the one pending card."""
-    key = _call_key(ctx.agent.id, tool, projected)
+    """Ask-first policy: consume a matching approval, else use a trust rule that covers the call, else point at (or
+    create) the one pending card."""
     digest = canonical_digest(projected)
+    key = _call_key(ctx.agent.id, tool, projected)
     cards = _cards(ctx.issue.id, ctx.run.company_id, key)
     for card in (c for c in cards if c.status == APPROVED):
         prepared.approval_id = card.id
+        if is_expired(card):
+            expire_card(card)
+            prepared.decision = APPROVAL_EXPIRED
+            prepared.result = _refusal(
+                APPROVAL_EXPIRED,
+                f"The approval of this call of {tool.name} expired before it was retried, so it was not run. Call "
+                "the tool again to ask for a new approval.",
+                approvalId=str(card.id),
+            )
+            return
+        if (card.payload or {}).get("definitionDigest", tool.definition_digest) != tool.definition_digest:
+            invalidate_card(card, DEFINITION_CHANGED)
+            prepared.decision = DEFINITION_CHANGED
+            prepared.result = _refusal(
+                DEFINITION_CHANGED,
+                f"The provider changed {tool.name} since this call was approved, so it was not run. Call the tool "
+                "again to ask for a new approval of the current definition.",
+                approvalId=str(card.id),
+            )
+            return
         if (card.payload or {}).get("argumentsDigest") != digest:
             invalidate_card(card, TARGET_CHANGED)
             prepared.decision = TARGET_CHANGED
@@ -152,12 +220,35 @@ def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared:
         if consume_card(card):
             prepared.decision = "approved"
             return
+    # No approved card for this very call: a person's "Always allow" may cover it (one SELECT).
+    prepared.approval_id = None
+    rule_id = trust_rules.use_matching_rule(
+        company_id=ctx.run.company_id,
+        connection_id=tool.connection_id,
+        tool_name=tool.tool_name,
+        definition_digest=tool.definition_digest,
+        agent_id=ctx.agent.id,
+        issue_id=ctx.issue.id,
+        arguments_digest=digest,
+    )
+    if rule_id is not None:
+        prepared.decision = ALLOWED_BY_RULE
+        prepared.trust_rule_id = rule_id
+        return
     pending = next((c for c in cards if c.status == PENDING), None)
+    if pending is not None and is_expired(pending):
+        expire_card(pending)
+        db.session.flush()
+        pending = None
     if pending is not None and (
         (pending.payload or {}).get("argumentsDigest") != digest
         or pending.addressee_user_id != ctx.responsible_user_id
+        or (pending.payload or {}).get("definitionDigest", tool.definition_digest) != tool.definition_digest
     ):
-        invalidate_card(pending, TARGET_CHANGED)
+        changed = (pending.payload or {}).get(
+            "definitionDigest", tool.definition_digest
+        ) != tool.definition_digest
+        invalidate_card(pending, DEFINITION_CHANGED if changed else TARGET_CHANGED)
         db.session.flush()
         pending = None
     if pending is None:

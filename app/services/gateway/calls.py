@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
+from app.core import wake_signal
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.activity import TOOL_CALL_ACTION, record_activity, record_activity_now
-from app.services.connections import provider_errors, provider_limits, provider_mcp
+from app.services.connections import provider_errors, provider_limits, provider_mcp, tool_changes
 from app.services.connections.provider_calls import CallControl, ProviderCancelled
 from app.services.connections.shared_breakers import DatabaseBreakers
 from app.services.gateway import limits as call_limits
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 ACTIVITY_ACTION = TOOL_CALL_ACTION
+TOOLS_JOB = "tools"  # the worker job that re-indexes connections whose provider said its tools changed
 
 
 def prepare_call(ctx: RunContext, name: str, arguments: dict) -> PreparedCall:
@@ -235,6 +237,10 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
         outcome, result = _provider_failure(prepared, err)
         _record(prepared, outcome=outcome, now=True)
         return scrub(result, target.scrub)
+    if prepared.connection_id is not None and tool_changes.take_tools_changed(target.url):
+        # The provider said notifications/tools/list_changed meanwhile: the worker re-indexes the connection.
+        tool_changes.mark_tools_changed(prepared.connection_id)
+        wake_signal.nudge(TOOLS_JOB)
     result = {"content": raw.get("content") or [], "isError": bool(raw.get("isError"))}
     if raw.get("structuredContent") is not None:
         result["structuredContent"] = raw["structuredContent"]

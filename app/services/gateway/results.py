@@ -15,6 +15,10 @@ if TYPE_CHECKING:
 APPROVAL_REQUIRED = "approval_required"
 APPROVAL_DENIED = "approval_denied"
 TARGET_CHANGED = "approved_tool_target_changed"
+# The tool's definition changed since the approval (issue 28): the same words as `trust_rules.DEFINITION_CHANGED`.
+DEFINITION_CHANGED = "tool_definition_changed"
+ALLOWED_BY_RULE = "allowed_by_trust_rule"
+APPROVAL_EXPIRED = "approval_expired"
 TOOL_BLOCKED = "tool_blocked"
 READ_ONLY_ASSISTANT = "read_only_assistant"  # a write tool called by an assistant connected read-only
 PROVIDER_ERROR = "provider_error"
@@ -49,9 +53,8 @@ class PreparedCall:
     target: CallTarget | None = None
     # Counted against the connection's limits already (an ask-first call, before its approval step).
     counted: bool = False
-    # The trust rule that allowed the call without asking, when one did (the run's decision timeline names it).
-    trust_rule_id: uuid.UUID | None = None
     approval_id: uuid.UUID | None = None
+    trust_rule_id: uuid.UUID | None = None  # the "Always allow" rule that let an ask-first call through
     result: dict | None = None
     unknown: bool = False
     # The tool declares an `outputSchema` (its listing entry): the gateway's own refusals are shaped for it.
@@ -65,8 +68,8 @@ class PreparedCall:
 
     @property
     def consumed_approval(self) -> bool:
-        """The policy step wrote before the provider is prepared: it used up an approved card."""
-        return self.ready and self.decision == "approved"
+        """The policy step wrote before the provider is prepared: it used up an approved card or a rule's use."""
+        return self.ready and self.decision in ("approved", ALLOWED_BY_RULE)
 
 
 class Refusal(dict):

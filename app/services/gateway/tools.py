@@ -13,6 +13,7 @@ from app.models import ConnectionGrant, HeartbeatRun, Membership, ToolConnection
 from app.services.access.effective import effective_access, usable_connections
 from app.services.access.revision import RevisionCache
 from app.services.access.rows import ConnectionAccess, ToolAccess
+from app.services.connections.tool_definitions import reviewed_digest
 from app.services.gateway.arguments import managed_arguments
 from app.services.gateway.limit_rules import CallLimits
 from app.services.gateway.listing import build_listing, tool_definition
@@ -155,6 +156,8 @@ class CallTarget:
     # The connection's rate limits and loop breaker (`gateway.limits`): part of the connection row, so a change
     # raises the access revision like every other input of a call target.
     call_limits: CallLimits = CallLimits.of(None)
+    # The reviewed definition's digest (`tool_definitions`): approvals and trust rules are bound to it.
+    definition_digest: str = ""
 
     @classmethod
     def of(cls, tool: GatewayTool) -> CallTarget:
@@ -173,6 +176,7 @@ class CallTarget:
             app_definition=tool.app_definition,
             has_output_schema=bool((raw.listing or {}).get("outputSchema")),
             call_limits=CallLimits.of(tool.connection.call_limits),
+            definition_digest=reviewed_digest(raw),
         )
 
 

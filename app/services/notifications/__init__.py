@@ -132,6 +132,9 @@ def card_data(interaction: ThreadInteraction, session: Session | None = None) ->
         data["resolvedAt"] = _iso(interaction.resolved_at)
         if (interaction.result or {}).get("outcome") == "issue_closed":
             data["reason"] = "issue_closed"
+        elif interaction.kind == APPROVAL_CARD and (interaction.result or {}).get("reasonCode"):
+            # invalidated: the arguments changed, or the tool's definition (issue 28)
+            data["reason"] = (interaction.result or {})["reasonCode"]
     return data
 
 

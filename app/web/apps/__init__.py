@@ -18,4 +18,5 @@ from app.web.apps import (  # noqa: E402,F401
     manage,
     permissions,
     setup,
+    trust,
 )

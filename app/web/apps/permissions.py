@@ -29,7 +29,7 @@ from app.services.connections.instructions import instruction_context
 from app.services.connections.settings import public_fields, update_connection
 from app.services.connections.tool_index import index_limits_notes
 from app.services.gateway.limits import LimitsState, limits_state
-from app.web.apps import bp
+from app.web.apps import bp, trust
 from app.web.apps.forms import ACTION_LABELS, AudienceForm, ToolPolicyForm
 from app.web.apps.instructions_state import EditorState, editor_state
 from app.web.context import load_scoped
@@ -160,6 +160,7 @@ def page_context(
         "action_labels": ACTION_LABELS,
         "just_connected": just_connected,
         "limits": limits or limits_state(connection),
+        **trust.trust_context(connection, membership),  # issue 28: changed tools and trust rules
         **answers,
     }
 

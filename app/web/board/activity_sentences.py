@@ -132,6 +132,44 @@ TEMPLATES = {
 }
 
 
+# Approvals, trust rules and tool definitions (issue 28): each outcome in words of its own.
+TRUST_PREFIXES = ("tool_approval.", "tool_trust_rule.", "tool_definition.", "tool_connection.tools_refreshed")
+ENDED_BECAUSE = {
+    "tool_definition_changed": "the provider changed the tool",
+    "tool_removed": "the provider no longer offers the tool",
+    "approved_tool_target_changed": "the arguments or the connection's configuration changed",
+}
+
+
+def _trust_sentence(row: ActivityLog, names: Names, who: str, connection: str) -> str:
+    details = row.details or {}
+    tool = details.get("tool") or "a tool"
+    agent, task, action = names.agent(row), names.task(row), row.action
+    if action == "tool_approval.approved":
+        always = " and always allowed calls like it" if details.get("trustRuleId") else ""
+        return f"{who} approved {agent}'s call of {tool} on {task}{always}"
+    if action == "tool_approval.denied":
+        return f"{who} denied {agent}'s call of {tool} on {task}"
+    if action == "tool_approval.expired":
+        return f"{agent}'s request to call {tool} on {task} expired"
+    if action == "tool_approval.invalidated":
+        why = ENDED_BECAUSE.get(str(details.get("reasonCode")), "its target changed")
+        return f"{agent}'s approval to call {tool} on {task} ended: {why}"
+    if action == "tool_trust_rule.created":
+        return f"{who} always allowed {agent} to call {tool} on {connection}"
+    if action == "tool_trust_rule.revoked":
+        return f"{who} revoked {agent}'s trust rule for {tool} on {connection}"
+    if action == "tool_definition.accepted":
+        return f"{who} accepted the changed definition of {tool} on {connection}"
+    if action == "tool_connection.tools_refreshed":
+        counts = ", ".join(
+            f"{len(details.get(key) or [])} {word}"
+            for key, word in (("quarantined", "changed"), ("renamed", "renamed"), ("removed", "removed"))
+        )
+        return f"{who} refreshed the tools of {connection} ({counts})"
+    return f"{who}: {action.replace('_', ' ').replace('.', ' · ')}"
+
+
 def sentence(row: ActivityLog, names: Names) -> str:
     """What happened, in words, for one activity row."""
     details = row.details or {}
@@ -166,6 +204,8 @@ def sentence(row: ActivityLog, names: Names) -> str:
     if action == "tool_gateway.resource_read":
         code = str(details.get("outcome") or "ran")
         return f"{who} read a resource on {connection}: {OUTCOME_WORDS.get(code, code)}"
+    if action.startswith(TRUST_PREFIXES):
+        return _trust_sentence(row, names, who, connection)
     if action.startswith("run."):
         # Runs are started and finished by the worker: the sentence is about the agent whose run it is.
         agent = names.agent(row)

@@ -284,7 +284,10 @@ def test_the_bad_token_answer_is_complete_for_exactly_what_an_sdk_1x_client_send
     assert answer.status == 401
     assert answer.getheader("Content-Type") == "application/json"
     assert int(answer.getheader("Content-Length")) == len(payload)
-    assert answer.getheader("WWW-Authenticate") == 'Bearer error="invalid_token"'
+    assert answer.getheader("WWW-Authenticate") == (
+        'Bearer error="invalid_token", '
+        'resource_metadata="http://127.0.0.1:5000/.well-known/oauth-protected-resource/mcp/gateway"'
+    )
     assert json.loads(payload) == {
         "jsonrpc": "2.0",
         "id": None,
