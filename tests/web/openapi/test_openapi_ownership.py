@@ -12,11 +12,11 @@ from flask import Blueprint, Flask, jsonify
 from app import register_blueprints
 from app.web.openapi import document as openapi_document
 from app.web.openapi import operations as openapi
-from app.web.openapi.responses import JsonRpcResponse, OpenApiDocument, respond
+from app.web.openapi.responses import JsonRpcBatchResponse, JsonRpcResponse, OpenApiDocument, respond
 
 # The MCP doors answer JSON-RPC built by the SDK's own types (`app.core.mcp_messages`), and the document view sends
 # the document: their documented models describe those, they do not build them.
-DESCRIBED_ONLY = {JsonRpcResponse, OpenApiDocument}
+DESCRIBED_ONLY = {JsonRpcResponse, JsonRpcBatchResponse, OpenApiDocument}
 
 
 def _route_operations():
