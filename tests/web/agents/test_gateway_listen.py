@@ -37,6 +37,7 @@ from app.web.agents import listen
 from tests.doors import bearer
 from tests.peers.mcp_servers import NOTES_KEY
 from tests.services.gateway import test_gateway
+from tests.services.gateway.test_cancellation import gunicorn_server
 from tests.services.gateway.test_gateway import connect, patch
 from tests.web.agents.test_gateway_protocol import MODERN, RUNTIME_URL, modern_body, modern_headers
 
@@ -45,6 +46,7 @@ live_server = test_gateway.live_server
 
 PATIENCE = 30.0  # an upper bound for waiting on another thread; never asserted
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 SERVER_INFO = {"name": "switchboard-tool-gateway", "version": "1"}
 SSE_ACCEPT = {"Accept": "application/json, text/event-stream"}
 
@@ -176,6 +178,42 @@ def test_a_legacy_client_is_told_listen_is_not_there(db, world, live_server):
     assert (runtime.status_code, runtime.json) == (404, unknown)
 
 
+def test_a_listen_served_by_gunicorn_hears_a_change_made_in_another_process(
+    app, db, world, notes_server, tmp_path
+):
+    """The production server (gunicorn, threaded workers) in a process of its own: the access change is made here,
+    so only the database carries it."""
+    notes = connect(world, "github", NOTES_KEY, name="Notes")
+    grant = _grant(db, notes["id"])
+    with (
+        gunicorn_server(app, tmp_path, notes_server.url) as url,
+        httpx.Client(timeout=PATIENCE) as http,
+        http.stream(
+            "POST", url, json=_listen_body({"toolsListChanged": True}), headers=_listen_headers(world.token)
+        ) as response,
+    ):
+        frames = _frames(response.iter_lines())
+        assert next(frames)[1]["method"] == "notifications/subscriptions/acknowledged"
+        grant.status = "revoked"
+        db.session.commit()
+        assert (
+            next(message for kind, message in frames if kind == "data")["method"]
+            == "notifications/tools/list_changed"
+        )
+        world.run.status = "succeeded"
+        db.session.commit()
+        assert [message for kind, message in frames if kind == "data"] == [
+            {
+                "jsonrpc": "2.0",
+                "id": "sub-1",
+                "result": {
+                    "resultType": "complete",
+                    "_meta": {SUBSCRIPTION_ID: "sub-1", SERVER_INFO_KEY: SERVER_INFO},
+                },
+            }
+        ]
+
+
 # --- raw HTTP ----------------------------------------------------------------------------------------------------
 
 
@@ -236,9 +274,6 @@ def test_the_stream_on_the_wire_says_only_what_changed(db, world, live_server, l
             },
         ]
     _wait_for(lambda: listen.places.open_streams(world.run.id) == 0, "the stream's place to be freed")
-
-
-SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 
 
 def test_quiet_streams_are_kept_alive_and_end_when_the_token_expires(app, db, world, live_server):
