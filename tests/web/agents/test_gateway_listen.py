@@ -34,6 +34,7 @@ from app.models.base import utcnow
 from app.services.access.revision import touch
 from app.services.runs.tokens import TTL_SECONDS, mint_run_token
 from app.web.agents import listen
+from tests.conftest import count_statements
 from tests.doors import bearer
 from tests.peers.mcp_servers import NOTES_KEY
 from tests.services.gateway import test_gateway
@@ -387,6 +388,44 @@ def test_open_streams_are_bounded_and_a_disconnect_frees_a_place(db, world, live
         for stream, _ in opened:
             stream.__exit__(None, None, None)
     _wait_for(lambda: listen.places.open_streams() == 0, "every place to be freed")
+
+
+def test_a_process_keeps_at_most_its_share_of_streams(app, db, make, world, live_server, monkeypatch):
+    monkeypatch.setitem(app.config, "GATEWAY_LISTEN_MAX_STREAMS", 1)
+    other = make.task_run("Beta")
+    body = _listen_body({"toolsListChanged": True})
+    with (
+        httpx.Client(timeout=PATIENCE) as http,
+        http.stream("POST", live_server, json=body, headers=_listen_headers(world.token)) as response,
+    ):
+        frames = _frames(response.iter_lines())
+        assert next(frames)[1]["method"] == "notifications/subscriptions/acknowledged"
+        refused = http.post(live_server, json=body, headers=_listen_headers(other.token))
+        assert refused.json()["error"]["code"] == -32603
+        assert listen.places.open_streams() == 1 and listen.places.open_streams(other.run.id) == 0
+    _wait_for(lambda: listen.places.open_streams() == 0, "the place to be freed")
+
+
+def test_a_quiet_look_is_one_statement(db, world, live_server, looks):
+    with (
+        httpx.Client(timeout=PATIENCE) as http,
+        http.stream(
+            "POST",
+            live_server,
+            json=_listen_body({"toolsListChanged": True}),
+            headers=_listen_headers(world.token),
+        ) as response,
+    ):
+        frames = _frames(response.iter_lines())
+        assert next(frames)[1]["method"] == "notifications/subscriptions/acknowledged"
+        with count_statements(_db.engine) as statements:
+            start = looks.count
+            _wait_for(lambda: looks.count >= start + 3, "three looks")
+        # Only the looks ran (the run and its company's access revision), each one statement.
+        assert len(statements) >= 3
+        assert all(
+            "FROM heartbeat_runs LEFT OUTER JOIN access_revisions" in statement for statement in statements
+        )
 
 
 def test_server_discover_says_the_tool_list_has_change_notifications(db, world):
