@@ -62,12 +62,15 @@ log = logging.getLogger(__name__)
 METHOD = "subscriptions/listen"
 # The `_meta` key of every frame of a listen stream (the SDK's `mcp.shared.subscriptions.SUBSCRIPTION_ID_META_KEY`).
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-LISTENS_PER_RUN = (
-    2  # per process: one stream is what a client needs; a second covers a re-listen racing the first
-)
+# Per process: one stream is what a client needs; a second covers a re-listen racing the first one's end.
+LISTENS_PER_RUN = 2
 DEFAULT_MAX_STREAMS = 4
 DEFAULT_POLL_SECONDS = 1.0
 KEEPALIVE = ": listening\n\n"
+LIMIT_REACHED = (
+    f"Subscription limit reached: too many {METHOD} streams are open for this run or on this server; close one, "
+    "or listen again later"
+)
 
 LiveRun = Callable[[], tuple[HeartbeatRun, int, str | None]]
 
@@ -159,18 +162,10 @@ def listen(id_: Any, params: dict, claims: dict, live_run: LiveRun) -> jsonrpc.R
     )
     if not honored.tools_list_changed:
         return _sse(iter((acknowledged, closing)))
+    announced = _Listing.of(run, revision, adapter_type)
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     if not places.take(run.id, int(app.config.get("GATEWAY_LISTEN_MAX_STREAMS", DEFAULT_MAX_STREAMS))):
-        return mcp_messages.error(
-            id_,
-            INTERNAL_ERROR,
-            f"Subscription limit reached: close another {METHOD} stream of this run, or listen again later",
-        ), 200
-    try:
-        announced = _Listing.of(run, revision, adapter_type)
-    except BaseException:
-        places.release(run.id)
-        raise
+        return mcp_messages.error(id_, INTERNAL_ERROR, LIMIT_REACHED), 200
     changed = sse_event(
         mcp_messages.notification(
             mcp_types.ToolListChangedNotification(params=mcp_types.NotificationParams(_meta=meta))

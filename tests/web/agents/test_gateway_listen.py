@@ -372,8 +372,8 @@ def test_open_streams_are_bounded_and_a_disconnect_frees_a_place(db, world, live
         refused = http.post(live_server, json=body, headers=headers)
         assert refused.status_code == 200 and refused.json()["error"] == {
             "code": -32603,
-            "message": "Subscription limit reached: close another subscriptions/listen stream of this run, "
-            "or listen again later",
+            "message": "Subscription limit reached: too many subscriptions/listen streams are open for this run or "
+            "on this server; close one, or listen again later",
         }
         # The client goes away: the server notices at its next write.
         opened.pop()[0].__exit__(None, None, None)
