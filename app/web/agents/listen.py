@@ -17,8 +17,8 @@ The answer is an SSE stream scoped to the listen request (still no sessions):
    the one it last announced. A change elsewhere in the company that leaves this listing alone sends nothing.
 3. Otherwise an SSE comment after each look: it keeps proxies and idle timeouts from closing the quiet stream, and
    it is how a disconnect is noticed (writing to a closed connection ends the stream, which frees its place).
-4. The `SubscriptionsListenResult` (the graceful close: `_meta` names the subscription) when the run ends or its
-   token expires; then the stream closes. A stream that honours nothing is closed so at once, after its
+4. The `SubscriptionsListenResult` (the graceful close: `_meta` names the subscription) when the run ends, its
+   token expires or the server process is stopping; then the stream closes. A stream that honours nothing is closed so at once, after its
    acknowledgement, instead of holding a server thread for nothing.
 
 Every frame carries the listen request's id as `_meta["io.modelcontextprotocol/subscriptionId"]`.
@@ -101,6 +101,9 @@ class _Places:
 
 
 places = _Places()
+# Set when this server process is told to stop (gunicorn.conf.py `post_worker_init`, on SIGTERM): every open stream
+# closes gracefully at once instead of holding the worker's shutdown for its `graceful_timeout`.
+shutting_down = threading.Event()
 
 
 @dataclass(frozen=True)
@@ -210,8 +213,8 @@ def _watch(
         yield acknowledged
         while True:
             wait = poll if expires_at is None else min(poll, expires_at - time.time())
-            if wait > 0:
-                time.sleep(wait)
+            if (wait > 0 and shutting_down.wait(wait)) or shutting_down.is_set():
+                break  # the server is stopping: the client listens again (elsewhere) and refetches
             if expires_at is not None and time.time() >= expires_at:
                 break
             try:

@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import timedelta
 from unittest.mock import ANY
 
@@ -108,6 +109,17 @@ def _frames(lines: Iterator[str]) -> Iterator[tuple[str, dict | None]]:
             yield "data", json.loads(line.removeprefix("data: "))
 
 
+def _to_the_end(frames: Iterator[tuple[str, dict | None]]) -> list[tuple[str, dict | None]]:
+    """The frames left until the stream ends; a stream that goes on (keep-alives keep it from timing out) fails."""
+    deadline = time.monotonic() + PATIENCE
+    rest = []
+    for frame in frames:
+        rest.append(frame)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the stream did not end: {rest[-5:]}")
+    return rest
+
+
 # --- the Python SDK 2.x client ---------------------------------------------------------------------------------
 
 
@@ -179,40 +191,35 @@ def test_a_legacy_client_is_told_listen_is_not_there(db, world, live_server):
     assert (runtime.status_code, runtime.json) == (404, unknown)
 
 
-def test_a_listen_served_by_gunicorn_hears_a_change_made_in_another_process(
+def test_a_listen_served_by_gunicorn_hears_another_process_and_closes_when_it_stops(
     app, db, world, notes_server, tmp_path
 ):
     """The production server (gunicorn, threaded workers) in a process of its own: the access change is made here,
-    so only the database carries it."""
+    so only the database carries it. Told to stop, the server closes the stream gracefully at once (not after its
+    35 s `graceful_timeout`, longer than the fixture waits before it kills the server)."""
     notes = connect(world, "github", NOTES_KEY, name="Notes")
     grant = _grant(db, notes["id"])
-    with (
-        gunicorn_server(app, tmp_path, notes_server.url) as url,
-        httpx.Client(timeout=PATIENCE) as http,
-        http.stream(
-            "POST", url, json=_listen_body({"toolsListChanged": True}), headers=_listen_headers(world.token)
-        ) as response,
-    ):
-        frames = _frames(response.iter_lines())
-        assert next(frames)[1]["method"] == "notifications/subscriptions/acknowledged"
-        grant.status = "revoked"
-        db.session.commit()
-        assert (
-            next(message for kind, message in frames if kind == "data")["method"]
-            == "notifications/tools/list_changed"
-        )
-        world.run.status = "succeeded"
-        db.session.commit()
-        assert [message for kind, message in frames if kind == "data"] == [
-            {
-                "jsonrpc": "2.0",
-                "id": "sub-1",
-                "result": {
-                    "resultType": "complete",
-                    "_meta": {SUBSCRIPTION_ID: "sub-1", SERVER_INFO_KEY: SERVER_INFO},
-                },
-            }
-        ]
+    body = _listen_body({"toolsListChanged": True})
+    with ExitStack() as server, httpx.Client(timeout=PATIENCE) as http:
+        url = server.enter_context(gunicorn_server(app, tmp_path, notes_server.url))
+        with http.stream("POST", url, json=body, headers=_listen_headers(world.token)) as response:
+            frames = _frames(response.iter_lines())
+            assert next(frames)[1]["method"] == "notifications/subscriptions/acknowledged"
+            grant.status = "revoked"
+            db.session.commit()
+            changed = next(message for kind, message in frames if kind == "data")
+            assert changed["method"] == "notifications/tools/list_changed"
+            server.close()  # SIGTERM, then wait for the server to exit
+            assert [message for kind, message in _to_the_end(frames) if kind == "data"] == [
+                {
+                    "jsonrpc": "2.0",
+                    "id": "sub-1",
+                    "result": {
+                        "resultType": "complete",
+                        "_meta": {SUBSCRIPTION_ID: "sub-1", SERVER_INFO_KEY: SERVER_INFO},
+                    },
+                }
+            ]
 
 
 # --- raw HTTP ----------------------------------------------------------------------------------------------------
@@ -257,7 +264,7 @@ def test_the_stream_on_the_wire_says_only_what_changed(db, world, live_server, l
         db.session.commit()
         # Everything the stream said after its acknowledgement, to its end: keep-alive comments (one at least after
         # each look that found nothing to say, as the one after the company's change), one notification, the close.
-        rest = list(frames)
+        rest = _to_the_end(frames)
         assert ("comment", None) in rest[: rest.index(("data", ANY))]
         assert [message for kind, message in rest if kind == "data"] == [
             {
@@ -289,7 +296,7 @@ def test_quiet_streams_are_kept_alive_and_end_when_the_token_expires(app, db, wo
             headers=_listen_headers(minted.token),
         ) as response,
     ):
-        frames = list(_frames(response.iter_lines()))
+        frames = _to_the_end(_frames(response.iter_lines()))
     messages = [message for kind, message in frames if kind == "data"]
     assert [m.get("method") or m.get("result", {}).get("resultType") for m in messages] == [
         "notifications/subscriptions/acknowledged",
