@@ -52,3 +52,24 @@ def pre_request(worker, req):
 def post_request(worker, req, environ, resp):
     if resp.status_code == 413:
         resp.force_close()
+
+
+# A worker told to stop (SIGTERM) waits up to `graceful_timeout` for its requests. A 2026-07-28 `subscriptions/listen`
+# stream lasts as long as its run, so the worker first tells the open streams, which close gracefully at once (the
+# client listens again, on a worker that stays). Gunicorn's own handler still runs after; installing a handler turns
+# system-call interruption back on for the signal, so it is turned off again, as gunicorn has it.
+
+
+def post_worker_init(worker):
+    import signal
+
+    from app.web.agents import listen
+
+    stop = worker.handle_exit
+
+    def handle_exit(sig, frame):
+        listen.shutting_down.set()
+        stop(sig, frame)
+
+    signal.signal(signal.SIGTERM, handle_exit)
+    signal.siginterrupt(signal.SIGTERM, False)

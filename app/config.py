@@ -154,6 +154,11 @@ def load_config(instance_path: str) -> dict:
         "GATEWAY_TOOL_NAME_BUDGET": _tool_name_budget(env.get("SWITCHBOARD_GATEWAY_TOOL_NAME_BUDGET")),
         # How often a gateway call in flight looks for an agent's cancellation that landed in another server process.
         "GATEWAY_CANCEL_POLL_SECONDS": float(env.get("SWITCHBOARD_GATEWAY_CANCEL_POLL_SECONDS", "0.5")),
+        # 2026-07-28 `subscriptions/listen` streams (`app.web.agents.listen`): how often one looks for an access change
+        # (one statement; also its keep-alive cadence), and how many one server process keeps open (each holds a
+        # server thread: keep it well below SWITCHBOARD_THREADS).
+        "GATEWAY_LISTEN_POLL_SECONDS": float(env.get("SWITCHBOARD_GATEWAY_LISTEN_POLL_SECONDS", "1.0")),
+        "GATEWAY_LISTEN_MAX_STREAMS": int(env.get("SWITCHBOARD_GATEWAY_LISTEN_MAX_STREAMS", "4")),
         # OAuth clients an operator registered with providers that have no dynamic registration:
         # {"<slug>": {"client_id", "client_secret", "issuer"?, "authorization_endpoint"?, "token_endpoint"?, "scopes"?}}.
         "OAUTH_CLIENTS": _json_object("SWITCHBOARD_OAUTH_CLIENTS", env.get("SWITCHBOARD_OAUTH_CLIENTS")),

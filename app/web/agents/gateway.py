@@ -22,6 +22,9 @@ tagged for the agent; `resources/read` of such a URI reads it at the provider wi
 anything else is "Resource not found" (`-32002`; `-32602` on 2026-07-28). The gateway declares `resources: {}` and
 lists no resources.
 
+Change notifications (`app.web.agents.listen`): a 2026-07-28 `subscriptions/listen` is answered with a stream that
+says when the run's tool list changes (an access change), and ends with the run.
+
 URL-mode elicitation (`app.web.agents.elicitation`): a call to a connection that needs the responsible person, from a
 client that declared `elicitation.url`, opens the connection card and answers with the card's page as a URL
 elicitation. What a 2025-x client declared at `initialize` is its own: a client that declared elicitation gets an
@@ -54,7 +57,7 @@ from app.services.gateway import tools as gateway_tools
 from app.services.gateway.names import tool_name_budget
 from app.services.gateway.results import for_the_tool
 from app.services.runtime import context as run_context
-from app.web.agents import elicitation, jsonrpc, sessions, streaming
+from app.web.agents import elicitation, jsonrpc, listen, sessions, streaming
 from app.web.openapi import operations as openapi
 from app.web.openapi.responses import McpDiscoveryResponse, respond
 from app.web.security import request_run_claims
@@ -114,6 +117,7 @@ def rpc() -> ResponseReturnValue:
             on_initialize=lambda params: sessions.opened(
                 live_run()[0].id, gateway_elicitation.declared_modes(params.get("capabilities"))
             ),
+            listen=lambda id_, params: listen.listen(id_, params, claims, live_run),
         )
     )
 

@@ -73,12 +73,21 @@ class Door:
     read_resource: Callable[[Any, dict, Exchange], Reply] | None = None
     # Told the params of every `initialize` (what the client declared); the headers it returns go on the answer.
     on_initialize: Callable[[dict], dict[str, str]] | None = None
+    # Answers a 2026-07-28 `subscriptions/listen` (id, params): its stream, or the error that refuses it. A door
+    # that has it says `tools.listChanged` on that revision (the earlier ones have no stream to send it on).
+    listen: Callable[[Any, dict], Reply | Response] | None = None
 
     @property
     def capabilities(self) -> mcp_types.ServerCapabilities:
         capabilities = mcp_messages.tools_capabilities()
         if self.read_resource is not None:
             capabilities.resources = mcp_types.ResourcesCapability()
+        return capabilities
+
+    def capabilities_on(self, exchange: Exchange) -> mcp_types.ServerCapabilities:
+        capabilities = self.capabilities
+        if exchange.modern and self.listen is not None and capabilities.tools is not None:
+            capabilities.tools.list_changed = True
         return capabilities
 
 
@@ -199,6 +208,8 @@ def answer(door: Door, exchange: Exchange, msg: object) -> Reply | Response:
         return _modern_result(door, exchange, reply)
     if method == "resources/read" and door.read_resource is not None:
         return _modern_result(door, exchange, door.read_resource(id_, params, exchange))
+    if method == "subscriptions/listen" and exchange.modern and door.listen is not None:
+        return door.listen(id_, params)
     result = _result_of(door, exchange, method, params)
     if result is None:
         # 2026-07-28 prescribes 404 for an unknown method; legacy gateway clients read a 404 as "session ended".
@@ -238,7 +249,7 @@ def _result_of(door: Door, exchange: Exchange, method: str, params: dict) -> dic
             return mcp_messages.dump(
                 mcp_types.DiscoverResult(
                     supported_versions=[*reversed(mcp_versions.SUPPORTED)],
-                    capabilities=door.capabilities,
+                    capabilities=door.capabilities_on(exchange),
                     ttl_ms=0,
                     cache_scope="private",
                 )

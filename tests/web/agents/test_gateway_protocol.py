@@ -113,7 +113,7 @@ def test_modern_requests_are_served_without_initialize(db, world):
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == SUPPORTED_NEWEST_FIRST
     assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
-    assert result["capabilities"] == {"tools": {"listChanged": False}, "resources": {}}
+    assert result["capabilities"] == {"tools": {"listChanged": True}, "resources": {}}  # subscriptions/listen
     assert result["_meta"][mcp_versions.META_SERVER_INFO]["name"] == "switchboard-tool-gateway"
     listed = post(client, token, modern_body("tools/list"), modern_headers(token, "tools/list"))
     assert listed.status_code == 200 and listed.json["result"]["resultType"] == "complete"
