@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from app.models import ConnectionIntentDelivery, Issue, ThreadInteraction, ToolConnection, WakeupRequest
-from app.models.base import utcnow
+from app.models.base import as_utc, utcnow
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.services.runtime import test_runtime_rest
@@ -19,8 +19,8 @@ from tests.web.api.test_intents_api import open_honcho_card
 providers = test_runtime_rest.providers  # the shared fixture
 
 INTRO = (
-    "Connect your identity or reuse an eligible connection. Reusing one adds access for this agent only; "
-    "a new connection is shared with the agents you choose in setup."
+    "Connect your own Honcho account, or let Builder use a Honcho connection that is already set up. "
+    "An existing connection is added for Builder only; a new one is shared with the agents you choose."
 )
 RETRY_NOTE = "Authorization did not finish"
 
@@ -119,6 +119,11 @@ def test_the_card_renders_each_state(app, db, card, name, state, shown, hidden):
     body = assert_fragment(response)
     assert "Builder needs Honcho" in body and INTRO in body and "/static/img/apps/honcho.svg" in body
     assert f'id="intent-card-{card.id}"' in body
+    asked = as_utc(db.session.get(ThreadInteraction, uuid.UUID(card.id)).created_at)
+    assert (
+        f'<p class="muted connection-card-asked"><small>Builder asked at <time datetime="{asked.isoformat()}">'
+        f"{asked:%Y-%m-%d %H:%M} UTC</time>, to go on with this task.</small></p>"
+    ) in body
     for text in shown:
         assert text in body, text
     for text in hidden:
