@@ -207,6 +207,11 @@ def test_the_dialog_offers_use_name_and_the_shared_setup_flow(app, db, card, pro
     assert response.status_code == 200
     body = assert_fragment(response)
     assert f"Use {mine['name']}" in body
+    # Whose account the reuse acts with (the member's own; the provider named no account).
+    assert (
+        f'<button type="submit">Use {mine["name"]}</button>\n          <small class="muted">Your connection</small>'
+        in body
+    )
     assert f'action="/intents/{card.id}/use/{mine["id"]}"' in body
     assert 'id="setup-flow"' in body and f'action="/intents/{card.id}/setup"' in body
     assert 'hx-target="#setup-flow"' in body
@@ -216,6 +221,19 @@ def test_the_dialog_offers_use_name_and_the_shared_setup_flow(app, db, card, pro
     assert "asked for this connection, so it always gets access." in body
     for leak in (HONCHO_KEY, "127.0.0.1", "serverUrl"):
         assert leak not in body
+
+
+def test_the_dialog_names_whose_connection_a_reuse_uses_and_its_account(app, db, card, providers):
+    company_wide = connect(app, card.owner, card.company, honcho_body())
+    connection = db.session.get(ToolConnection, uuid.UUID(company_wide["id"]))
+    connection.provider_account_label = "Acme workspace"
+    db.session.commit()
+    body = assert_fragment(Htmx(app, card.member).get(f"{card.url}/dialog"))
+    assert (
+        f'<button type="submit">Use {company_wide["name"]}</button>\n'
+        '          <small class="muted">The organization&#39;s connection, account Acme workspace</small>'
+    ) in body
+    assert "Use a connection that is already set up" in body
 
 
 def test_use_name_completes_the_card_with_an_existing_connection(app, db, card, providers):
