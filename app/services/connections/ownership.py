@@ -36,6 +36,16 @@ class Ownership:
         names = ["You" if user_id == viewer_id else name for user_id, name in self.people]
         return ", ".join(names) if names else "Nobody yet"
 
+    def whose(self, viewer_id: uuid.UUID) -> str:
+        """Whose account a reuse of the connection acts with, as a card's dialog says it (issue 27 item 5)."""
+        if self.organization:
+            return "The organization's connection"
+        if [user_id for user_id, _name in self.people] == [viewer_id]:
+            return "Your connection"
+        if len(self.people) == 1:
+            return f"{self.people[0][1]}'s connection"
+        return f"Connection of {self.label(viewer_id)}" if self.people else "A connection nobody owns yet"
+
     def is_mine(self, viewer_id: uuid.UUID) -> bool:
         return any(user_id == viewer_id for user_id, _name in self.people)
 

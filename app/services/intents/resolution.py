@@ -28,6 +28,7 @@ from app.services.access.rows import connection_is_healthy
 from app.services.activity import record_activity
 from app.services.connections.audience import add_agent_install
 from app.services.connections.endpoint import grant_holds_credentials
+from app.services.connections.ownership import ownership_of
 from app.services.intents.access_requests import ACCESS_REQUEST_KEY, refuse_changed_tools, requested_scope
 from app.services.intents.audience import (
     _apply_card_audience,
@@ -138,6 +139,8 @@ def setup_options(interaction: ThreadInteraction) -> dict:
         for c in matching_connections(interaction.company_id, slug)
         if reusable_by(c, interaction.addressee_user_id, agent_id)
     ]
+    # Whose account each reuse would act with, named in the dialog (one or two statements for all of them).
+    owners = ownership_of(eligible)
     return {
         "version": 1,
         "service": {
@@ -152,6 +155,9 @@ def setup_options(interaction: ThreadInteraction) -> dict:
                 "status": c.status,
                 "enabled": c.enabled,
                 "providerAccountLabel": c.provider_account_label,
+                "whose": owners[c.id].whose(interaction.addressee_user_id)
+                if interaction.addressee_user_id
+                else None,
             }
             for c in eligible
         ],

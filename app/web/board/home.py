@@ -2,10 +2,11 @@
 
 from flask import redirect, render_template, request, session, url_for
 from flask.typing import ResponseReturnValue
-from sqlalchemy import func, select
+from sqlalchemy import exists, func, select
 
 from app.extensions import db
-from app.models import Agent, Issue
+from app.models import Agent, Issue, ToolConnection
+from app.models.connections import ConnectionStatus
 from app.services.accounts import safe_next
 from app.web.board import bp
 from app.web.context import current_membership, membership_for, parse_uuid
@@ -25,7 +26,18 @@ def home() -> ResponseReturnValue:
     agent_count = db.session.scalar(
         select(func.count()).select_from(Agent).where(Agent.company_id == membership.company_id)
     )
-    return render_template("board/home.html", counts=counts, agent_count=agent_count)
+    # The first-run orientation shows until the company has one working connection (issue 27 item 5).
+    connected = db.session.scalar(
+        select(
+            exists().where(
+                ToolConnection.company_id == membership.company_id,
+                ToolConnection.status == ConnectionStatus.ACTIVE,
+            )
+        )
+    )
+    return render_template(
+        "board/home.html", counts=counts, agent_count=agent_count, show_orientation=not connected
+    )
 
 
 @bp.post("/companies/<company_id>/switch")

@@ -21,12 +21,12 @@ from app.services.intents.card_state import CardState, Continuation, card_state
 
 PRIMARY_LABELS = {"requested": "Connect", "authorizing": "Continue setup", "needs_retry": "Try again"}
 CONTINUE_LABEL = "Continue setup"
-# The header under "<Agent> needs <Service>". Upstream says "Access is added only for this agent.", which is true of
-# a reused connection only: a new one is shared with the audience chosen in the dialog (all agents by default for
-# those who may share, the requesting agent alone otherwise), so the sentence says both.
+# The header under "<Agent> needs <Service>", in plain words (issue 27 item 5). Upstream says "Access is added only
+# for this agent.", which is true of a reused connection only: a new one is shared with the audience chosen in the
+# dialog (all agents by default for those who may share, the requesting agent alone otherwise), so it says both.
 INTRO = (
-    "Connect your identity or reuse an eligible connection. Reusing one adds access for this agent only; "
-    "a new connection is shared with the agents you choose in setup."
+    "Connect your own {service} account, or let {agent} use a {service} connection that is already set up. "
+    "An existing connection is added for {agent} only; a new one is shared with the agents you choose."
 )
 
 
@@ -57,7 +57,9 @@ class CardView:
     resolved_at: datetime | None = None
     continuation_text: str | None = None
     can_decline: bool = False
-    intro: str = INTRO
+    intro: str = ""
+    # When the agent asked (the card's creation), said on the card with why: to go on with this task.
+    asked_at: datetime | None = None
     # The answer waits for the task to be In progress: the addressee is offered that move (the task's id).
     start_task_id: str | None = None
 
@@ -111,6 +113,8 @@ def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
             else ()
         ),
         title=item.title,
+        intro=INTRO.format(service=service_name, agent=agent_name),
+        asked_at=as_utc(item.created_at) if item.created_at else None,
         resolved_by=_resolved_by(item, current),
         resolved_at=as_utc(item.resolved_at) if current.answered else None,
         continuation_text=_continuation_text(current, agent_name),

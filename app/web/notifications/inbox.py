@@ -87,17 +87,21 @@ def inbox_list() -> ResponseReturnValue:
 def badge() -> ResponseReturnValue:
     return _polled(
         current_membership(),
-        lambda version: render_template("inbox/_nav.html", inbox_nav=version, poll_seconds=POLL_SECONDS),
+        lambda version: render_template("inbox/_badge.html", inbox_nav=version, poll_seconds=POLL_SECONDS),
     )
 
 
 @bp.app_template_global("inbox_nav_version")
 def _inbox_nav_version() -> InboxVersion | None:
-    """The badge's count for the page being rendered (one aggregate query), or None outside a company."""
+    """The badge's count for the page being rendered (one aggregate query), or None outside a company.
+
+    Kept for the request: the Inbox link, the Menu button and Home's waiting card all show it from the one query."""
     membership = g.get("membership")
     if membership is None or not current_user.is_authenticated:
         return None
-    return inbox_version(membership.company_id, current_user.id)
+    if "inbox_nav_version" not in g:
+        g.inbox_nav_version = inbox_version(membership.company_id, current_user.id)
+    return g.inbox_nav_version
 
 
 @bp.get("/api/me/inbox")

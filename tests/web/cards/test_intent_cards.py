@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from app.models import ConnectionIntentDelivery, Issue, ThreadInteraction, ToolConnection, WakeupRequest
-from app.models.base import utcnow
+from app.models.base import as_utc, utcnow
 from tests.conftest import sign_in
 from tests.peers.mcp_servers import HONCHO_KEY
 from tests.services.runtime import test_runtime_rest
@@ -19,8 +19,8 @@ from tests.web.api.test_intents_api import open_honcho_card
 providers = test_runtime_rest.providers  # the shared fixture
 
 INTRO = (
-    "Connect your identity or reuse an eligible connection. Reusing one adds access for this agent only; "
-    "a new connection is shared with the agents you choose in setup."
+    "Connect your own Honcho account, or let Builder use a Honcho connection that is already set up. "
+    "An existing connection is added for Builder only; a new one is shared with the agents you choose."
 )
 RETRY_NOTE = "Authorization did not finish"
 
@@ -119,6 +119,11 @@ def test_the_card_renders_each_state(app, db, card, name, state, shown, hidden):
     body = assert_fragment(response)
     assert "Builder needs Honcho" in body and INTRO in body and "/static/img/apps/honcho.svg" in body
     assert f'id="intent-card-{card.id}"' in body
+    asked = as_utc(db.session.get(ThreadInteraction, uuid.UUID(card.id)).created_at)
+    assert (
+        f'<p class="muted connection-card-asked"><small>Builder asked at <time datetime="{asked.isoformat()}">'
+        f"{asked:%Y-%m-%d %H:%M} UTC</time>, to go on with this task.</small></p>"
+    ) in body
     for text in shown:
         assert text in body, text
     for text in hidden:
@@ -202,6 +207,11 @@ def test_the_dialog_offers_use_name_and_the_shared_setup_flow(app, db, card, pro
     assert response.status_code == 200
     body = assert_fragment(response)
     assert f"Use {mine['name']}" in body
+    # Whose account the reuse acts with (the member's own; the provider named no account).
+    assert (
+        f'<button type="submit">Use {mine["name"]}</button>\n          <small class="muted">Your connection</small>'
+        in body
+    )
     assert f'action="/intents/{card.id}/use/{mine["id"]}"' in body
     assert 'id="setup-flow"' in body and f'action="/intents/{card.id}/setup"' in body
     assert 'hx-target="#setup-flow"' in body
@@ -211,6 +221,19 @@ def test_the_dialog_offers_use_name_and_the_shared_setup_flow(app, db, card, pro
     assert "asked for this connection, so it always gets access." in body
     for leak in (HONCHO_KEY, "127.0.0.1", "serverUrl"):
         assert leak not in body
+
+
+def test_the_dialog_names_whose_connection_a_reuse_uses_and_its_account(app, db, card, providers):
+    company_wide = connect(app, card.owner, card.company, honcho_body())
+    connection = db.session.get(ToolConnection, uuid.UUID(company_wide["id"]))
+    connection.provider_account_label = "Acme workspace"
+    db.session.commit()
+    body = assert_fragment(Htmx(app, card.member).get(f"{card.url}/dialog"))
+    assert (
+        f'<button type="submit">Use {company_wide["name"]}</button>\n'
+        '          <small class="muted">The organization&#39;s connection, account Acme workspace</small>'
+    ) in body
+    assert "Use a connection that is already set up" in body
 
 
 def test_use_name_completes_the_card_with_an_existing_connection(app, db, card, providers):
