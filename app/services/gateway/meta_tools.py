@@ -16,6 +16,7 @@ kept per audience, name budget and read-only flag under the access revision, as 
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 from collections.abc import Callable, Hashable
@@ -156,9 +157,58 @@ def exceeds_threshold(listing: RawJSON, index: Callable[[], ToolIndex]) -> bool:
     return bool(above_tools and len(index().names) > above_tools)
 
 
+# Words that say nothing about a tool: matched as substrings they would match nearly every description.
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "out",
+        "so",
+        "that",
+        "the",
+        "this",
+        "to",
+        "up",
+        "we",
+        "what",
+        "which",
+        "who",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
+
 def _terms(query: str) -> list[str]:
-    """The query's words, a plural `s` dropped so "notes" finds "note" (a substring match finds the plural too)."""
-    terms = [t for t in re.split(r"[^\w]+", query.lower()) if t and t != "_"]
+    """The query's words (common English ones and single letters left out), a plural `s` dropped so "notes" finds
+    "note" (a substring match finds the plural too)."""
+    terms = [
+        t
+        for t in re.split(r"[^\w]+", query.lower())
+        if t and t != "_" and t not in STOP_WORDS and (len(t) > 1 or t.isdigit())
+    ]
     return [t[:-1] if len(t) > 3 and t.endswith("s") and not t.endswith("ss") else t for t in terms]
 
 
@@ -172,8 +222,7 @@ def search(index: ToolIndex, query: str, limit: int = SEARCH_LIMIT) -> list[tupl
         score = sum(3 if term in name_words else 1 if term in words else 0 for term in terms)
         if score:
             scored.append((-score, position))
-    scored.sort()
-    return [(index.names[p], index.summaries[p]) for _, p in scored[:limit]]
+    return [(index.names[p], index.summaries[p]) for _, p in heapq.nsmallest(limit, scored)]
 
 
 def search_text(index: ToolIndex, query: str, limit: int) -> str:
