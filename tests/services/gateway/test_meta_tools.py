@@ -10,6 +10,7 @@ import pytest
 
 from app.extensions import db as _db
 from app.services.gateway import meta_tools
+from app.services.runtime.context import READ_ONLY_KEY
 from tests.conftest import count_statements
 from tests.doors import refusal_fields, rpc
 from tests.peers.mcp_servers import HONCHO_KEY, NOTES_KEY
@@ -168,9 +169,13 @@ def test_call_tool_takes_the_direct_calls_path_approval_block_and_all(
         "approved",
         "tool_blocked",
     ]
-    # Activity names the underlying tool, never the meta tool.
-    assert all(r.details.get("tool") != "call_tool" for r in rows)
-    assert {r.details.get("connectionName") or r.details.get("connectionId") for r in rows} and len(rows) == 4
+    # Activity names the underlying tool, never the meta tool; the direct call's row is the meta calls' twin.
+    assert [r.details["tool"] for r in rows] == ["honcho__save_memory"] * 3 + ["blocked__search_notes"]
+    assert (
+        rows[0].details["argumentsDigest"]
+        == rows[1].details["argumentsDigest"]
+        == rows[2].details["argumentsDigest"]
+    )
 
 
 def test_an_unknown_tool_through_call_tool_is_unknown_as_a_direct_call(app, db, many, monkeypatch):
@@ -179,3 +184,24 @@ def test_an_unknown_tool_through_call_tool_is_unknown_as_a_direct_call(app, db, 
     direct = rpc(many.client, many.token, "tools/call", {"name": "nope__x", "arguments": {}})
     assert via.status_code == direct.status_code == 200
     assert via.json["error"] == direct.json["error"] == {"code": -32602, "message": "Unknown tool: nope__x"}
+
+
+def test_a_read_only_assistant_reaches_through_call_tool_only_what_it_may(app, db, many, monkeypatch):
+    """Connected read-only: search and describe show no tool that changes things, and call_tool refuses one as a
+    direct call does."""
+    above(app, monkeypatch, tools=1)
+    many.run.context_snapshot = {**(many.run.context_snapshot or {}), READ_ONLY_KEY: True}
+    db.session.commit()
+
+    def call(name, arguments):
+        return rpc(many.client, many.token, "tools/call", {"name": name, "arguments": arguments}).json[
+            "result"
+        ]
+
+    found = call("search_tools", {"query": "save memory honcho", "limit": 50})["content"][0]["text"]
+    assert "honcho__search_memory" in found and "honcho__save_memory" not in found
+    described = call("describe_tool", {"name": "honcho__save_memory"})
+    assert described["isError"] is True
+    via = call("call_tool", {"name": "honcho__save_memory", "arguments": {"content": "x"}})
+    direct = call("honcho__save_memory", {"content": "x"})
+    assert via == direct and refusal_fields(via)["reasonCode"] == "read_only_assistant"
