@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from sqlalchemy import select
 
 from app.extensions import db as _db
+from app.models import ToolConnection
 from app.services.gateway import meta_tools
 from app.services.runtime.context import READ_ONLY_KEY
 from tests.conftest import count_statements
@@ -205,3 +207,26 @@ def test_a_read_only_assistant_reaches_through_call_tool_only_what_it_may(app, d
     via = call("call_tool", {"name": "honcho__save_memory", "arguments": {"content": "x"}})
     direct = call("honcho__save_memory", {"content": "x"})
     assert via == direct and refusal_fields(via)["reasonCode"] == "read_only_assistant"
+
+
+def test_limits_count_call_tool_and_direct_calls_as_one(app, db, many, monkeypatch, notes_server):
+    """The loop breaker sees a call through call_tool and a direct call of the same tool and arguments as the same
+    call, and refuses the third either way."""
+    from tests.services.gateway.test_call_limits import set_limits
+
+    above(app, monkeypatch, tools=1)
+    connection_id = db.session.scalar(select(ToolConnection.id).where(ToolConnection.name == "Notes 1"))
+    set_limits(many, connection_id, loop_repeats=2, loop_seconds=120)
+
+    def call(name, arguments):
+        return rpc(many.client, many.token, "tools/call", {"name": name, "arguments": arguments}).json[
+            "result"
+        ]
+
+    via = {"name": "notes-1__get_note", "arguments": {"note_id": "n1"}}
+    assert call("notes-1__get_note", {"note_id": "n1"}).get("isError") is not True
+    assert call("call_tool", via).get("isError") is not True
+    looped = refusal_fields(call("call_tool", via))
+    assert looped["reasonCode"] == "loop_detected"
+    assert refusal_fields(call("notes-1__get_note", {"note_id": "n1"}))["reasonCode"] == "loop_detected"
+    assert len([c for c in notes_server.calls if c[0] == "get_note"]) == 2
