@@ -16,10 +16,11 @@ kept per audience, name budget and read-only flag under the access revision, as 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import json
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 from flask import current_app
@@ -94,27 +95,42 @@ def estimated_tokens(text: str) -> int:
 
 @dataclass(frozen=True)
 class ToolIndex:
-    """One agent's listing as plain strings: per tool its name, its one line, its words, and its entry's JSON."""
+    """One agent's listing as plain strings: its tools' names, one line each, their entries' JSON, and what a query
+    is matched against: per tool its name's words and all its words, each kind joined in one text (tools apart by a
+    newline, which no query word holds) so a word is looked for by one `str.find` pass, not once per tool."""
 
     names: tuple[str, ...]
-    name_words: tuple[str, ...]
     summaries: tuple[str, ...]
-    words: tuple[str, ...]
     entries: dict[str, str]
-    tokens: int
+    name_text: str
+    name_starts: tuple[int, ...]
+    words_text: str
+    words_starts: tuple[int, ...]
 
     @classmethod
     def of(cls, listing: RawJSON) -> ToolIndex:
         tools = listing.value()
         names = tuple(tool["name"] for tool in tools)
+        name_text, name_starts = _joined(_name_words(name) for name in names)
+        words_text, words_starts = _joined(_words_of(tool) for tool in tools)
         return cls(
             names=names,
-            name_words=tuple(_name_words(name) for name in names),
             summaries=tuple(_summary(tool.get("description")) for tool in tools),
-            words=tuple(_words_of(tool) for tool in tools),
             entries={tool["name"]: json.dumps(tool) for tool in tools},
-            tokens=estimated_tokens(listing.text),
+            name_text=name_text,
+            name_starts=name_starts,
+            words_text=words_text,
+            words_starts=words_starts,
         )
+
+
+def _joined(texts: Iterable[str]) -> tuple[str, tuple[int, ...]]:
+    parts = [text.replace("\n", " ") for text in texts]
+    starts, at = [], 0
+    for part in parts:
+        starts.append(at)
+        at += len(part) + 1
+    return "\n".join(parts), tuple(starts)
 
 
 def _summary(description: str | None) -> str:
@@ -213,16 +229,22 @@ def _terms(query: str) -> list[str]:
 
 
 def search(index: ToolIndex, query: str, limit: int = SEARCH_LIMIT) -> list[tuple[str, str]]:
-    """The tools best matching `query`, best first: a word in the tool's name counts three, elsewhere one."""
-    terms = _terms(query)
-    if not terms:
-        return []
-    scored = []
-    for position, (name_words, words) in enumerate(zip(index.name_words, index.words, strict=True)):
-        score = sum(3 if term in name_words else 1 if term in words else 0 for term in terms)
-        if score:
-            scored.append((-score, position))
-    return [(index.names[p], index.summaries[p]) for _, p in heapq.nsmallest(limit, scored)]
+    """The tools best matching `query`, best first: a word in the tool's name counts three, elsewhere one (a tool's
+    words include its name's, so a name match counts 2 + 1)."""
+    scores: dict[int, int] = {}
+    for term in _terms(query):
+        for text, starts, weight in (
+            (index.name_text, index.name_starts, 2),
+            (index.words_text, index.words_starts, 1),
+        ):
+            hit = text.find(term)
+            while hit >= 0:
+                position = bisect.bisect_right(starts, hit) - 1
+                scores[position] = scores.get(position, 0) + weight
+                following = position + 1
+                hit = text.find(term, starts[following]) if following < len(starts) else -1
+    best = heapq.nsmallest(limit, ((-score, position) for position, score in scores.items()))
+    return [(index.names[p], index.summaries[p]) for _, p in best]
 
 
 def search_text(index: ToolIndex, query: str, limit: int) -> str:
