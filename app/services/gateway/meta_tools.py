@@ -222,8 +222,8 @@ def _terms(query: str) -> list[str]:
     "note" (a substring match finds the plural too)."""
     terms = [
         t
-        for t in re.split(r"[^\w]+", query.lower())
-        if t and t != "_" and t not in STOP_WORDS and (len(t) > 1 or t.isdigit())
+        for t in re.split(r"[\W_]+", query.lower())
+        if t and t not in STOP_WORDS and (len(t) > 1 or t.isdigit())
     ]
     return [t[:-1] if len(t) > 3 and t.endswith("s") and not t.endswith("ss") else t for t in terms]
 
