@@ -139,7 +139,8 @@ def _meta_call(
     """A call of a meta tool (`services/gateway/meta_tools`). `call_tool` hands its inner name and arguments to
     `_call_tool`, the path of a direct call, so every check applies to the underlying tool."""
     name = params["name"]
-    arguments = params.get("arguments") or {}
+    arguments = params.get("arguments")
+    arguments = {} if arguments is None else arguments
     if not isinstance(arguments, dict):
         live_run()
         return jsonrpc.message(id_, result=tool_error("Validation error: arguments must be an object")), 200
