@@ -152,6 +152,12 @@ def load_config(instance_path: str) -> dict:
         # The longest gateway tool name shown to agents whose adapter type has no budget of its own (process, http,
         # manual, external clients): see `app.services.gateway.names`. The client's prefix must fit beside it in 64.
         "GATEWAY_TOOL_NAME_BUDGET": _tool_name_budget(env.get("SWITCHBOARD_GATEWAY_TOOL_NAME_BUDGET")),
+        # Issue 32: above this many estimated tokens (characters / 4) or tools (0: not by this), an agent's
+        # `tools/list` is three meta tools that search, describe and call its tools (`services/gateway/meta_tools`).
+        "GATEWAY_META_TOOLS_ABOVE_TOKENS": int(
+            env.get("SWITCHBOARD_GATEWAY_META_TOOLS_ABOVE_TOKENS", "40000")
+        ),
+        "GATEWAY_META_TOOLS_ABOVE_TOOLS": int(env.get("SWITCHBOARD_GATEWAY_META_TOOLS_ABOVE_TOOLS", "0")),
         # How often a gateway call in flight looks for an agent's cancellation that landed in another server process.
         "GATEWAY_CANCEL_POLL_SECONDS": float(env.get("SWITCHBOARD_GATEWAY_CANCEL_POLL_SECONDS", "0.5")),
         # 2026-07-28 `subscriptions/listen` streams (`app.web.agents.listen`): how often one looks for an access change

@@ -492,6 +492,8 @@ def bench(args) -> dict:
                 "RUN_WORKER_IN_PROCESS": "0",
                 # The operator override that points the seeded `github` connections at the echo provider.
                 "SWITCHBOARD_PROVIDER_SERVER_URLS": json.dumps({"github": peer_url}),
+                # The `tools/list` rows answer the full listing, as in earlier rounds (meta tools: context_cost.py).
+                "SWITCHBOARD_GATEWAY_META_TOOLS_ABOVE_TOKENS": "0",
             }
             os.environ.update(
                 {
@@ -501,6 +503,7 @@ def bench(args) -> dict:
                         "SWITCHBOARD_ENCRYPTION_KEY",
                         "SWITCHBOARD_INSTANCE_PATH",
                         "SWITCHBOARD_PROVIDER_SERVER_URLS",
+                        "SWITCHBOARD_GATEWAY_META_TOOLS_ABOVE_TOKENS",
                     )
                 }
             )

@@ -14,6 +14,7 @@ from app.services.access.effective import effective_access, usable_connections
 from app.services.access.revision import RevisionCache
 from app.services.access.rows import ConnectionAccess, ToolAccess
 from app.services.connections.tool_definitions import reviewed_digest
+from app.services.gateway import meta_tools
 from app.services.gateway.arguments import managed_arguments
 from app.services.gateway.limit_rules import CallLimits
 from app.services.gateway.listing import build_listing, tool_definition
@@ -236,6 +237,7 @@ def clear_listings() -> None:
     """Forget every cached listing and call target (what an access change does to them)."""
     _listings.clear()
     _call_targets.clear()
+    meta_tools.clear()
 
 
 def only_reading(listing: RawJSON) -> RawJSON:

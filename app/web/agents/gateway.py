@@ -49,7 +49,7 @@ from app.extensions import db
 from app.models import HeartbeatRun, ToolConnection
 from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
-from app.services.gateway import cancellation
+from app.services.gateway import cancellation, meta_tools
 from app.services.gateway import elicitation as gateway_elicitation
 from app.services.gateway import resources as gateway_resources
 from app.services.gateway import timeline as gateway_timeline
@@ -98,10 +98,10 @@ def rpc() -> ResponseReturnValue:
         return loaded[0]
 
     def list_tools() -> RawJSON:
-        run, revision, adapter_type = live_run()
-        listing = gateway_tools.list_tool_definitions(run, revision, tool_name_budget(adapter_type))
-        if run_context.is_read_only(run.context_snapshot):
-            listing = gateway_tools.only_reading(listing)
+        run = live_run()[0]
+        listing, index = _agent_listing(live_run)
+        if meta_tools.exceeds_threshold(listing, index):
+            listing = meta_tools.LISTING
         gateway_timeline.record_listed(run, listing)  # the run's decision timeline: "listed"
         return listing
 
@@ -122,6 +122,71 @@ def rpc() -> ResponseReturnValue:
     )
 
 
+LiveRun = Callable[[], tuple[HeartbeatRun, int, str | None]]
+
+
+def _agent_listing(live_run: LiveRun) -> tuple[RawJSON, Callable[[], meta_tools.ToolIndex]]:
+    """The run's own tool listing (read-only filtered when so connected) and its search index (built when asked)."""
+    run, revision, adapter_type = live_run()
+    budget = tool_name_budget(adapter_type)
+    read_only = run_context.is_read_only(run.context_snapshot)
+    listing = gateway_tools.list_tool_definitions(run, revision, budget)
+    if read_only:
+        listing = gateway_tools.only_reading(listing)
+    key = (run.company_id, run.agent_id, run.responsible_user_id, budget, read_only)
+    return listing, lambda: meta_tools.index_of(key, revision, listing)
+
+
+def _meta_call(
+    id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange, live_run: LiveRun
+) -> jsonrpc.Reply | Response:
+    """A call of a meta tool (`services/gateway/meta_tools`). `call_tool` hands its inner name and arguments to
+    `_call_tool`, the path of a direct call, so every check applies to the underlying tool."""
+    name = params["name"]
+    arguments = params.get("arguments")
+    arguments = {} if arguments is None else arguments
+    if not isinstance(arguments, dict):
+        live_run()
+        return jsonrpc.message(id_, result=tool_error("Validation error: arguments must be an object")), 200
+    if name == meta_tools.CALL:
+        inner = arguments.get("name")
+        if not isinstance(inner, str) or not inner or inner in meta_tools.NAMES:
+            live_run()
+            return jsonrpc.message(id_, result=tool_error(META_NAME_ERROR)), 200
+        return _call_tool(
+            id_,
+            claims,
+            {**params, "name": inner, "arguments": arguments.get("arguments")},
+            exchange,
+            live_run,
+        )
+    _, index = _agent_listing(live_run)
+    if name == meta_tools.SEARCH:
+        query, limit = arguments.get("query"), arguments.get("limit", meta_tools.SEARCH_LIMIT)
+        if not isinstance(query, str) or not query.strip():
+            return jsonrpc.message(
+                id_, result=tool_error("Validation error: query must be a non-empty string")
+            ), 200
+        if (
+            not isinstance(limit, int)
+            or isinstance(limit, bool)
+            or not 1 <= limit <= meta_tools.SEARCH_MAX_LIMIT
+        ):
+            message = f"Validation error: limit must be an integer from 1 to {meta_tools.SEARCH_MAX_LIMIT}"
+            return jsonrpc.message(id_, result=tool_error(message)), 200
+        text = meta_tools.search_text(index(), query, limit)
+    else:
+        described = arguments.get("name")
+        entry = meta_tools.describe(index(), described) if isinstance(described, str) else None
+        if entry is None:
+            return jsonrpc.message(id_, result=tool_error(META_NAME_ERROR)), 200
+        text = entry
+    return jsonrpc.message(id_, result={"content": [{"type": "text", "text": text}]}), 200
+
+
+META_NAME_ERROR = "Validation error: name must be the name of one of your tools, as search_tools gives it"
+
+
 def _load_context(claims: dict) -> run_context.RunContext | ServiceError:
     """The run's whole context, re-validated; a token or run failure raises (401/403), any other refusal (a closed
     task, the person left) is returned for the agent to read."""
@@ -135,7 +200,7 @@ def _load_context(claims: dict) -> run_context.RunContext | ServiceError:
 
 
 def _call_tool(
-    id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange, live_run: Callable[[], object]
+    id_: Any, claims: dict, params: dict, exchange: jsonrpc.Exchange, live_run: LiveRun
 ) -> jsonrpc.Reply | Response:
     """One `tools/call`. `load_run_context` checks the whole run context (the live run first); a malformed call is
     refused only after `live_run` has checked the run, as every other message is."""
@@ -143,6 +208,8 @@ def _call_tool(
     if not isinstance(name, str) or not name:
         live_run()
         return jsonrpc.unknown_tool(id_, name, INVALID_PARAMS)
+    if name in meta_tools.NAMES:
+        return _meta_call(id_, claims, params, exchange, live_run)
     arguments = params.get("arguments")
     arguments = {} if arguments is None else arguments
     if not isinstance(arguments, dict):
