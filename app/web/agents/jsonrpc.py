@@ -190,8 +190,16 @@ def answer(door: Door, exchange: Exchange, msg: object) -> Reply | Response:
         return None, 202
     with tracing.mcp_request_span(method, id_, params, exchange.version, request.headers) as span:
         reply = _answer_request(door, exchange, id_, method, params)
-        tracing.record_reply(span, reply[0] if not isinstance(reply, Response) else None)
+        if span.is_recording():
+            tracing.record_reply(span, _body_of(reply))
         return reply
+
+
+def _body_of(reply: Reply | Response) -> object:
+    """The JSON-RPC message of an answer (None for a stream, whose result comes later)."""
+    if not isinstance(reply, Response):
+        return reply[0]
+    return None if reply.is_streamed else reply.get_json(silent=True)
 
 
 def _answer_request(door: Door, exchange: Exchange, id_: Any, method: str, params: dict) -> Reply | Response:
