@@ -9,7 +9,8 @@ own client span nests under it and writes the trace context into the provider re
 the trace. Spans never carry arguments, results, URLs with their query, or credentials: only names, ids and
 outcome codes.
 
-With tracing off no provider is installed, the tracer is the API's no-op one and nothing is exported.
+With tracing off no provider is installed: no span is started (the helpers hand out the API's invalid span) and
+nothing is exported.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def configure(mode: str) -> None:
     trace.set_tracer_provider(provider)
 
 
+def is_on() -> bool:
+    """A tracer provider is installed (`configure`, or a test's): until then no span is even started."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def _parent(meta: Any, headers: Any) -> Context | None:
     """The caller's trace context: `params._meta` first (MCP SEP-414), else the HTTP headers."""
     for carrier in (meta, headers):
@@ -81,6 +87,9 @@ def mcp_request_span(
     headers: Any = None,
 ) -> Iterator[Span]:
     """The SERVER span of one MCP request on an agent door."""
+    if not is_on():
+        yield trace.INVALID_SPAN
+        return
     tool = params.get("name") if method == "tools/call" else None
     attributes: dict[str, Any] = {
         "mcp.method.name": method,
@@ -116,6 +125,9 @@ def record_reply(span: Span, body: object) -> None:
 @contextmanager
 def provider_call_span(tool_name: str, server_url: str, connection_id: object | None) -> Iterator[Span]:
     """The CLIENT span of one tools/call to a provider (only its host and port: a URL's query may hold a key)."""
+    if not is_on():
+        yield trace.INVALID_SPAN
+        return
     parts = urlsplit(server_url)
     attributes: dict[str, Any] = {
         "mcp.method.name": "tools/call",
