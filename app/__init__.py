@@ -35,6 +35,10 @@ def create_app(config_override: dict | None = None) -> Flask:
 
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["TRUSTED_PROXY_COUNT"]))  # type: ignore[method-assign]
 
+    from app.core import json_logs, tracing
+
+    json_logs.configure(app.config["LOG_FORMAT"])
+    tracing.configure(app.config["TRACING"])
     if not app.config.get("REQUEST_LOG"):
         # werkzeug's development server logs every request at INFO; its warnings and errors still show.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -59,7 +63,7 @@ def register_extensions(app: Flask) -> None:
     from app import models  # noqa: F401  (register every table on the metadata)
     from app.services import login_throttle
     from app.services.access import revision  # noqa: F401  (its session events keep revisions current)
-    from app.web import auth_throttle, unit_of_work
+    from app.web import auth_throttle, observability, unit_of_work
     from app.web.security import install_request_security
 
     db.init_app(app)
@@ -69,7 +73,10 @@ def register_extensions(app: Flask) -> None:
     login_manager.login_message = "Sign in to continue."
     csrf.init_app(app)
     htmx.init_app(app)
-    unit_of_work.install(app)  # first, so its commit runs after every other after_request hook
+    observability.install(app)  # first: its request id and timing cover every other hook
+    unit_of_work.install(
+        app
+    )  # next, so its commit runs after every other after_request hook but observability's
     auth_throttle.install(
         app
     )  # before the credential checks: a guessing address is refused unread (issue 33)

@@ -213,4 +213,10 @@ def load_config(instance_path: str) -> dict:
         "WEBHOOK_ENDPOINTS_PER_COMPANY": int(env.get("SWITCHBOARD_WEBHOOK_ENDPOINTS_PER_COMPANY", "10")),
         "NOTIFICATION_LANES": int(env.get("SWITCHBOARD_NOTIFICATION_LANES", "8")),
         "NOTIFICATION_LANES_PER_COMPANY": int(env.get("SWITCHBOARD_NOTIFICATION_LANES_PER_COMPANY", "2")),
+        # Observability (issue 31 item 10): `/metrics` is served only to a scraper presenting this bearer token
+        # (unset: 404); tracing is off, `otlp` (the OTEL_EXPORTER_OTLP_* variables) or `console`; logs are `text`
+        # or `json` (one object a line with the request id).
+        "METRICS_TOKEN": env.get("SWITCHBOARD_METRICS_TOKEN") or None,
+        "TRACING": (env.get("SWITCHBOARD_TRACING") or "off").strip().lower(),
+        "LOG_FORMAT": (env.get("SWITCHBOARD_LOG_FORMAT") or "text").strip().lower(),
     }

@@ -4,6 +4,7 @@ from flask import Blueprint, redirect, render_template, request, session, url_fo
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required, login_user, logout_user
 
+from app.core import metrics
 from app.core.errors import TooManyRequests
 from app.services.accounts import authenticate, end_sessions, safe_next
 from app.services.login_throttle import ThrottleUnavailable
@@ -27,9 +28,11 @@ def login() -> ResponseReturnValue:
     except TooManyRequests as err:
         commit_point(Reason.SIGN_IN_ATTEMPT)
         page = render_template("auth/login.html", form=form, next_url=next_url, error=err.message)
+        metrics.count_throttle_refusal("sign_in", 429)
         return page, 429, {"Retry-After": str(err.retry_after)}
     except ThrottleUnavailable as err:
         page = render_template("auth/login.html", form=form, next_url=next_url, error=err.message)
+        metrics.count_throttle_refusal("sign_in", 503)
         return page, 503, {"Retry-After": str(err.retry_after)}
     if user is None:
         commit_point(Reason.SIGN_IN_ATTEMPT)

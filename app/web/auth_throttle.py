@@ -14,7 +14,7 @@ from flask import Flask, Response, request
 from flask.typing import ResponseReturnValue
 from mcp_types.jsonrpc import INVALID_REQUEST
 
-from app.core import mcp_messages
+from app.core import mcp_messages, metrics
 from app.extensions import current_app_object
 from app.services import login_throttle
 
@@ -44,6 +44,7 @@ def refusal(message: str, status: int, wait: int) -> ResponseReturnValue:
     else:
         response = current_app_object().make_response(error_response(message, status))
     response.headers["Retry-After"] = str(wait)
+    metrics.count_throttle_refusal("agent" if request.path.startswith(AGENT_DOOR_PREFIXES) else "web", status)
     return response
 
 

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -49,6 +49,8 @@ class RequestRecord:
     method: str
     path: str
     auth: str
+    # The W3C trace context header, when the caller sent one (not compared: tests that list requests ignore it).
+    traceparent: str | None = field(default=None, compare=False)
 
 
 class _ApiKeyGate:
@@ -63,7 +65,10 @@ class _ApiKeyGate:
             await self.app(scope, receive, send)
             return
         outcome = self.owner._auth_outcome(scope)
-        self.owner._record_request(RequestRecord(scope["method"], scope["path"], outcome))
+        traceparent = next(
+            (value.decode("latin-1") for key, value in scope["headers"] if key == b"traceparent"), None
+        )
+        self.owner._record_request(RequestRecord(scope["method"], scope["path"], outcome, traceparent))
         outage = self.owner.outage_status
         if outage is not None:
             await _send_json(send, outage, {"error": "unavailable", "error_description": "Try again later."})

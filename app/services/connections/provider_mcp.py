@@ -45,6 +45,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from app.catalog.schema import Transport
+from app.core import tracing
 from app.core.mcp_messages import CLIENT_INFO
 from app.core.net_guard import guarded_async_transport
 from app.services.connections import provider_limits, provider_sessions, provider_transports, tool_changes
@@ -261,7 +262,7 @@ class _Exchange:
             headers=self.headers,
             timeout=timeout,
             verify=verify,
-            event_hooks={"response": [self._on_response]},
+            event_hooks={"request": [tracing.lift_trace_context], "response": [self._on_response]},
             transport=guarded_async_transport(self.guard, verify) if self.guard is not None else None,
         )
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
-from app.core import wake_signal
+from app.core import metrics, tracing, wake_signal
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.activity import TOOL_CALL_ACTION, record_activity, record_activity_now
@@ -221,22 +221,26 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
     stored credentials scrubbed and `resource_link` URIs namespaced for the agent (`resource_uris`). `control` relays progress and lets the agent cancel (`provider_calls`). Touches the
     database only to record the outcome afterwards.
     """
-    try:
-        raw = provider_mcp.call_tool(
-            target.url,
-            headers=target.headers,
-            tool_name=prepared.tool_name,
-            arguments=prepared.arguments,
-            timeout=target.timeout,
-            guard=target.guard,
-            limits=provider_limits_from_config(),
-            control=control,
-            transport=target.transport,
-        )
-    except provider_errors.ProviderError as err:
-        outcome, result = _provider_failure(prepared, err)
-        _record(prepared, outcome=outcome, now=True)
-        return scrub(result, target.scrub)
+    with tracing.provider_call_span(prepared.tool_name, target.url, prepared.connection_id) as span:
+        try:
+            raw = provider_mcp.call_tool(
+                target.url,
+                headers=target.headers,
+                tool_name=prepared.tool_name,
+                arguments=prepared.arguments,
+                timeout=target.timeout,
+                guard=target.guard,
+                limits=provider_limits_from_config(),
+                control=control,
+                transport=target.transport,
+            )
+        except provider_errors.ProviderError as err:
+            outcome, result = _provider_failure(prepared, err)
+            tracing.mark_failed(span, outcome)
+            _record(prepared, outcome=outcome, now=True)
+            return scrub(result, target.scrub)
+        if raw.get("isError"):
+            tracing.mark_failed(span, "tool_error")
     if prepared.connection_id is not None and tool_changes.take_tools_changed(target.url):
         # The provider said notifications/tools/list_changed meanwhile: the worker re-indexes the connection.
         tool_changes.mark_tools_changed(prepared.connection_id)
@@ -260,7 +264,9 @@ def _record(prepared: PreparedCall, *, outcome: str, now: bool = False, result: 
     request holds no transaction) committed at once in one statement. It is the call's entry in the run's decision
     timeline (`gateway.timeline`), so it carries the digests of the projected arguments and of the provider's
     result, never either of them."""
-    duration_ms = int((time.monotonic() - prepared.started) * 1000)
+    seconds = time.monotonic() - prepared.started
+    duration_ms = int(seconds * 1000)
+    metrics.observe_gateway_call(prepared.connection_id, outcome, seconds)
     details = {
         "tool": prepared.visible_name[:200],
         "toolName": prepared.tool_name[:200],

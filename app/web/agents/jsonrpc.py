@@ -31,7 +31,7 @@ import mcp_types
 from flask import Response, request
 from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
 
-from app.core import mcp_messages, mcp_versions
+from app.core import mcp_messages, mcp_versions, tracing
 from app.core.raw_json import RawJSON, dumps
 from app.web.json_body import EMPTY, BodyNotJson, read_json_body
 
@@ -197,6 +197,22 @@ def answer(door: Door, exchange: Exchange, msg: object) -> Reply | Response:
         if method == "notifications/cancelled" and door.on_cancelled is not None:
             door.on_cancelled(params.get("requestId"))
         return None, 202
+    with tracing.mcp_request_span(method, id_, params, exchange.version, request.headers) as span:
+        reply = _answer_request(door, exchange, id_, method, params)
+        if span.is_recording():
+            tracing.record_reply(span, _body_of(reply))
+        return reply
+
+
+def _body_of(reply: Reply | Response) -> object:
+    """The JSON-RPC message of an answer (None for a stream, whose result comes later)."""
+    if not isinstance(reply, Response):
+        return reply[0]
+    return None if reply.is_streamed else reply.get_json(silent=True)
+
+
+def _answer_request(door: Door, exchange: Exchange, id_: Any, method: str, params: dict) -> Reply | Response:
+    """Answer one JSON-RPC request (it has an id and a method)."""
     if method == "tools/list" and params.get("cursor") is not None:
         # No listing is paginated, so no cursor was ever issued: any cursor is invalid (MCP "Pagination"). The gateway
         # answers request errors at 200; the runtime door keeps 404 for unknown names only, so 400 here.

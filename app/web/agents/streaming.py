@@ -26,6 +26,7 @@ from typing import Any
 
 import mcp_types
 from flask import Flask, Response, current_app
+from opentelemetry import context as otel_context
 
 from app.core import mcp_messages, mcp_versions
 from app.extensions import db
@@ -76,7 +77,16 @@ def streamed_call(
 
     control = cancellation.control_for(run_id, id_, on_progress if token is not None else None)
 
+    trace_context = otel_context.get_current()  # the request's MCP span, for the provider call's span
+
     def work() -> None:
+        token = otel_context.attach(trace_context)
+        try:
+            _work()
+        finally:
+            otel_context.detach(token)
+
+    def _work() -> None:
         with app.app_context(), provider_calls.in_flight(run_id, id_, control):
             try:
                 result = for_the_tool(
