@@ -52,3 +52,34 @@ def pre_request(worker, req):
 def post_request(worker, req, environ, resp):
     if resp.status_code == 413:
         resp.force_close()
+
+
+# Draining (issue 31 item 4). On SIGTERM gunicorn's arbiter closes its copy of the listening socket and passes the
+# signal on; each worker stops accepting but kept its own copy open until it exited, so new connections queued behind
+# it and hung for the whole drain. Here a worker, on SIGTERM, also marks the app as draining (`/readyz` answers 503,
+# a request arriving on a kept-alive connection gets a fast 503 with `Connection: close`) and closes its listening
+# sockets from its own event loop, so new connections are refused at once. Requests in flight finish within
+# `graceful_timeout`.
+
+
+def post_worker_init(worker):
+    import signal
+
+    from app.web.serving_state import begin_drain
+
+    stop = worker.handle_exit
+
+    def drain(sig, frame):
+        begin_drain()
+        stop(sig, frame)
+        queue = getattr(worker, "method_queue", None)  # gthread's loop runs what is queued there
+        if queue is not None:
+            queue.defer(_refuse_new_connections, worker)
+
+    signal.signal(signal.SIGTERM, drain)
+
+
+def _refuse_new_connections(worker):
+    worker.set_accept_enabled(False)
+    for listener in worker.sockets:
+        listener.close()
