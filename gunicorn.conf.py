@@ -54,22 +54,38 @@ def post_request(worker, req, environ, resp):
         resp.force_close()
 
 
-# A worker told to stop (SIGTERM) waits up to `graceful_timeout` for its requests. A 2026-07-28 `subscriptions/listen`
-# stream lasts as long as its run, so the worker first tells the open streams, which close gracefully at once (the
-# client listens again, on a worker that stays). Gunicorn's own handler still runs after; installing a handler turns
-# system-call interruption back on for the signal, so it is turned off again, as gunicorn has it.
+# Draining (issue 31 item 4). On SIGTERM gunicorn's arbiter closes its copy of the listening socket and passes the
+# signal on; each worker stops accepting but kept its own copy open until it exited, so new connections queued behind
+# it and hung for the whole drain. Here a worker, on SIGTERM, also marks the app as draining (`/readyz` answers 503,
+# a request arriving on a kept-alive connection gets a fast 503 with `Connection: close`) and closes its listening
+# sockets from its own event loop, so new connections are refused at once. Requests in flight finish within
+# `graceful_timeout`.
+# A 2026-07-28 `subscriptions/listen` stream lasts as long as its run, so the worker also tells the open streams,
+# which close gracefully at once (the client listens again, on a worker that stays). Gunicorn's own handler still
+# runs; installing a handler turns system-call interruption back on for the signal, so it is turned off again.
 
 
 def post_worker_init(worker):
     import signal
 
     from app.web.agents import listen
+    from app.web.serving_state import begin_drain
 
     stop = worker.handle_exit
 
-    def handle_exit(sig, frame):
+    def drain(sig, frame):
+        begin_drain()
         listen.shutting_down.set()
         stop(sig, frame)
+        queue = getattr(worker, "method_queue", None)  # gthread's loop runs what is queued there
+        if queue is not None:
+            queue.defer(_refuse_new_connections, worker)
 
-    signal.signal(signal.SIGTERM, handle_exit)
+    signal.signal(signal.SIGTERM, drain)
     signal.siginterrupt(signal.SIGTERM, False)
+
+
+def _refuse_new_connections(worker):
+    worker.set_accept_enabled(False)
+    for listener in worker.sockets:
+        listener.close()

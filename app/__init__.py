@@ -63,7 +63,7 @@ def register_extensions(app: Flask) -> None:
     from app import models  # noqa: F401  (register every table on the metadata)
     from app.services import login_throttle
     from app.services.access import revision  # noqa: F401  (its session events keep revisions current)
-    from app.web import auth_throttle, observability, unit_of_work
+    from app.web import auth_throttle, observability, serving_state, unit_of_work
     from app.web.security import install_request_security
 
     db.init_app(app)
@@ -77,6 +77,9 @@ def register_extensions(app: Flask) -> None:
     unit_of_work.install(
         app
     )  # next, so its commit runs after every other after_request hook but observability's
+    serving_state.install(
+        app
+    )  # a draining or not yet upgraded process refuses before anything reads the database
     auth_throttle.install(
         app
     )  # before the credential checks: a guessing address is refused unread (issue 33)

@@ -66,7 +66,7 @@ def _positive_int(value: str | None, default: int) -> int:
         return default
     number = int(value)
     if number <= 0:
-        raise ValueError(f"expected a positive number of bytes, got {value!r}")
+        raise ValueError(f"expected a positive number, got {value!r}")
     return number
 
 
@@ -82,6 +82,26 @@ def _tool_name_budget(value: str | None) -> int:
         raise ValueError(f"SWITCHBOARD_GATEWAY_TOOL_NAME_BUDGET: {err}") from None
 
 
+DEFAULT_THREADS = 8  # gunicorn.conf.py's threads per process (SWITCHBOARD_THREADS)
+
+
+def _pool_options(env: os._Environ[str] | dict[str, str]) -> dict:
+    """The database pool of one process, sized from its request threads (issue 31 item 9).
+
+    A request thread holds its session's connection for the request and can take one more, briefly, on its own
+    (the throttle store, the shared breaker, a cancellation watcher, activity writes): `pool_size` keeps one connection
+    per thread open (no connect/close churn under load) and `max_overflow` allows the second. Their sum is the most
+    this process ever opens; below twice the threads, a thread can wait for a connection (up to `pool_timeout`).
+    """
+    threads = _positive_int(env.get("SWITCHBOARD_THREADS"), DEFAULT_THREADS)
+    pool_size = _positive_int(env.get("SWITCHBOARD_DB_POOL_SIZE"), threads)
+    overflow = env.get("SWITCHBOARD_DB_MAX_OVERFLOW")
+    max_overflow = threads if overflow is None or not overflow.strip() else int(overflow)
+    if max_overflow < 0:
+        raise ValueError(f"SWITCHBOARD_DB_MAX_OVERFLOW: expected 0 or more, got {overflow!r}")
+    return {"pool_size": pool_size, "max_overflow": max_overflow}
+
+
 def load_config(instance_path: str) -> dict:
     """Build the Flask config mapping from the process environment."""
     inst = Path(instance_path)
@@ -95,7 +115,8 @@ def load_config(instance_path: str) -> dict:
     return {
         "SQLALCHEMY_DATABASE_URI": database_url,
         # No `pool_pre_ping` (a round trip per checkout): `app.core.db_liveness` checks the socket instead.
-        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_recycle": db_liveness.RECYCLE_SECONDS},
+        # SQLite (the embedded setup) replaces these in create_app: it has no server connections to budget.
+        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_recycle": db_liveness.RECYCLE_SECONDS, **_pool_options(env)},
         "SECRET_KEY": env.get("SECRET_KEY")
         or _instance_secret(inst, "secret_key", lambda: secrets.token_hex(32)),
         "ENCRYPTION_KEY": env.get("SWITCHBOARD_ENCRYPTION_KEY")

@@ -146,6 +146,11 @@ def app():
     with application.app_context():
         upgrade()
         _after_migrate(application)
+        # As a serving process does on its first request: it finds the schema current once and remembers it (so the
+        # first request of a test with statement counts does not pay for the check).
+        from app.core import schema
+
+        assert schema.is_current()
     yield application
 
 

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from flask import Flask, current_app
+from flask import Flask
 from flask.cli import FlaskGroup, with_appcontext
 
+from app.core.schema import schema_problem
 from app.extensions import db
 
 UPGRADE_FIRST = "run `switchboard db upgrade` first"
@@ -27,23 +28,6 @@ def _create_app() -> Flask:
 @click.group(cls=FlaskGroup, create_app=_create_app)
 def main() -> None:
     """Switchboard: connect AI agents to the services they need."""
-
-
-def schema_problem() -> str | None:
-    """Why the database cannot serve this version's commands (no tables, or another revision), else None."""
-    from alembic.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-
-    with db.engine.connect() as connection:
-        current = set(MigrationContext.configure(connection).get_current_heads())
-    config = current_app.extensions["migrate"].migrate.get_config()
-    heads = set(ScriptDirectory.from_config(config).get_heads())
-    if not current:
-        return "The database has no tables yet"
-    if current != heads:
-        found, wanted = ", ".join(sorted(current)), ", ".join(sorted(heads))
-        return f"The database is at revision {found}; this version needs {wanted}"
-    return None
 
 
 def needs_database(command: Callable[..., Any]) -> Callable[..., Any]:

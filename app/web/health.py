@@ -1,8 +1,10 @@
 """Liveness (`/healthz`) and readiness (`/readyz`) for a load balancer.
 
-`/healthz` says the process is alive and reaches its database. `/readyz` says whether it should be sent traffic:
-the database answers and the sign-in throttle's counter store answers (without it, sign-in refuses every attempt
-with a 503). Both answer 503 when something is wrong, with a JSON body naming each check; neither shows a URI.
+`/healthz` says the process is alive and reaches its database: restart it when this fails. `/readyz` says whether it
+should be sent traffic: the process is not draining (gunicorn got SIGTERM), the database answers, its schema is at
+this code's head (else every page answers 503 "upgrading" until `switchboard db upgrade` has run), and the sign-in
+throttle's counter store answers (without it, sign-in refuses every attempt with a 503). Both answer 503 when
+something is wrong, with a JSON body naming each check; neither shows a URI.
 """
 
 from flask import Blueprint, jsonify
@@ -10,8 +12,10 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.core import schema
 from app.extensions import db
 from app.services import login_throttle
+from app.web import serving_state
 
 bp = Blueprint("health", __name__)
 
@@ -32,16 +36,33 @@ def healthz() -> ResponseReturnValue:
     return jsonify({"status": "ok", "database": db.engine.dialect.name})
 
 
+def _schema_status(database: bool) -> str:
+    if not database:
+        return "unknown"
+    try:
+        problem = schema.schema_problem()
+    except SQLAlchemyError:
+        return "unknown"
+    return "ok" if problem is None else problem
+
+
 @bp.get("/readyz")
 def readyz() -> ResponseReturnValue:
+    draining = serving_state.is_draining()
     database = _database_answers()
+    schema_status = _schema_status(database)
     throttle_store = login_throttle.store_reachable()
+    ready = not draining and database and schema_status == "ok" and throttle_store
     body = {
-        "status": "ready" if database and throttle_store else "not ready",
+        "status": "draining" if draining else "ready" if ready else "not ready",
         "database": "ok" if database else "unreachable",
+        "schema": schema_status,
         "throttle_store": {
             "kind": login_throttle.store_name(),
             "status": "ok" if throttle_store else "unreachable",
         },
     }
-    return jsonify(body), 200 if database and throttle_store else 503
+    response = jsonify(body)
+    if draining:
+        response.headers["Connection"] = "close"
+    return response, 200 if ready else 503

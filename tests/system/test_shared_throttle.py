@@ -115,6 +115,7 @@ def test_redis_stays_an_option_for_the_shared_count(app, db, owner, tmp_path):
         assert ready.json() == {
             "status": "ready",
             "database": "ok",
+            "schema": "ok",
             "throttle_store": {"kind": "RedisStorage", "status": "ok"},
         }
 
@@ -136,6 +137,7 @@ def test_an_unreachable_store_refuses_sign_in_with_503_and_readiness_says_so(app
         assert ready.json() == {
             "status": "not ready",
             "database": "ok",
+            "schema": "ok",
             "throttle_store": {"kind": "RedisStorage", "status": "unreachable"},
         }
         assert "hunter2" not in ready.text

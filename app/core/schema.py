@@ -1,0 +1,61 @@
+"""Whether the database's schema is the one this code was written for (issue 31 items 4 and 7).
+
+During an upgrade the new code can start before `switchboard db upgrade` has run (or a database can be restored from
+an older release). Such a process must say so, not answer 500s from queries on columns that do not exist yet:
+`/readyz` reports the schema, and every other request is answered 503 "upgrading" until the schema reaches the code's
+head. A process that found its schema current remembers it (no query per request afterwards); one that did not
+checks again on every request, so it starts serving as soon as the upgrade has run, without a restart.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from flask import current_app
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.extensions import db
+
+UPGRADING_MESSAGE = "Switchboard is being upgraded: this version is waiting for `switchboard db upgrade`. Try again in a minute."
+_READY_KEY = "switchboard_schema_ready"
+
+
+@functools.cache
+def _heads_in(directory: str) -> frozenset[str]:
+    # The migration scripts ship with the code: read once per process.
+    return frozenset(ScriptDirectory(directory).get_heads())
+
+
+def code_heads() -> frozenset[str]:
+    return _heads_in(current_app.extensions["migrate"].directory)
+
+
+def database_heads() -> frozenset[str]:
+    with db.engine.connect() as connection:
+        return frozenset(MigrationContext.configure(connection).get_current_heads())
+
+
+def schema_problem() -> str | None:
+    """Why the database cannot serve this version (no tables, or another revision), else None."""
+    current, heads = database_heads(), code_heads()
+    if not current:
+        return "The database has no tables yet"
+    if current != heads:
+        found, wanted = ", ".join(sorted(current)), ", ".join(sorted(heads))
+        return f"The database is at revision {found}; this version needs {wanted}"
+    return None
+
+
+def is_current() -> bool:
+    """The schema is at the code's head. Remembered per app once true; a database error counts as not current."""
+    if current_app.extensions.get(_READY_KEY):
+        return True
+    try:
+        current = schema_problem() is None
+    except SQLAlchemyError:
+        return False
+    if current:
+        current_app.extensions[_READY_KEY] = True
+    return current
