@@ -8,6 +8,7 @@ from flask import jsonify, request
 from flask.typing import ResponseReturnValue
 
 from app.services import login_throttle
+from app.services.assistants.cleanup import sweep_expired
 from app.services.assistants.server import authorization_server, wants_keeping
 from app.web.assistant_oauth import bp
 from app.web.security import csrf_exempt_endpoint
@@ -53,11 +54,11 @@ def registration_throttled() -> ResponseReturnValue | None:
 
 @bp.post("/register")
 def register() -> ResponseReturnValue:
-    return (
-        insecure_transport()
-        or registration_throttled()
-        or authorization_server().create_endpoint_response("client_registration")
-    )
+    refused = insecure_transport() or registration_throttled()
+    if refused is not None:
+        return refused
+    sweep_expired()  # each registration first deletes what has expired (`assistants.cleanup`)
+    return authorization_server().create_endpoint_response("client_registration")
 
 
 @bp.post("/revoke")
