@@ -10,7 +10,8 @@ from flask.typing import ResponseReturnValue
 from app.services import login_throttle
 from app.services.assistants.cleanup import sweep_expired
 from app.services.assistants.server import authorization_server, wants_keeping
-from app.web.assistant_oauth import bp
+from app.web.assistant_oauth import bp, schemas
+from app.web.openapi.operations import Answer
 from app.web.security import csrf_exempt_endpoint
 from app.web.unit_of_work import Reason, commit_point
 
@@ -26,6 +27,13 @@ def insecure_transport() -> ResponseReturnValue | None:
 
 
 @bp.post("/token")
+@schemas.oauth_post(
+    "Exchange a code, a refresh token or a device code for a gateway token",
+    Answer("The tokens", (schemas.TokenAnswer,)),
+    "Grant types `authorization_code` (with the PKCE verifier), `refresh_token` (rotating; a reused one revokes "
+    "its family) and `urn:ietf:params:oauth:grant-type:device_code` (RFC 8628 polling answers "
+    "`authorization_pending`, `slow_down`, `expired_token` or `access_denied`).",
+)
 def token() -> ResponseReturnValue:
     response = insecure_transport() or authorization_server().create_token_response()
     if wants_keeping():
@@ -53,6 +61,7 @@ def registration_throttled() -> ResponseReturnValue | None:
 
 
 @bp.post("/register")
+@schemas.REGISTER
 def register() -> ResponseReturnValue:
     refused = insecure_transport() or registration_throttled()
     if refused is not None:
@@ -62,11 +71,21 @@ def register() -> ResponseReturnValue:
 
 
 @bp.post("/revoke")
+@schemas.oauth_post(
+    "Revoke an access or refresh token (RFC 7009)",
+    Answer("Revoked (or unknown: the answer is the same)"),
+    "`token` and optionally `token_type_hint`.",
+)
 def revoke() -> ResponseReturnValue:
     return insecure_transport() or authorization_server().create_endpoint_response("revocation")
 
 
 @bp.post("/device_authorization")
+@schemas.oauth_post(
+    "Start a device authorization (RFC 8628)",
+    Answer("The device code and the user code to type", (schemas.DeviceAuthorization,)),
+    "`client_id`, optionally `scope` and `resource`.",
+)
 def device_authorization() -> ResponseReturnValue:
     return insecure_transport() or authorization_server().create_endpoint_response("device_authorization")
 
