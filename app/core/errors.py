@@ -42,8 +42,8 @@ class ValidationFailed(ServiceError):
 
     status = 400
 
-    def __init__(self, details: list[dict]):
-        super().__init__("Validation error")
+    def __init__(self, details: list[dict], status: int | None = None):
+        super().__init__("Validation error", status)
         self.details = details
 
     def field_messages(self) -> dict[str, str]:

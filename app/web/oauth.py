@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.catalog.loader import get_app
 from app.catalog.schema import AppDefinition
-from app.core.errors import Forbidden, NotFound, ServiceError
+from app.core.errors import Conflict, Forbidden, NotFound, ServiceError, Unprocessable
 from app.extensions import db
 from app.models import Membership, OAuthState, ThreadInteraction, ToolConnection
 from app.services.intents import setup as intent_setup
@@ -113,14 +113,26 @@ class OAuthStartResponse(BaseModel):
     tag="connections",
     security=openapi.BOARD_WRITE,
     body=StartBody,
-    responses={200: openapi.Answer("Where to sign in", (OAuthStartResponse,)), **openapi.WRITE_ANSWERS},
+    responses={
+        200: openapi.Answer("Where to sign in", (OAuthStartResponse,)),
+        **{status: answer for status, answer in openapi.WRITE_ANSWERS.items() if status != 422},
+        409: openapi.error(
+            "The sign-in cannot start: the connection does not sign in with OAuth, no OAuth client is configured, "
+            "the provider names no authorization server, or the card is closed"
+        ),
+    },
 )
 def start_json(connection_id: str) -> ResponseReturnValue:
     """JSON start for the task card: `{interactionId?}` -> `{authorizationUrl}` (opened in a popup)."""
     connection, membership, app_definition = _connection_and_app(connection_id)
     body = parse_body(StartBody)
     interaction_id = _card_id(connection, body.interactionId)
-    url = _start_authorization(membership, connection, app_definition, interaction_id)
+    try:
+        url = _start_authorization(membership, connection, app_definition, interaction_id)
+    except Unprocessable as err:
+        # Each refusal is about state, never the body: the connection does not sign in with OAuth, the operator
+        # configured no client, the provider names no authorization server.
+        raise Conflict(err.message) from None
     return respond(OAuthStartResponse(authorizationUrl=url))
 
 

@@ -242,7 +242,9 @@ def install_request_security(app: Flask) -> None:
         # MCP transport security: servers MUST validate Origin (DNS rebinding), before anything else.
         if request.path.startswith(TOKEN_AUTH_PREFIXES) and is_foreign_origin():
             message = "Forbidden: this Origin may not call Switchboard's agent doors"
-            return jsonify(mcp_messages.error(None, INVALID_REQUEST, message)), 403
+            if is_mcp_door():
+                return jsonify(mcp_messages.error(None, INVALID_REQUEST, message)), 403
+            return respond(ErrorResponse(error=message), 403)  # the REST runtime doors' own error shape
         return None
 
     @app.before_request

@@ -7,7 +7,7 @@ import uuid
 from sqlalchemy import false, or_, select
 
 from app.catalog.loader import get_app_versions
-from app.core.errors import Conflict, Forbidden, Unprocessable
+from app.core.errors import Conflict, Forbidden, NotFound, Unprocessable
 from app.extensions import db
 from app.models import (
     Issue,
@@ -253,7 +253,8 @@ def _access_target(
     if connection_id is not None:
         target = next((c for c in live if c.id == connection_id), None)
         if target is None:
-            raise Unprocessable(f"Connection {connection_id} does not serve {service.slug} for this run")
+            # Like any object a body names that the caller cannot see: not found.
+            raise NotFound(f"Connection {connection_id} does not serve {service.slug} for this run")
         return target
     usable = [a.connection for a in accesses if a.has_identity]
     if len(usable) == 1:
@@ -262,7 +263,7 @@ def _access_target(
         return live[0]
     if not live:
         return None
-    raise Unprocessable(SEVERAL_CONNECTIONS.format(service=service.name))
+    raise Conflict(SEVERAL_CONNECTIONS.format(service=service.name))  # the state asks for a choice
 
 
 def _request_access(

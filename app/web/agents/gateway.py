@@ -70,7 +70,7 @@ def _claims() -> dict:
 
 
 @bp.get(URL)
-@openapi.mcp_discovery("Tool gateway MCP endpoint", "gateway")
+@openapi.mcp_discovery("Tool gateway MCP endpoint", "gateway", gateway=True)
 def discovery() -> ResponseReturnValue:
     run_context.load_live_run(_claims())
     return jsonrpc.sse_probe_refused() or respond(
@@ -79,7 +79,7 @@ def discovery() -> ResponseReturnValue:
 
 
 @bp.post(URL)
-@openapi.mcp_rpc("Tool gateway MCP endpoint", "gateway")
+@openapi.mcp_rpc("Tool gateway MCP endpoint", "gateway", gateway=True)
 def rpc() -> ResponseReturnValue:
     claims = _claims()
     unknown_session = sessions.check(claims["run_id"])

@@ -12,15 +12,18 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, has_app_context
 from flask.typing import ResponseReturnValue
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
-from pydantic import BaseModel, Field, StringConstraints, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, ValidationError, field_validator
+from pydantic.json_schema import JsonDict, JsonValue
 
+from app.catalog.loader import list_apps
 from app.core import mcp_versions
 from app.core.errors import ServiceError, ValidationFailed
 from app.core.mcp_messages import tool_error, tool_result
 from app.extensions import db
+from app.services.intents import service as intents_service
 from app.services.runs import runtime_tools as descriptor
 from app.services.runtime import context
 from app.services.runtime import request as runtime_tools_request
@@ -29,6 +32,7 @@ from app.web.agents import jsonrpc
 from app.web.api.validation import Omittable, StrictBody, parse_body
 from app.web.openapi import operations as openapi
 from app.web.openapi.responses import DescribedService, McpDiscoveryResponse, ServiceState, respond
+from app.web.openapi.schemas import BLANK_AT_AN_END, exact_text_pattern
 from app.web.security import request_run_claims
 
 bp = Blueprint("runtime", __name__)
@@ -38,16 +42,57 @@ class SearchBody(StrictBody):
     query: Annotated[str, StringConstraints(max_length=descriptor.QUERY_MAX_LENGTH)] = ""
 
 
-ToolName = Annotated[str, StringConstraints(min_length=1, max_length=descriptor.TOOL_NAME_MAX_LENGTH)]
+def _no_blanks_around(value: str) -> str:
+    # Names are compared as sent (they must be unique, and the document says `uniqueItems`), so they are not
+    # trimmed: blanks around a name are refused rather than trimmed into a duplicate.
+    if BLANK_AT_AN_END.search(value):
+        raise ValueError("A tool name has no blanks around it")
+    return value
+
+
+def _exact_tool_name(schema: JsonDict) -> None:
+    schema.pop("minLength", None)
+    schema.pop("maxLength", None)
+    schema["pattern"] = exact_text_pattern(1, descriptor.TOOL_NAME_MAX_LENGTH)
+
+
+ToolName = Annotated[
+    str,
+    StringConstraints(strip_whitespace=False, min_length=1, max_length=descriptor.TOOL_NAME_MAX_LENGTH),
+    AfterValidator(_no_blanks_around),
+    Field(json_schema_extra=_exact_tool_name),
+]
+
+
+def _offered_services(schema: JsonDict) -> None:
+    """The document lists the catalog's services (those with a connection method): any other name is 422, "not
+    available". A configured connection's `connection:<id>` is accepted too but not listed (a company's own ids)."""
+    if has_app_context():
+        slugs = sorted(
+            app.slug for app in list_apps() if app.methods and intents_service.is_catalog_slug(app.slug)
+        )
+        schema["enum"] = list[JsonValue](slugs)
 
 
 class RequestBody(StrictBody):
-    service: Annotated[str, StringConstraints(min_length=1, max_length=descriptor.SERVICE_MAX_LENGTH)]
+    service: Annotated[str, StringConstraints(min_length=1, max_length=descriptor.SERVICE_MAX_LENGTH)] = (
+        Field(
+            description="A service from connections_search: a catalog slug, or `connection:<id>` of a configured "
+            "connection the run may see",
+            json_schema_extra=_offered_services,
+        )
+    )
     # An access request: an existing connection of the service, and the tools the agent needs (unique).
     connectionId: uuid.UUID | None = Omittable()
-    toolNames: Annotated[list[ToolName], Field(min_length=1, max_length=descriptor.TOOL_NAMES_MAX)] | None = (
-        Omittable()
-    )
+    toolNames: (
+        Annotated[
+            list[ToolName],
+            Field(
+                min_length=1, max_length=descriptor.TOOL_NAMES_MAX, json_schema_extra={"uniqueItems": True}
+            ),
+        ]
+        | None
+    ) = Omittable()
 
     @field_validator("toolNames")
     @classmethod

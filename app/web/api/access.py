@@ -25,6 +25,7 @@ from app.web.openapi.operations import (
     BAD_BODY,
     BOARD_WRITE,
     NOT_FOUND,
+    THROTTLED,
     TOO_LARGE,
     UNAUTHENTICATED,
     Answer,
@@ -190,6 +191,7 @@ def explain_tool_access(connection_id: str, agent_id: str, tool_name: str) -> Re
         401: UNAUTHENTICATED,
         404: NOT_FOUND,
         413: TOO_LARGE,
+        429: THROTTLED,
     },
 )
 def dry_run(connection_id: str) -> ResponseReturnValue:

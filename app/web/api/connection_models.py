@@ -5,12 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from app.models import ToolConnection
 from app.services.access.effective import tools_with_policies
 from app.services.connections.audience import Audience, audience_of
-from app.web.api.validation import Omittable, StrictBody
+from app.services.connections.instructions import INSTRUCTIONS_MAX_LENGTH
+from app.web.api.validation import Omittable, StrictBody, WholeNumber
 
 # --- request bodies --------------------------------------------------------------------------------------------
 
@@ -30,19 +31,20 @@ class AudienceBody(BaseModel):
 
 
 class TemplateRefBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    id: str
-    version: StrictInt
+    id: Annotated[str, StringConstraints(min_length=1, max_length=160)]
+    version: WholeNumber = Field(gt=0)
 
 
 class InstructionsBody(BaseModel):
-    """Shape check only; the instructions service owns the rules (trimming, 1-2000 characters)."""
+    """The rules of a saved setting (`services.connections.instructions.InstructionsSetting`, which checks them
+    again): trimmed text of 1-2000 characters."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     enabled: StrictBool
-    text: str = Field(max_length=20000)
+    text: Annotated[str, StringConstraints(min_length=1, max_length=INSTRUCTIONS_MAX_LENGTH)]
     template: TemplateRefBody | None = None
 
 
@@ -75,7 +77,7 @@ class PatchBody(StrictBody):
     # At least one field (the service refuses an empty change); said here so the document says it too.
     model_config = ConfigDict(json_schema_extra={"minProperties": 1})
 
-    name: Annotated[str, StringConstraints(max_length=200)] = Omittable()
+    name: Annotated[str, StringConstraints(min_length=1, max_length=200)] = Omittable()
     enabled: StrictBool = Omittable()
     agentInstructions: InstructionsBody | None = None
     methodConfig: dict[str, ConfigValue] = Omittable(max_length=50)

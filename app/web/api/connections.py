@@ -29,13 +29,13 @@ from app.web.api.connection_models import (
     FinishBody,
     PatchBody,
 )
-from app.web.api.validation import parse_body
+from app.web.api.validation import conflicts_with_state, parse_body
 from app.web.context import load_scoped, membership_for, parse_uuid
 from app.web.openapi.operations import (
     BOARD_WRITE,
-    NOT_FOUND,
     SETUP_REFUSED,
-    UNAUTHENTICATED,
+    STATE_CONFLICT,
+    WRITE_ANSWERS,
     Answer,
     board_read,
     board_write,
@@ -71,47 +71,48 @@ THE_CONNECTION = {200: Answer("The connection", (ConnectionResponse,))}
     "connections",
     ConnectBody,
     {201: Answer("The connection", (ConnectionResponse,))},
-    {422: SETUP_REFUSED},
+    {409: STATE_CONFLICT, 422: SETUP_REFUSED},
 )
 def connect_app(company_id: str) -> ResponseReturnValue:
     membership = membership_for(parse_uuid(company_id))
     body = parse_body(ConnectBody)
-    app_definition = _app_or_404(body.appSlug)
-    card = _card_for_draft(body.interactionId, membership)
-    connection = start_connection(
-        membership,
-        app_definition,
-        method_key=body.methodKey,
-        identity=body.identity,
-        name=body.name,
-        method_config=body.methodConfig,
-        audience=intent_setup.NO_AUDIENCE if card else (body.audience or AudienceBody()).to_audience(),
-        agent_instructions=_instructions_arg(body),
-    )
-    if card is not None:
-        requester = resolution.requester_of(card)
-        audience = (
-            body.audience.to_audience()
-            if body.audience
-            else Audience(False, (requester,) if requester is not None else ())
+    with conflicts_with_state():
+        app_definition = _app_or_404(body.appSlug)
+        card = _card_for_draft(body.interactionId, membership)
+        connection = start_connection(
+            membership,
+            app_definition,
+            method_key=body.methodKey,
+            identity=body.identity,
+            name=body.name,
+            method_config=body.methodConfig,
+            audience=intent_setup.NO_AUDIENCE if card else (body.audience or AudienceBody()).to_audience(),
+            agent_instructions=_instructions_arg(body),
         )
-        intent_setup.save_card_audience(card.id, membership, connection, audience)
-    commit_point(Reason.DRAFT_BEFORE_VERIFY)
-    if body.credentials:
-        try:
-            resolved = intent_setup.finish_setup(
-                membership, connection, app_definition, credentials=body.credentials
+        if card is not None:
+            requester = resolution.requester_of(card)
+            audience = (
+                body.audience.to_audience()
+                if body.audience
+                else Audience(False, (requester,) if requester is not None else ())
             )
-        except ProviderRefused as err:
-            db.session.rollback()
-            intent_setup.setup_refused(membership, connection, err)
-            commit_point(Reason.SETUP_FAILURE_RECORDED)
-            return respond(ConnectRefusedResponse(error=err.message, connectionId=connection.id), 422)
-        except intent_setup.CardCompletionFailed as err:
-            return _card_refused(err, connection, membership)
-        if resolved is not None:
-            after_commit(lambda: deliver_continuation(resolved.id))
-    return respond(ConnectionResponse.of(connection), 201)
+            intent_setup.save_card_audience(card.id, membership, connection, audience)
+        commit_point(Reason.DRAFT_BEFORE_VERIFY)
+        if body.credentials:
+            try:
+                resolved = intent_setup.finish_setup(
+                    membership, connection, app_definition, credentials=body.credentials
+                )
+            except ProviderRefused as err:
+                db.session.rollback()
+                intent_setup.setup_refused(membership, connection, err)
+                commit_point(Reason.SETUP_FAILURE_RECORDED)
+                return respond(ConnectRefusedResponse(error=err.message, connectionId=connection.id), 422)
+            except intent_setup.CardCompletionFailed as err:
+                return _card_refused(err, connection, membership)
+            if resolved is not None:
+                after_commit(lambda: deliver_continuation(resolved.id))
+        return respond(ConnectionResponse.of(connection), 201)
 
 
 def _card_for_draft(interaction_id: uuid.UUID | None, membership: Membership) -> ThreadInteraction | None:
@@ -140,22 +141,25 @@ def _card_refused(
 
 
 @bp.post("/companies/<company_id>/tools/apps/<connection_id>/finish")
-@board_write("Finish or reconnect a connection", "connections", FinishBody, THE_CONNECTION)
+@board_write(
+    "Finish or reconnect a connection", "connections", FinishBody, THE_CONNECTION, {409: STATE_CONFLICT}
+)
 def finish_app(company_id: str, connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
     if connection.company_id != parse_uuid(company_id):
         abort(404)
     body = parse_body(FinishBody)
     try:
-        resolved = intent_setup.finish_setup(
-            membership,
-            connection,
-            _app_or_404(connection.app_slug),
-            credentials=body.credentials,
-            method_config=body.methodConfig if "methodConfig" in body.model_fields_set else UNSET,
-            audience=body.audience.to_audience() if body.audience is not None else UNSET,
-            agent_instructions=_instructions_arg(body),
-        )
+        with conflicts_with_state():
+            resolved = intent_setup.finish_setup(
+                membership,
+                connection,
+                _app_or_404(connection.app_slug),
+                credentials=body.credentials,
+                method_config=body.methodConfig if "methodConfig" in body.model_fields_set else UNSET,
+                audience=body.audience.to_audience() if body.audience is not None else UNSET,
+                agent_instructions=_instructions_arg(body),
+            )
     except ProviderRefused as err:
         db.session.rollback()
         intent_setup.setup_refused(membership, connection, err)
@@ -174,6 +178,7 @@ def finish_app(company_id: str, connection_id: str) -> ResponseReturnValue:
     "connections",
     PatchBody,
     THE_CONNECTION,
+    {409: STATE_CONFLICT},
 )
 def patch_connection(connection_id: str) -> ResponseReturnValue:
     connection, membership = load_scoped(ToolConnection, connection_id)
@@ -183,17 +188,18 @@ def patch_connection(connection_id: str) -> ResponseReturnValue:
     def arg(name: str, value: Any) -> Any:
         return value if name in sent else UNSET
 
-    update_connection(
-        membership,
-        connection,
-        get_app(connection.app_slug),
-        name=arg("name", body.name),
-        enabled=arg("enabled", body.enabled),
-        agent_instructions=_instructions_arg(body),
-        method_config=arg("methodConfig", body.methodConfig),
-        audience=body.audience.to_audience() if body.audience is not None else UNSET,
-        tool_policies=arg("toolPolicies", body.toolPolicies),
-    )
+    with conflicts_with_state():
+        update_connection(
+            membership,
+            connection,
+            get_app(connection.app_slug),
+            name=arg("name", body.name),
+            enabled=arg("enabled", body.enabled),
+            agent_instructions=_instructions_arg(body),
+            method_config=arg("methodConfig", body.methodConfig),
+            audience=body.audience.to_audience() if body.audience is not None else UNSET,
+            tool_policies=arg("toolPolicies", body.toolPolicies),
+        )
     return respond(ConnectionResponse.of(connection))
 
 
@@ -225,9 +231,8 @@ def get_connection(connection_id: str) -> ResponseReturnValue:
     security=BOARD_WRITE,
     responses={
         204: Answer("Deleted; no body"),
-        401: UNAUTHENTICATED,
+        **{status: answer for status, answer in WRITE_ANSWERS.items() if status != 422},
         403: error("The caller may not configure this connection (its creator or a connection manager can)"),
-        404: NOT_FOUND,
         409: error("Deleting is not allowed now: tool approval requests for it still wait for an answer"),
     },
 )

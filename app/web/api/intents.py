@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
-from pydantic import BaseModel, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.json_schema import JsonDict
 
 from app.core.errors import Forbidden, NotFound
 from app.extensions import db
@@ -22,8 +23,7 @@ from app.web.api.validation import StrictBody, parse_body
 from app.web.context import membership_for, parse_uuid
 from app.web.openapi.operations import (
     BOARD_READ,
-    NOT_FOUND,
-    UNAUTHENTICATED,
+    READ_ANSWERS,
     Answer,
     board_write,
     documented,
@@ -34,8 +34,16 @@ from app.web.unit_of_work import after_commit
 from app.workers.continuations import deliver as deliver_continuation
 
 
+def _phase_rule(schema: JsonDict) -> None:
+    """What the card accepts; the model takes any text so that other values get the contract's 422 message."""
+    schema.clear()
+    schema.update({"enum": list(intents_card.PHASES), "type": "string"})
+
+
 class PhaseBody(StrictBody):
-    phase: str | None = None
+    model_config = ConfigDict(json_schema_extra={"required": ["phase"]})
+
+    phase: str | None = Field(default=None, json_schema_extra=_phase_rule)
 
 
 class CompleteBody(StrictBody):
@@ -130,9 +138,8 @@ def _addressed_intent(interaction_id: str) -> ThreadInteraction:
     security=BOARD_READ,
     responses={
         200: Answer("Setup options", (SetupOptionsResponse,)),
-        401: UNAUTHENTICATED,
+        **READ_ANSWERS,
         403: error("The card is addressed to someone else"),
-        404: NOT_FOUND,
     },
 )
 def intent_setup_options(interaction_id: str) -> ResponseReturnValue:

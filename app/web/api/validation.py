@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
 
 from flask import request
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
 
 from app.core.errors import ValidationFailed
 from app.web.json_body import EMPTY, NOT_JSON_MESSAGE, BodyNotJson, read_json_body
@@ -22,6 +24,15 @@ class StrictBody(BaseModel):
 
 
 BodyValidationError = ValidationFailed
+
+
+def _whole_number(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# An integer as JSON means it: `3` or `3.0` (the same number; JSON Schema's `integer` allows both), never `"3"`,
+# `true` or `3.5`.
+WholeNumber = Annotated[int, BeforeValidator(_whole_number), Strict()]
 
 
 def _without_default(schema: dict) -> None:
@@ -62,5 +73,17 @@ def parse_body(model: type[ModelT]) -> ModelT:
 
 def validation_error_response(err: BodyValidationError) -> ResponseReturnValue:
     return respond(
-        ValidationErrorResponse.model_validate({"error": "Validation error", "details": err.details}), 400
+        ValidationErrorResponse.model_validate({"error": "Validation error", "details": err.details}),
+        err.status,
     )
+
+
+@contextmanager
+def conflicts_with_state() -> Iterator[None]:
+    """Around a service that checks a body's values against the state they are for (an app's method fields, a
+    connection's tools, the company's agents and connection names): the body already passed `parse_body`, the rules
+    the document states, so such a refusal is a conflict with that state, 409 with the same details."""
+    try:
+        yield
+    except ValidationFailed as err:
+        raise ValidationFailed(err.details, status=409) from None

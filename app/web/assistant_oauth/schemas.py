@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from app.web.openapi.operations import PUBLIC, Answer, documented
+from app.web.openapi.operations import PUBLIC, RETRY_AFTER, Answer, documented
 
 ViewT = TypeVar("ViewT", bound=Callable)
 TAG = "assistant-oauth"
@@ -123,8 +123,8 @@ REGISTER = documented(
     responses={
         201: Answer("The registered client", (ClientRegistration,)),
         400: Answer("`invalid_redirect_uri` or `invalid_client_metadata` (or plain HTTP)", (OAuthError,)),
-        429: Answer("Too many registrations from this address (with Retry-After)", (OAuthError,)),
-        503: Answer("The registration counter cannot be reached (with Retry-After)", (OAuthError,)),
+        429: Answer("Too many registrations from this address", (OAuthError,), RETRY_AFTER),
+        503: Answer("The registration counter cannot be reached", (OAuthError,), RETRY_AFTER),
     },
 )
 AUTHORIZE = documented(

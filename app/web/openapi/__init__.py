@@ -6,7 +6,7 @@ class the view passes to `parse_body`; the response models are the classes it an
 `responses.respond`. So the document cannot say one thing while the route does another, and
 `tests/test_openapi.py` fails when a JSON route (under `/api/`, `/runtime-tools/`, `/mcp/`) carries no `Doc`.
 
-The JSON-RPC models (`JsonRpcRequest`, `JsonRpcResponse`) describe the MCP doors' messages, which are parsed by
+The JSON-RPC models (`JsonRpcBody`, `JsonRpcResponse`) describe the MCP doors' messages, which are parsed by
 hand and built from the SDK's own types (`app.core.mcp_messages`).
 
 Modules: `operations` (the `Doc` decorators, security schemes, the answers views share), `responses` (the shared

@@ -11,8 +11,17 @@ from pydantic.json_schema import models_json_schema
 from werkzeug.routing import Rule
 
 from app.extensions import current_app_object
-from app.web.openapi.operations import PUBLIC, SECURITY_SCHEMES, Answer, Operation, doc_of, documented
+from app.web.openapi.operations import (
+    ANY_REQUEST_ANSWERS,
+    PUBLIC,
+    SECURITY_SCHEMES,
+    Answer,
+    Operation,
+    doc_of,
+    documented,
+)
 from app.web.openapi.responses import OpenApiDocument
+from app.web.openapi.schemas import JSON_VALUE, RequestBodySchema, json_value_schema, with_json_values
 
 bp = Blueprint("openapi", __name__)
 
@@ -54,10 +63,24 @@ def _content(answer: Answer, refs: dict) -> dict | None:
         return None
     schemas = [refs[(m, "serialization")] for m in answer.models]
     schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
-    return {"application/json": {"schema": schema}}
+    content: dict = {"application/json": {"schema": schema}}
+    if answer.streams:
+        content["text/event-stream"] = {
+            "schema": {"type": "string", "description": "Progress events, then the answer"}
+        }
+    return content
 
 
-def _operation_object(op: Operation, refs: dict) -> dict:
+def body_is_required(schema: dict) -> bool:
+    """A door reads no body as `{}` (`parse_body`), or refuses it (the MCP doors): a body is required unless the
+    schema is an object's that allows `{}`."""
+    allows_empty = (
+        schema.get("type") == "object" and not schema.get("required") and not schema.get("minProperties")
+    )
+    return not allows_empty
+
+
+def _operation_object(op: Operation, refs: dict, schemas: dict) -> dict:
     names = _PATH_PARAM.findall(op.path)
     doc = op.doc
     result: dict = {
@@ -75,13 +98,14 @@ def _operation_object(op: Operation, refs: dict) -> dict:
             for name in names
         ]
     if op.body is not None:
-        required = any(f.is_required() for f in op.body.model_fields.values())
         result["requestBody"] = {
-            "required": required,
-            "content": {"application/json": {"schema": refs[(op.body, "validation")]}},
+            "required": body_is_required(schemas[op.body.__name__]),
+            "content": {"application/json": {"schema": with_json_values(refs[(op.body, "validation")])}},
         }
     for status, answer in sorted(doc.responses.items()):
         response: dict = {"description": answer.description}
+        if answer.headers:
+            response["headers"] = answer.headers
         content = _content(answer, refs)
         if content is not None:
             response["content"] = content
@@ -101,10 +125,15 @@ def build_document(
         for answer in op.doc.responses.values():
             for model in answer.models:
                 wanted[(model, "serialization")] = None
-    refs, top = models_json_schema(list(wanted), ref_template="#/components/schemas/{model}")
+    refs, top = models_json_schema(
+        list(wanted), ref_template="#/components/schemas/{model}", schema_generator=RequestBodySchema
+    )
+    schemas = with_json_values(top.get("$defs", {}))
+    if any(mode == "validation" for _model, mode in wanted):
+        schemas[JSON_VALUE] = json_value_schema()
     paths: dict = {}
     for op in operations:
-        paths.setdefault(op.path, {})[op.method] = _operation_object(op, refs)
+        paths.setdefault(op.path, {})[op.method] = _operation_object(op, refs, schemas)
     document: dict = {
         "openapi": OPENAPI_VERSION,
         "info": {
@@ -113,11 +142,14 @@ def build_document(
             "description": (
                 "Board API (session cookie + X-CSRFToken, or a bearer API key), runtime tools for agents (a bearer "
                 'run token) and their MCP endpoints. Errors are `{"error": "..."}`; validation failures are 400 '
-                '`{"error": "Validation error", "details": [...]}`.'
+                '`{"error": "Validation error", "details": [...]}`; values that do not fit the state they are for '
+                "(an app's method, a connection's tools, the company's agents) are 409 with the same details. A path "
+                "no route serves under `/api/`, `/runtime-tools/`, `/mcp/` or `/.well-known/` answers a JSON 404 "
+                '`{"error": "Not found"}`.'
             ),
         },
         "paths": paths,
-        "components": {"schemas": top.get("$defs", {}), "securitySchemes": SECURITY_SCHEMES},
+        "components": {"schemas": dict(sorted(schemas.items())), "securitySchemes": SECURITY_SCHEMES},
     }
     if server_url:
         document["servers"] = [{"url": server_url}]
@@ -129,7 +161,7 @@ def build_document(
     "This document",
     tag="meta",
     security=PUBLIC,
-    responses={200: Answer("The OpenAPI 3.1 document", (OpenApiDocument,))},
+    responses={200: Answer("The OpenAPI 3.1 document", (OpenApiDocument,)), **ANY_REQUEST_ANSWERS},
 )
 def openapi_document() -> ResponseReturnValue:
     app = current_app_object()

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from flask import Response, jsonify
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, RootModel, WithJsonSchema
 from pydantic.json_schema import JsonDict
 
 from app.models.base import as_utc
@@ -84,6 +84,7 @@ class ValidationErrorResponse(BaseModel):
 
 
 # --- MCP endpoints ---------------------------------------------------------------------------------------------
+# The doors parse JSON-RPC by hand (`app.web.agents.jsonrpc`): these models document what they read and send.
 
 
 def _drop_default(schema: JsonDict) -> None:
@@ -91,24 +92,60 @@ def _drop_default(schema: JsonDict) -> None:
 
 
 class JsonRpcRequest(BaseModel):
-    """One JSON-RPC 2.0 message: a request (`method` and `id`), a notification (`method`, no `id`), or the client's
-    response to a server request (no `method`). The endpoint parses it by hand (a body that is not JSON, or nested
-    deeper than 64 levels, is 400 `-32700`; a batch, a non-object or a `method` that is not a string is 400 `-32600`;
-    `params` that are neither an object nor null are 400 `-32602`), so this model documents the shape rather than
-    validating it. Messages without a `method`, and notifications, are answered 202 with no body."""
+    """A request (`method` and `id`, which may be null) or a notification (`method`, no `id`). Notifications, and
+    any method under `notifications/`, are answered 202 with no body. Other keys are ignored."""
 
     model_config = ConfigDict(extra="allow")
 
-    jsonrpc: Any = Field(default="2.0", description='`"2.0"` (not checked)')
-    id: Any = Field(default=None, description="Echoed in the answer; absent for notifications")
-    # Documented as a string (the schema drops the default); None only stands for "absent" in a client's response.
-    method: str = Field(  # type: ignore[assignment]
+    jsonrpc: Any = Field(default="2.0", description='`"2.0"` (not checked)', json_schema_extra=_drop_default)
+    id: Any = Field(
         default=None,
-        description="`initialize`, `ping`, `tools/list`, `tools/call`, `notifications/...`, or any other name "
-        "(404 `-32601`); absent in a response from the client",
+        description="Echoed in the answer; absent for notifications",
         json_schema_extra=_drop_default,
     )
+    method: str = Field(
+        description="`initialize`, `ping`, `tools/list`, `tools/call`, `notifications/...`, or any other name "
+        "(answered with `-32601`)"
+    )
     params: dict[str, Any] | None = None
+
+
+class JsonRpcClientMessage(BaseModel):
+    """A message without `method`: the client's response to a server request (`id` with `result` or `error`), or
+    a message without `id`. Answered 202 with no body. A message with `id` and neither `result` nor `error` is
+    400 `-32600`."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "not": {"required": ["method"]},
+            "anyOf": [{"not": {"required": ["id"]}}, {"required": ["result"]}, {"required": ["error"]}],
+        },
+    )
+
+    jsonrpc: Any = Field(default="2.0", description='`"2.0"` (not checked)', json_schema_extra=_drop_default)
+    id: Any = Field(default=None, json_schema_extra=_drop_default)
+    result: Any = Field(default=None, json_schema_extra=_drop_default)
+    error: Any = Field(default=None, json_schema_extra=_drop_default)
+
+
+JsonRpcBatch = Annotated[
+    list[Any],
+    Field(
+        min_length=1,
+        description="A batch (revision 2025-03-26): each entry is answered as one message would be, in an array "
+        "(an entry that is not a message gets an error entry; notifications get none); a batch of notifications "
+        "only is answered 202 with no body",
+    ),
+]
+
+
+class JsonRpcBody(RootModel[JsonRpcRequest | JsonRpcClientMessage | JsonRpcBatch]):
+    """What an MCP door reads: one JSON-RPC message, or a batch of them. Anything else is refused: a body that is
+    not JSON, or nested deeper than 64 levels, is 400 `-32700`; a message that is not an object, a `method` that is
+    not a string, an empty batch, or an `id` without `method`, `result` or `error` is 400 `-32600`; `params` that
+    are neither an object nor null are 400 `-32602`; text with a NUL character or a lone UTF-16 surrogate anywhere
+    is 400 `-32602`."""
 
 
 class JsonRpcError(BaseModel):
@@ -119,12 +156,17 @@ class JsonRpcError(BaseModel):
 
 class JsonRpcResponse(BaseModel):
     """A result, or an error object (`-32700` parse, `-32600` invalid request, `-32601` unknown method or tool,
-    `-32602` invalid params). Tool failures the agent should read are results with `isError: true`."""
+    `-32602` invalid params, `-32001` not authorized on the gateway). Tool failures the agent should read are results
+    with `isError: true`."""
 
     jsonrpc: Literal["2.0"]
     id: Any = None
     result: dict[str, Any] | None = None
     error: JsonRpcError | None = None
+
+
+class JsonRpcBatchResponse(RootModel[list[JsonRpcResponse]]):
+    """The answers to a batch, one per entry that is not a notification."""
 
 
 class McpDiscoveryResponse(BaseModel):

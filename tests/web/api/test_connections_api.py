@@ -76,11 +76,12 @@ def test_refused_key_keeps_the_draft_and_stores_nothing_usable(client, db, acme,
     assert finish.json["status"] == "active"
 
 
-def test_missing_required_workspace_is_a_validation_error(client, acme, providers):
+def test_missing_required_workspace_conflicts_with_the_apps_method(client, acme, providers):
+    # The body is one the document allows; the app's connection method asks for more: 409, the field named.
     company, owner, *_ = acme
     token = sign_in(client, owner)
     response = connect_honcho(client, token, company, workspace=None)
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json["error"] == "Validation error"
     assert ["methodConfig", "workspaceId"] in [d["loc"] for d in response.json["details"]]
 
@@ -334,7 +335,10 @@ def test_narrowing_the_audience_removes_installs(client, db, make, acme, provide
         url,
         {"audience": {"allAgents": False, "agentIds": [str(other_company_agent.id)]}},
     )
-    assert refused.status_code == 400
+    assert refused.status_code == 409  # an agent the company does not have: a conflict with its state
+    assert refused.json["details"] == [
+        {"loc": ["audience", "agentIds"], "msg": "Choose agents of this company", "type": "value_error"}
+    ]
     cleared = api(client, token, "PATCH", url, {"audience": {"allAgents": False, "agentIds": []}})
     assert cleared.json["audience"] == {"allAgents": False, "agentIds": []}
     assert db.session.scalars(select(ConnectionInstall)).all() == []

@@ -14,13 +14,14 @@ import jsonschema
 import pytest
 import schemathesis
 from flask import Flask
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from schemathesis.specs.openapi.definitions import OPENAPI_31
 
 from app import register_blueprints
 from app.web.api.validation import StrictBody
 from app.web.openapi import document as openapi_document
 from app.web.openapi import responses as openapi_responses
+from app.web.openapi.schemas import RequestBodySchema, with_json_values
 
 DOC_URL = "/api/openapi.json"
 # The OAuth doors MCP clients use (issue 29): public (the client authenticates in the body, if at all), except the
@@ -183,8 +184,8 @@ def _operations_with_bodies():
 
 
 def _route_validated_bodies():
-    # MCP endpoints parse JSON-RPC by hand: their JsonRpcRequest model documents the message shape only.
-    return [op for op in _operations_with_bodies() if op.body is not openapi_responses.JsonRpcRequest]
+    # MCP endpoints parse JSON-RPC by hand: their JsonRpcBody model documents the message shape only.
+    return [op for op in _operations_with_bodies() if op.body is not openapi_responses.JsonRpcBody]
 
 
 @pytest.mark.parametrize("op", _route_validated_bodies(), ids=lambda op: op.endpoint)
@@ -195,31 +196,113 @@ def test_request_body_is_the_model_the_route_validates_with(app, document, op):
 
     body = document["paths"][op.path][op.method]["requestBody"]
     schema = _resolve(document, body["content"]["application/json"]["schema"])
-    expected = op.body.model_json_schema(ref_template="#/components/schemas/{model}")
+    expected = with_json_values(
+        op.body.model_json_schema(
+            ref_template="#/components/schemas/{model}", schema_generator=RequestBodySchema
+        )
+    )
     expected.pop("$defs", None)
     assert schema == expected
     assert schema["additionalProperties"] is False  # unknown keys are refused, and the document says so
-    assert body["required"] == bool(expected.get("required"))
+    assert body["required"] == bool(expected.get("required") or expected.get("minProperties"))
+
+
+def _valid(document: dict, name: str, value) -> bool:
+    schema = {**document["components"]["schemas"][name], "components": document["components"]}
+    return jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+def _field_valid(document: dict, name: str, field: str, value) -> bool:
+    schema = {
+        **document["components"]["schemas"][name]["properties"][field],
+        "components": document["components"],
+    }
+    return jsonschema.Draft202012Validator(schema).is_valid(value)
 
 
 def test_strict_bodies_keep_their_constraints(document):
     schemas = document["components"]["schemas"]
     assert schemas["ConnectBody"]["required"] == ["appSlug"]
-    assert schemas["ConnectBody"]["properties"]["appSlug"]["maxLength"] == 80
-    assert schemas["CommentBody"]["properties"]["body"] == {
-        "maxLength": 20000,
-        "minLength": 1,
-        "title": "Body",
-        "type": "string",
-    }
-    assert schemas["SearchBody"]["properties"]["query"]["maxLength"] == 200
+    # Trimmed strings: the limits count the trimmed text, blanks around it are allowed.
+    for text, valid in [("a" * 80, True), ("  " + "a" * 80 + "\n", True), ("a" * 81, False), (" ", False)]:
+        assert _field_valid(document, "ConnectBody", "appSlug", text) is valid, text
+    for text, valid in [("x", True), (" x\t", True), ("\u000b", False), ("", False), ("a" * 20001, False)]:
+        assert _field_valid(document, "CommentBody", "body", text) is valid, text
+    assert _field_valid(document, "CommentBody", "body", " " + "a" * 20000 + " ")
+    for text, valid in [("", True), ("a" * 200, True), ("a" * 201, False), ("no\u0000nul", False)]:
+        assert _field_valid(document, "SearchBody", "query", text) is valid, text
     assert schemas["RequestBody"]["required"] == ["service"]
     assert schemas["CompleteBody"]["properties"]["connectionId"]["format"] == "uuid"
     tool_policies = schemas["PatchBody"]["properties"]["toolPolicies"]
     assert tool_policies["type"] == "object" and "anyOf" not in tool_policies  # a map, never null
     assert tool_policies["additionalProperties"]["enum"] == ["allow", "ask_first", "block"]
+    assert _valid(document, "PatchBody", {"toolPolicies": {"search": "allow"}})
+    assert not _valid(document, "PatchBody", {"toolPolicies": {"se\u0000arch": "allow"}})  # keys too
+    assert not _valid(document, "PatchBody", {})  # at least one field
     for name in ("ConnectBody", "FinishBody", "PatchBody", "CommentBody", "SearchBody", "RequestBody"):
         assert schemas[name]["additionalProperties"] is False, name
+
+
+def test_a_phase_is_one_the_card_accepts(document):
+    assert _valid(document, "PhaseBody", {"phase": "authorizing"})
+    assert not _valid(document, "PhaseBody", {})
+    assert not _valid(document, "PhaseBody", {"phase": "bogus"})
+    operation = document["paths"]["/api/connection-intents/{interaction_id}/phase"]["post"]
+    assert operation["requestBody"]["required"] is True
+
+
+def test_a_free_form_value_is_any_json_without_unstorable_text(document):
+    for value in [None, 1, 2.5, True, "text", [], {"a": [{"b": "c"}]}]:
+        assert _valid(document, "JsonValue", value), value
+    for value in ["a\u0000", ["\u0000"], {"k\u0000": 1}, {"a": {"b": ["\u0000"]}}]:
+        assert not _valid(document, "JsonValue", value), value
+
+
+def test_the_mcp_body_is_a_message_or_a_batch(document):
+    def valid(body) -> bool:
+        return _valid(document, "JsonRpcBody", body)
+
+    assert valid({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert valid({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert valid({"jsonrpc": "2.0", "id": 7, "result": {}})  # the client's response: 202
+    assert valid({"jsonrpc": "2.0"})  # no method and no id: 202
+    assert valid([{"jsonrpc": "2.0", "id": 1, "method": "ping"}, 5])  # a batch: each entry answered
+    for refused in [
+        [],
+        5,
+        "ping",
+        {"id": 1},
+        {"id": 1, "method": 5},
+        {"id": 1, "method": "ping", "params": []},
+        {"id": 1, "method": "p\u0000ing"},
+    ]:
+        assert not valid(refused), refused
+    for path in ("/mcp/runtime-tools", "/mcp/gateway"):
+        operation = document["paths"][path]["post"]
+        assert operation["requestBody"]["required"] is True
+        ok = operation["responses"]["200"]["content"]["application/json"]["schema"]["anyOf"]
+        assert {v["$ref"].rsplit("/", 1)[-1] for v in ok} == {"JsonRpcResponse", "JsonRpcBatchResponse"}
+        assert "content" not in operation["responses"]["202"]
+
+
+def test_refusals_say_their_headers(document):
+    for path, method, operation in _operations(document):
+        responses = operation["responses"]
+        if path == DOC_URL:
+            continue
+        if path in OAUTH_PUBLIC or path == "/authorize":
+            # Outside the guessing throttle; only registration is throttled (its own count), and says so.
+            assert ("429" in responses) is (path == "/register"), (method, path)
+            if "429" in responses:
+                assert responses["429"]["headers"]["Retry-After"]["required"] is True, (method, path)
+            continue
+        assert responses["429"]["headers"]["Retry-After"]["required"] is True, (method, path)
+        if "413" in responses:
+            assert responses["413"]["headers"]["Connection"]["schema"] == {"const": "close"}, (method, path)
+        challenge = responses["401"].get("headers", {}).get("WWW-Authenticate")
+        assert (challenge is not None) is path.startswith(("/mcp/", "/runtime-tools/")), (method, path)
+        if "405" in responses:
+            assert responses["405"]["headers"]["Allow"]["schema"] == {"const": "POST"}
 
 
 def test_route_bodies_subclass_strict_body():
@@ -250,3 +333,16 @@ def test_validation_error_conforms_to_the_documented_shape(client, make, documen
     }
     jsonschema.validate(response.json, schema)
     assert response.json["details"][0]["loc"] == ["bogus"]
+
+
+def test_an_integer_is_a_json_integer(document):
+    """The document's `integer` allows `2.0` (the same JSON number as `2`), so the door takes it too; text, booleans
+    and fractions stay refused."""
+    from app.web.api.connection_models import TemplateRefBody
+
+    assert _field_valid(document, "TemplateRefBody", "version", 2.0)
+    assert TemplateRefBody.model_validate({"id": "memory", "version": 2.0}).version == 2
+    for refused in ("2", True, 2.5, 0):
+        assert not _field_valid(document, "TemplateRefBody", "version", refused), refused
+        with pytest.raises(ValidationError):
+            TemplateRefBody.model_validate({"id": "memory", "version": refused})
