@@ -21,7 +21,7 @@ from app.models.base import as_utc, utcnow
 from app.services.assistants import clients, grants
 from app.services.assistants.server import authorization_server
 from app.services.tenancy import active_memberships
-from app.web.assistant_oauth import bp, schemas
+from app.web.assistant_oauth import bp
 from app.web.context import current_membership
 from app.web.forms import EmptyForm
 
@@ -73,7 +73,6 @@ def _page(template: str, client: AssistantClient, **extra: object) -> ResponseRe
 
 
 @bp.route("/authorize", methods=["GET", "POST"])
-@schemas.AUTHORIZE
 @login_required
 def authorize() -> ResponseReturnValue:
     server = authorization_server()

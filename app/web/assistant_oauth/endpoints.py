@@ -27,13 +27,6 @@ def insecure_transport() -> ResponseReturnValue | None:
 
 
 @bp.post("/token")
-@schemas.oauth_post(
-    "Exchange a code, a refresh token or a device code for a gateway token",
-    Answer("The tokens", (schemas.TokenAnswer,)),
-    "Grant types `authorization_code` (with the PKCE verifier), `refresh_token` (rotating; a reused one revokes "
-    "its family) and `urn:ietf:params:oauth:grant-type:device_code` (RFC 8628 polling answers "
-    "`authorization_pending`, `slow_down`, `expired_token` or `access_denied`).",
-)
 def token() -> ResponseReturnValue:
     response = insecure_transport() or authorization_server().create_token_response()
     if wants_keeping():
@@ -61,7 +54,6 @@ def registration_throttled() -> ResponseReturnValue | None:
 
 
 @bp.post("/register")
-@schemas.REGISTER
 def register() -> ResponseReturnValue:
     refused = insecure_transport() or registration_throttled()
     if refused is not None:

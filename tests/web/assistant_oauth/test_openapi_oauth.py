@@ -6,10 +6,6 @@ from __future__ import annotations
 def test_the_oauth_endpoints_are_documented(client):
     paths = client.get("/api/openapi.json").json["paths"]
     expected = {
-        ("/authorize", "get"),
-        ("/authorize", "post"),
-        ("/token", "post"),
-        ("/register", "post"),
         ("/revoke", "post"),
         ("/device_authorization", "post"),
         ("/.well-known/oauth-authorization-server", "get"),
@@ -17,8 +13,11 @@ def test_the_oauth_endpoints_are_documented(client):
         ("/.well-known/oauth-protected-resource/mcp/gateway", "get"),
     }
     assert {(p, m) for p, m in expected if m in paths.get(p, {})} == expected
-    register = paths["/register"]["post"]
-    assert register["security"] == [] and set(register["responses"]) == {"201", "400", "429", "503"}
-    token = paths["/token"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
-    assert token == {"$ref": "#/components/schemas/TokenAnswer"}
-    assert paths["/authorize"]["get"]["security"] == [{"session": []}]
+    device = paths["/device_authorization"]["post"]["responses"]["200"]["content"]["application/json"][
+        "schema"
+    ]
+    assert device == {"$ref": "#/components/schemas/DeviceAuthorization"}
+    assert paths["/revoke"]["post"]["security"] == []
+    # Not yet: /authorize (an HTML page), /token and /register (form and metadata bodies) need their bodies and
+    # answers described before the live schemathesis run (tests/system/test_schemathesis.py) accepts them.
+    assert "/token" not in paths and "/register" not in paths and "/authorize" not in paths
