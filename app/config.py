@@ -139,6 +139,11 @@ def load_config(instance_path: str) -> dict:
         # Failed authentications of any kind (passwords for any email, API keys, run tokens) per client address.
         "AUTH_ADDRESS_MAX_FAILURES": int(env.get("SWITCHBOARD_AUTH_ADDRESS_MAX_FAILURES", "30")),
         "AUTH_ADDRESS_WINDOW_SECONDS": int(env.get("SWITCHBOARD_AUTH_ADDRESS_WINDOW_SECONDS", "900")),
+        # Open dynamic client registration (`/register`, issue 29) per client address: it writes a row per call.
+        "OAUTH_REGISTRATIONS_PER_ADDRESS": int(env.get("SWITCHBOARD_OAUTH_REGISTRATIONS_PER_ADDRESS", "20")),
+        "OAUTH_REGISTRATION_WINDOW_SECONDS": int(
+            env.get("SWITCHBOARD_OAUTH_REGISTRATION_WINDOW_SECONDS", "3600")
+        ),
         "PASSWORD_HASH_METHOD": env.get("PASSWORD_HASH_METHOD", "scrypt"),
         # Larger request bodies are answered 413 from their Content-Length (streamed ones once they pass it).
         "MAX_CONTENT_LENGTH": _positive_int(

@@ -180,6 +180,28 @@ def record_address_failure(remote_addr: str | None) -> None:
     _limiter().hit(_address_limit(), "auth-address", _address_key(remote_addr))
 
 
+def _registration_limit() -> RateLimitItemPerSecond:
+    config = current_app.config
+    return RateLimitItemPerSecond(
+        max(1, int(config["OAUTH_REGISTRATIONS_PER_ADDRESS"])),
+        max(1, int(config["OAUTH_REGISTRATION_WINDOW_SECONDS"])),
+    )
+
+
+@_counted
+def take_registration(remote_addr: str | None) -> int | None:
+    """Count one open dynamic client registration (`/register`) from this address before anything is written;
+    None when it may go on, else the seconds until the address may register again (nothing is counted then)."""
+    limit, key = (
+        _registration_limit(),
+        hashlib.sha256(f"register\n{remote_addr or '-'}".encode()).hexdigest()[:40],
+    )
+    if _limiter().hit(limit, "oauth-register", key):
+        return None
+    reset_at = _limiter().get_window_stats(limit, "oauth-register", key).reset_time
+    return max(1, math.ceil(reset_at - time.time()))
+
+
 def reset() -> None:
     """Forget every counter (tests)."""
     current_app.extensions[EXTENSION_KEY][0].reset()

@@ -13,7 +13,10 @@ The order is the rule's own, fixed in `CHECK_ORDER`:
 6. `credentials`: one such identity is active (not revoked, expired or waiting for reauthorization) and the choice
    is not ambiguous (`effective.select_grant` picks it);
 7. `policy`: a tool passes the action policy and the access card's scope (for a named tool: that tool);
-8. `quarantine`, 9. `limit`: slots for checks other features add (see "Extension point");
+8. `quarantine`: the tool (for the connection: every tool it could use) changed at the provider and waits for
+   review (`app.services.connections.quarantine_check`);
+9. `limit`: a call limit of the connection is used up now for the agent, its identity or the named tool, and
+   frees when its window ends (`app.services.gateway.limit_check`);
 10. `required_configuration`: the connection's required public settings are filled in. Advisory: the Permissions
     page promises "existing tools remain available" without them, so it never blocks tools; it is what keeps the
     connection's standing instructions from the agent. Filled by `app.services.connections.instructions` (the
@@ -37,11 +40,19 @@ and the gateway's listing still agree (tests/services/access/test_access_propert
 access already carries (`subject.access`: connection, identities, tools with their actions, scope): it must not
 query per connection; a feature that needs more facts loads them with the access statements (batched) and puts
 them on the access. Until a slot is filled, the explainer lists it as `not_checked`.
+
+Facts only the explainer reads. A check may also register `load(accesses, tool_name)`, which puts facts on
+`ConnectionAccess.facts` in one batched statement; the explainer calls it, the hot paths do not, and the check
+passes without its facts. Quarantine and limit work that way: the hot paths' SQL already leaves quarantined tools
+out (so they fail `policy` there, with the same decision; `policy` leaves a tool the facts name as quarantined to
+`quarantine`), and a used-up limit is refused at call time (with `retryAfterSeconds`) rather than hiding tools, so
+search and the listing still agree with the explainer except while a limit is used up, when only the explainer
+says why the next call would be refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +70,8 @@ CHECK_ORDER = (
     "limit",
     "required_configuration",
 )
+# The `ConnectionAccess.facts` key under which the quarantine check's loader puts the quarantined tools.
+QUARANTINED = "quarantined"
 # The checks each decision asks, in `CHECK_ORDER`.
 IDENTITY = ("grant", "identity_owner", "credentials")
 USABLE = ("grant", "audience", "identity_owner", "enabled", "health", "credentials")
@@ -88,6 +101,9 @@ class CheckSubject:
 
 
 Decide = Callable[[CheckSubject], "CheckFailure | None"]
+# Loads the facts a check reads beyond the access statements onto each access (`ConnectionAccess.facts`), batched
+# over the accesses; the explainer calls it for the slots it fills (quarantine, limit).
+Load = Callable[[Sequence[Any], "str | None"], None]
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,7 @@ class Check:
     decide: Decide
     # False: reported by the explainer, never part of a tool decision (`required_configuration`).
     blocks_tools: bool = True
+    load: Load | None = None
 
 
 _registered: dict[str, Check] = {}
@@ -104,11 +121,13 @@ _registered: dict[str, Check] = {}
 _by_names: dict[tuple[str, ...], tuple[Check, ...]] = {}
 
 
-def register_check(name: str, decide: Decide, *, label: str, blocks_tools: bool = True) -> None:
+def register_check(
+    name: str, decide: Decide, *, label: str, blocks_tools: bool = True, load: Load | None = None
+) -> None:
     """Fill the slot `name` of `CHECK_ORDER` (see "Extension point" above); registering a name again replaces it."""
     if name not in CHECK_ORDER:
         raise ValueError(f"{name!r} is not a slot of the access rule's check order")
-    _registered[name] = Check(name, label, decide, blocks_tools)
+    _registered[name] = Check(name, label, decide, blocks_tools, load)
     _by_names.clear()
 
 
@@ -240,8 +259,11 @@ def _check_credentials(subject: CheckSubject) -> CheckFailure | None:
 def _check_policy(subject: CheckSubject) -> CheckFailure | None:
     access = subject.access
     name = subject.tool_name
+    # Quarantined tools (name -> action within scope, loaded by the quarantine check for the explainer only): the
+    # hot paths' SQL leaves them out, so there they read as absent; the explainer lets `quarantine` name them.
+    quarantined: dict[str, str] = access.facts.get(QUARANTINED, {})
     if name is None:
-        if access.has_usable_tools:
+        if access.has_usable_tools or any(a != "block" for a in quarantined.values()):
             return None
         if not access.has_tools:
             return CheckFailure(
@@ -253,7 +275,8 @@ def _check_policy(subject: CheckSubject) -> CheckFailure | None:
     if access.any_tools is not None:
         raise ValueError("Naming a tool needs the access read with its tools (with_tools=True).")
     found = next((t for t in access.tools if t.tool.name == name), None)
-    if found is None:
+    action = found.action if found is not None else quarantined.get(name)
+    if action is None:
         if access.tool_scope is not None and name not in access.tool_scope:
             return CheckFailure(
                 "policy",
@@ -262,7 +285,7 @@ def _check_policy(subject: CheckSubject) -> CheckFailure | None:
                 "not one of them.",
             )
         return CheckFailure("policy", "unknown_tool", f"The connection has no tool named {name}.")
-    if found.action == "block":
+    if action == "block":
         return CheckFailure(
             "policy", "blocked", f"An administrator blocked {name} for agents on this connection."
         )

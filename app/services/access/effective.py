@@ -406,15 +406,18 @@ def policy_of_tool() -> ColumnElement[bool]:
     )
 
 
-def tools_with_policies(connection_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[ToolAccess]]:
-    """Active indexed tools of the connections with their action policy (no row means ask first)."""
+def tools_with_policies(
+    connection_ids: list[uuid.UUID], status: str = "active"
+) -> dict[uuid.UUID, list[ToolAccess]]:
+    """Active indexed tools of the connections (or those of another `status`: the explainer's quarantined ones)
+    with their action policy (no row means ask first)."""
     rows = db.session.execute(
         select(ConnectionTool, ToolPolicy.action)
         .outerjoin(
             ToolPolicy,
             policy_of_tool(),
         )
-        .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == "active")
+        .where(ConnectionTool.connection_id.in_(connection_ids), ConnectionTool.status == status)
         .order_by(ConnectionTool.name)
     ).all()
     result: dict[uuid.UUID, list[ToolAccess]] = defaultdict(list)

@@ -29,6 +29,10 @@ from app.services.access.checks import (
 from app.services.access.effective import effective_access
 from app.services.access.rows import ConnectionAccess, ToolAccess
 
+# The features that fill the quarantine and limit slots register their checks when imported.
+from app.services.connections import quarantine_check  # noqa: F401, E402
+from app.services.gateway import limit_check  # noqa: F401, E402
+
 CheckStatus = Literal["pass", "fail", "not_checked"]
 
 
@@ -92,7 +96,11 @@ def explain_access(
         with_tools=True,
     )
     access = found[0]
-    # The decision, exactly as the hot paths take it (advisory checks left out: no app definition).
+    # The facts of the checks features fill (quarantined tools, used-up limits), which the hot paths do not read.
+    for loading in registered(CHECK_ORDER):
+        if loading.load is not None:
+            loading.load([access], tool_name)
+    # The decision as the hot paths take it (advisory checks left out: no app definition), with those facts.
     first = access.first_failure(READY, tool_name)
     subject = CheckSubject(access, tool_name, get_app(connection.app_slug))
     filled = {check.name: check for check in registered(CHECK_ORDER)}

@@ -153,6 +153,8 @@ class ConnectionAccess(Generic[_Connection, _Grant]):
     grants: Sequence[_Grant] = ()
     agent_id: uuid.UUID | None = None
     responsible: uuid.UUID | None = None
+    # Facts a registered check's loader adds (`checks.Load`; the explainer loads them, the hot paths do not).
+    facts: dict[str, Any] = field(default_factory=dict)
 
     def first_failure(
         self, names: Sequence[str] = READY, tool_name: str | None = None, app_definition: Any = None

@@ -15,6 +15,7 @@ from app.extensions import db
 from app.models.assistants import AssistantDeviceCode, AssistantToken
 from app.models.base import utcnow
 from app.services.assistants import clients, secrets, urls
+from app.services.assistants.cleanup import sweep_expired
 from app.services.assistants.oauth_objects import (
     AUTH_METHODS,
     DEVICE_INTERVAL,
@@ -39,6 +40,7 @@ class DeviceEndpoint(DeviceAuthorizationEndpoint):
         return urls.issuer() + "/device"
 
     def save_device_credential(self, client_id: str, scope: str | None, data: dict) -> None:
+        sweep_expired()
         db.session.add(
             AssistantDeviceCode(
                 device_code_hash=secrets.digest(data["device_code"]),

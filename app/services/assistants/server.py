@@ -31,6 +31,7 @@ from app.extensions import db
 from app.models.assistants import AssistantCode, AssistantDeviceCode, AssistantGrant, AssistantToken
 from app.models.base import as_utc, utcnow
 from app.services.assistants import clients, secrets, urls
+from app.services.assistants.cleanup import sweep_expired
 from app.services.assistants.oauth_endpoints import DeviceEndpoint, Registration, Revocation
 from app.services.assistants.oauth_objects import (
     ACCESS_TTL,
@@ -88,6 +89,7 @@ class CodeGrant(grants.AuthorizationCodeGrant):
 
     def save_authorization_code(self, code: str, request) -> None:  # type: ignore[no-untyped-def]
         data = request.payload.data
+        sweep_expired()
         db.session.add(
             AssistantCode(
                 code_hash=secrets.digest(code),

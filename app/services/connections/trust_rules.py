@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import ColumnElement, or_, select, update
 
 from app.core.errors import Forbidden, NotFound, ValidationFailed
 from app.extensions import db
@@ -141,6 +141,56 @@ def _live() -> list:
     ]
 
 
+def _matching(
+    company_id: uuid.UUID,
+    connection_id: uuid.UUID,
+    tool_name: str,
+    definition_digest: str,
+    agent_id: uuid.UUID,
+    issue_id: uuid.UUID | None,
+    arguments_digest: str,
+) -> list:
+    """The criteria of a live rule that allows this call (`issue_id` None: a call on no particular task, which
+    only every-task rules cover)."""
+    task: ColumnElement[bool] = ToolTrustRule.issue_id.is_(None)
+    if issue_id is not None:
+        task = or_(task, ToolTrustRule.issue_id == issue_id)
+    return [
+        ToolTrustRule.company_id == company_id,
+        ToolTrustRule.connection_id == connection_id,
+        ToolTrustRule.tool_name == tool_name,
+        ToolTrustRule.agent_id == agent_id,
+        ToolTrustRule.definition_digest == definition_digest,
+        task,
+        or_(ToolTrustRule.arguments_digest.is_(None), ToolTrustRule.arguments_digest == arguments_digest),
+        *_live(),
+    ]
+
+
+def matching_rule(
+    *,
+    company_id: uuid.UUID,
+    connection_id: uuid.UUID,
+    tool_name: str,
+    definition_digest: str,
+    agent_id: uuid.UUID,
+    arguments_digest: str,
+    issue_id: uuid.UUID | None = None,
+) -> ToolTrustRule | None:
+    """The rule `use_matching_rule` would spend for this call, without spending it (the policy dry run; one
+    SELECT)."""
+    return db.session.scalars(
+        select(ToolTrustRule)
+        .where(
+            *_matching(
+                company_id, connection_id, tool_name, definition_digest, agent_id, issue_id, arguments_digest
+            )
+        )
+        .order_by(ToolTrustRule.remaining_uses.is_(None).desc(), ToolTrustRule.created_at)
+        .limit(1)
+    ).first()
+
+
 def use_matching_rule(
     *,
     company_id: uuid.UUID,
@@ -156,14 +206,9 @@ def use_matching_rule(
     candidates = db.session.execute(
         select(ToolTrustRule.id, ToolTrustRule.remaining_uses)
         .where(
-            ToolTrustRule.company_id == company_id,
-            ToolTrustRule.connection_id == connection_id,
-            ToolTrustRule.tool_name == tool_name,
-            ToolTrustRule.agent_id == agent_id,
-            ToolTrustRule.definition_digest == definition_digest,
-            or_(ToolTrustRule.issue_id.is_(None), ToolTrustRule.issue_id == issue_id),
-            or_(ToolTrustRule.arguments_digest.is_(None), ToolTrustRule.arguments_digest == arguments_digest),
-            *_live(),
+            *_matching(
+                company_id, connection_id, tool_name, definition_digest, agent_id, issue_id, arguments_digest
+            )
         )
         # Unlimited rules first, so counted uses are kept for when nothing else allows the call.
         .order_by(ToolTrustRule.remaining_uses.is_(None).desc(), ToolTrustRule.created_at)

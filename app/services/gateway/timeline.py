@@ -47,6 +47,19 @@ CALL_DECISIONS = {
     limits.LOOP_DETECTED: "Refused by the loop breaker",
     "unknown_tool": "Refused: no such tool",
     "quarantined": "Refused: the tool is quarantined",
+    # Issue 28's trust outcomes (a trust rule's call is named by its rule in `_call_summary`).
+    reasons.ALLOWED_BY_RULE: "Allowed by a trust rule",
+    reasons.APPROVAL_EXPIRED: "Refused: the approval expired",
+    reasons.DEFINITION_CHANGED: "Refused: the tool's definition changed since the approval",
+    reasons.READ_ONLY_ASSISTANT: "Refused: the assistant is connected read-only",
+}
+# What an approval card's end says when nobody answered it (its reason code, or the outcome alone).
+APPROVAL_ENDS = {
+    ("invalidated", reasons.DEFINITION_CHANGED): "Invalidated: the tool's definition changed",
+    ("invalidated", reasons.TARGET_CHANGED): "Invalidated: the approved call changed",
+    ("invalidated", None): "Invalidated",
+    ("expired", reasons.APPROVAL_EXPIRED): "Expired: nobody answered in time",
+    ("expired", None): "Expired: nobody answered in time",
 }
 
 
@@ -83,8 +96,11 @@ class Timeline:
 
 def _call_summary(details: dict) -> tuple[str, str]:
     decision = str(details.get("decision") or "allowed")
-    if decision == "allowed" and details.get("trustRuleId"):
+    rule = details.get("trustRuleId")
+    if decision == "allowed" and rule:
         decision = "trusted"
+    if decision in ("trusted", reasons.ALLOWED_BY_RULE) and rule:
+        return decision, f"Allowed by trust rule {str(rule)[:8]}"
     return decision, CALL_DECISIONS.get(decision, decision.replace("_", " ").capitalize())
 
 
@@ -108,10 +124,17 @@ def _entry(sequence: int, row: ActivityLog, names: dict[str, str]) -> Decision:
         outcome = row.action.removeprefix(APPROVAL_PREFIX)
         by = names.get(row.actor_id) if row.actor_type == "user" else None
         reason = details.get("reasonCode")
+        ended = APPROVAL_ENDS.get((outcome, reason)) or APPROVAL_ENDS.get((outcome, None))
+        summary = f"{outcome.capitalize()} by {by or 'Switchboard'}" + (f" ({reason})" if reason else "")
+        if ended is not None:
+            summary = ended + (f" ({by})" if by else "")
+        if outcome == "approved" and details.get("trustRuleId"):
+            summary += f", and made trust rule {str(details['trustRuleId'])[:8]}"
         return Decision(
             kind="approval",
             decision=outcome,
-            summary=f"{outcome.capitalize()} by {by or 'Switchboard'}" + (f" ({reason})" if reason else ""),
+            summary=summary,
+            trust_rule_id=details.get("trustRuleId"),
             tool=details.get("tool"),
             approval_id=details.get("interactionId"),
             by_user_id=row.actor_id if row.actor_type == "user" else None,

@@ -105,8 +105,11 @@ class DryRunBody(StrictBody):
 
 
 class DryRunResponse(BaseModel):
-    decision: Literal["allowed", "ask_first", "blocked", "unavailable"]
+    decision: Literal["allowed", "allowed_by_rule", "ask_first", "blocked", "quarantined", "unavailable"]
     message: str
+    trustRuleId: uuid.UUID | None = Field(
+        default=None, description="The trust rule that would let an ask-first call through (allowed_by_rule)"
+    )
     arguments: dict[str, Any] = Field(
         description="What the provider would receive: the caller's arguments with the managed ones applied "
         "(secret-marked values redacted)"
@@ -122,6 +125,7 @@ class DryRunResponse(BaseModel):
         return cls(
             decision=dry_run.decision,
             message=dry_run.message,
+            trustRuleId=dry_run.trust_rule.id if dry_run.trust_rule is not None else None,
             arguments=dry_run.arguments,
             managedArguments=dry_run.managed_argument_names,
             argumentsDigest=dry_run.arguments_digest,

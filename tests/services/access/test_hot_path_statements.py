@@ -22,7 +22,9 @@ from tests.doors import rpc, search
 THROTTLE, TIMELINE = 1, 1
 SEARCH_COLD, SEARCH_WARM = 6 + THROTTLE, 1 + THROTTLE
 LISTING_COLD, LISTING_WARM = 4 + THROTTLE + TIMELINE, 1 + THROTTLE + TIMELINE
-EXPLAINER = 5  # connection, identities, membership, tools, the catalog row's version
+EXPLAINER = (
+    7  # connection, identities, membership, tools, the catalog row's version, quarantined tools, counters
+)
 
 
 @pytest.fixture
@@ -82,7 +84,8 @@ def test_gateway_listing_reads_as_many_statements_as_before(db, crowded):
 
 def test_the_explainer_reads_a_constant_number_of_statements(make, db, crowded):
     """The explainer reads one connection: its row with the install columns, its identities, the responsible
-    person's membership, its tools and its app's catalog version, whatever the company holds."""
+    person's membership, its tools, its app's catalog version, its quarantined tools and its used-up limits'
+    counters, whatever the company holds."""
     from app.models import ToolConnection
     from app.services.access.explain import explain_access
 

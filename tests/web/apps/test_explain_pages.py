@@ -37,7 +37,7 @@ def test_the_connection_page_explains_and_answers_htmx_with_the_fragment(client,
         "Builder can&#39;t use drop on Notion: An administrator blocked drop for agents on this connection."
         in (fragment)
     )
-    assert re.search(r'data-check="quarantine" data-status="not_checked"', fragment)
+    assert re.search(r'data-check="quarantine" data-status="pass"', fragment)
 
     full = client.get(f"/apps/{connection.id}/permissions/explain?agent={agent.id}")
     assert full.status_code == 200

@@ -10,13 +10,15 @@ import pytest
 from flask import Blueprint, Flask, jsonify
 
 from app import register_blueprints
+from app.web.assistant_oauth import schemas as oauth_schemas
 from app.web.openapi import document as openapi_document
 from app.web.openapi import operations as openapi
 from app.web.openapi.responses import JsonRpcBatchResponse, JsonRpcResponse, OpenApiDocument, respond
 
 # The MCP doors answer JSON-RPC built by the SDK's own types (`app.core.mcp_messages`), and the document view sends
 # the document: their documented models describe those, they do not build them.
-DESCRIBED_ONLY = {JsonRpcResponse, JsonRpcBatchResponse, OpenApiDocument}
+# Answers built by Authlib or `jsonify` in OAuth's own shapes (issue 29): their models describe them only.
+DESCRIBED_ONLY = {JsonRpcResponse, JsonRpcBatchResponse, OpenApiDocument, *oauth_schemas.DESCRIBED_ONLY}
 
 
 def _route_operations():
