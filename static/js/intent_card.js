@@ -55,7 +55,39 @@
     loading.setAttribute("aria-busy", "true");
     loading.textContent = "Loading connection options…";
     body.appendChild(loading);
-    if (!box.open) box.showModal();
+    if (!box.open) {
+      box.showModal();
+      pushDialogEntry(id);
+    }
+  });
+
+  // Browser Back closes an open dialog before it leaves the page: opening adds a history entry for the same address,
+  // and Back returns to the page's own entry, which closes the dialog. While the dialog is open that entry carries a
+  // mark instead of htmx's state, so htmx does not restore the page from its history on that Back; the state is put
+  // back once the dialog has closed. Closing the dialog any other way takes the added entry off again.
+  var historyDialog = null; // the interaction id whose dialog added the current history entry
+  function pushDialogEntry(id) {
+    if (historyDialog) return;
+    history.replaceState({ switchboardDialogBase: true, saved: history.state }, "");
+    history.pushState({ switchboardDialog: id }, "");
+    historyDialog = id;
+  }
+  window.addEventListener("popstate", function (event) {
+    var state = event.state;
+    if (!state || !state.switchboardDialogBase) return;
+    history.replaceState(state.saved, "");
+    var id = historyDialog;
+    historyDialog = null;
+    if (id) closeDialog(id);
+  });
+  function dropDialogEntry() {
+    if (!historyDialog) return;
+    historyDialog = null;
+    history.back();
+  }
+  // A card answer that replaced the whole card took its open dialog away without a close event.
+  document.addEventListener("htmx:afterSettle", function () {
+    if (historyDialog && !document.querySelector("dialog.connection-dialog[open]")) dropDialogEntry();
   });
 
   // A dialog body that failed to load: say so inside the dialog, with a way to try again.
@@ -125,6 +157,7 @@
     var id = box.id.replace(/^intent-dialog-/, "");
     var body = byId("intent-dialog-" + id + "-body");
     if (body) body.innerHTML = "";
+    if (historyDialog === id) dropDialogEntry();
     focusCard(id);
   }, true);
 
