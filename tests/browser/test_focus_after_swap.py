@@ -187,3 +187,61 @@ def test_focus_lands_in_the_updated_region_after_each_swap(
         expect(menu).to_be_focused()
     assert focused(page)["tag"] != "BODY"
     context.close()
+
+
+def inside_scroller(page, selector: str) -> bool:
+    """Whether the element is wholly inside the visible part of the dialog's scrolling body."""
+    return page.evaluate(
+        """([selector]) => {
+            const element = document.querySelector(selector);
+            const scroller = element.closest('dialog > article');
+            const box = element.getBoundingClientRect(), view = scroller.getBoundingClientRect();
+            return box.height > 0 && box.top >= view.top - 1 && box.bottom <= view.bottom + 1
+                && box.bottom <= window.innerHeight + 1;
+        }""",
+        [selector],
+    )
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_dialog_keeps_close_connect_and_not_now_in_view(
+    dialog_world,  # noqa: F811
+    live_server,
+    browser,
+    viewport,
+    artifacts,
+):
+    owner, cards, _connection_id = dialog_world
+    context = browser.new_context(viewport={**viewport, "height": 600})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    sign_in_through_the_form(page, live_server, owner.email, DEFAULT_PASSWORD)
+    issue_id, interaction_id = cards["honcho"]
+    dialog = open_card_dialog(page, live_server, issue_id, interaction_id)
+    scroller = f"#intent-dialog-{interaction_id}-body"
+    close = f"#intent-dialog-{interaction_id} .connection-dialog-close"
+    connect = f"#intent-dialog-{interaction_id} .setup-flow-actions button:not([form])"
+    not_now = f"#intent-dialog-{interaction_id} .setup-flow-actions button[form]"
+    expect(dialog.locator(".setup-flow-actions").get_by_role("button", name="Not now")).to_be_visible()
+    # The dialog is taller than the screen (else there is nothing to keep in view).
+    assert page.evaluate(
+        f"document.querySelector('{scroller}').scrollHeight > document.querySelector('{scroller}').clientHeight"
+    )
+    page.screenshot(path=str(artifacts / f"dialog-sticky-actions-{viewport['width']}.png"))
+    for position in ("0", "document.querySelector('%s').scrollHeight" % scroller):
+        page.evaluate(f"document.querySelector('{scroller}').scrollTop = {position}")
+        assert inside_scroller(page, close), position
+        assert inside_scroller(page, connect), position
+        assert inside_scroller(page, not_now), position
+    page.evaluate(f"document.querySelector('{scroller}').scrollTop = 0")
+    page.screenshot(path=str(artifacts / f"dialog-sticky-actions-{viewport['width']}.png"))
+
+    # Not now inside the dialog declines the card: the dialog is gone and the answered card has the focus.
+    dialog.get_by_role("button", name="Not now").click()
+    card = page.locator(f"#intent-card-{interaction_id}")
+    expect(card.get_by_role("status")).to_be_visible()
+    expect(dialog).to_have_count(0)
+    expect(card).to_be_focused()
+    wait_until_true(page, NO_DIALOG_ENTRY)
+    context.close()
