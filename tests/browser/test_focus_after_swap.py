@@ -235,6 +235,23 @@ def test_the_dialog_keeps_close_connect_and_not_now_in_view(
         assert inside_scroller(page, connect), position
         assert inside_scroller(page, not_now), position
 
+    # All agents or Selected agents: with All chosen no per-agent box is shown (none half-checked), only what All
+    # means; the agent that asked is named either way.
+    audience = dialog.get_by_role("group", name="Which agents can use it")
+    boxes = audience.get_by_role("group", name="Selected agents")
+    all_note = audience.get_by_text("Every agent in the company, including agents added later.")
+    locked = audience.get_by_text("Builder for honcho asked for this connection, so it always gets access.")
+    audience.get_by_role("radio", name="All agents").check()
+    expect(boxes).to_be_hidden()
+    expect(all_note).to_be_visible()
+    expect(locked).to_be_visible()
+    audience.get_by_role("radio", name="Selected agents").check()
+    expect(boxes).to_be_visible()
+    expect(boxes.get_by_role("checkbox", name="Builder for honcho")).to_be_checked()
+    expect(boxes.get_by_role("checkbox", name="Builder for honcho")).to_be_disabled()
+    expect(all_note).to_be_hidden()
+    expect(locked).to_be_visible()
+
     # Not now inside the dialog declines the card: the dialog is gone and the answered card has the focus.
     dialog.get_by_role("button", name="Not now").click()
     card = page.locator(f"#intent-card-{interaction_id}")
