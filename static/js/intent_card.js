@@ -85,9 +85,19 @@
     historyDialog = null;
     history.back();
   }
-  // A card answer that replaced the whole card took its open dialog away without a close event.
-  document.addEventListener("htmx:afterSettle", function () {
-    if (historyDialog && !document.querySelector("dialog.connection-dialog[open]")) dropDialogEntry();
+  // Only a close the person made takes the entry off (history.back() is asynchronous: after a close the page made
+  // itself, a sign-in window closing, it could undo a navigation the person just started). Otherwise the entry
+  // stays, and the next Back only restores the page's state.
+  var closingByPerson = false;
+  document.addEventListener("cancel", function (event) {
+    if (event.target.classList && event.target.classList.contains("connection-dialog")) closingByPerson = true;
+  }, true);
+  // An answer to a request made from inside the dialog (Not now, a connection used) replaced the card, and its open
+  // dialog with it, without a close event.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var elt = event.detail.requestConfig && event.detail.requestConfig.elt;
+    var fromDialog = elt && elt.closest && elt.closest("[data-intent-dialog]");
+    if (fromDialog && historyDialog && !document.querySelector("dialog.connection-dialog[open]")) dropDialogEntry();
   });
 
   // A dialog body that failed to load: say so inside the dialog, with a way to try again.
@@ -147,7 +157,9 @@
     var close = event.target.closest && event.target.closest("[data-intent-close]");
     if (!close) return;
     var box = close.closest("dialog");
-    if (box) box.close();
+    if (!box) return;
+    closingByPerson = true;
+    box.close();
   });
 
   // Closing the dialog (button or Escape) empties it and returns focus to the card.
@@ -157,7 +169,8 @@
     var id = box.id.replace(/^intent-dialog-/, "");
     var body = byId("intent-dialog-" + id + "-body");
     if (body) body.innerHTML = "";
-    if (historyDialog === id) dropDialogEntry();
+    if (historyDialog === id && closingByPerson) dropDialogEntry();
+    closingByPerson = false;
     focusCard(id);
   }, true);
 
