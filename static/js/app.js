@@ -103,3 +103,93 @@ document.addEventListener("click", function (event) {
     selectIt();
   }
 });
+
+// Focus after a swap: when the element that had the focus was replaced (a comment posted, a saved form, a switched
+// method), the browser drops focus to <body>. Put it back inside the updated region, in this order: an element marked
+// data-focus-after-swap; the same field or choice (a radio, a switch) when the person was changing one; a field marked
+// invalid; the region's alert or status; the region itself. A boosted form post (the whole page answered) focuses its
+// message. Swaps that did not take the focus away (a poll while the person reads elsewhere) change nothing.
+(function () {
+  var lost = null; // {region, id, name, value, submit} of the focus the current swap is about to remove
+
+  function focusable(element) {
+    if (!element || element.disabled || element.closest("[hidden]")) return false;
+    if (!/^(A|BUTTON|INPUT|SELECT|TEXTAREA|SUMMARY)$/.test(element.tagName) && !element.hasAttribute("tabindex")) {
+      element.setAttribute("tabindex", "-1");
+    }
+    return true;
+  }
+
+  function sameControl(region, was) {
+    if (!was || was.submit) return null;
+    if (was.id) return document.getElementById(was.id);
+    if (!was.name) return null;
+    var match = null;
+    region.querySelectorAll("input, select, textarea").forEach(function (field) {
+      if (!match && field.name === was.name && (field.type !== "radio" && field.type !== "checkbox" || field.value === was.value)) match = field;
+    });
+    return match;
+  }
+
+  function statusIn(region) {
+    var found = null;
+    region.querySelectorAll("[role=alert], [role=status]").forEach(function (element) {
+      if (!found && element.textContent.trim() && !element.closest("[hidden]") && element.offsetParent !== null) found = element;
+    });
+    return found;
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    var active = document.activeElement;
+    lost = null;
+    if (!target || !active || active === document.body || !target.contains(active)) return;
+    lost = {
+      id: active.id || "",
+      name: active.getAttribute("name") || "",
+      value: active.value,
+      submit: active.type === "submit" || active.tagName === "A",
+      boosted: target === document.body,
+    };
+  });
+
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var was = lost;
+    var active = document.activeElement;
+    if (!was || active && active !== document.body && document.contains(active)) return;
+    lost = null;
+    var region = event.target === document ? document.body : event.target;
+    if (!region || !document.contains(region)) return;
+    if (was.boosted) {
+      var message = document.querySelector("#flash .alert, main [role=alert], main [aria-invalid='true']");
+      if (message && focusable(message)) message.focus();
+      return; // a new page without a message keeps the browser's own start
+    }
+    var candidates = [
+      region.querySelector("[data-focus-after-swap]"),
+      sameControl(region, was),
+      region.querySelector("[aria-invalid='true']"),
+      statusIn(region),
+      region,
+    ];
+    for (var i = 0; i < candidates.length; i++) {
+      if (candidates[i] && region.contains(candidates[i]) && focusable(candidates[i])) {
+        candidates[i].focus();
+        return;
+      }
+    }
+  });
+})();
+
+// The phone menu closes on Escape and gives the focus back to Menu.
+document.addEventListener("keydown", function (event) {
+  if (event.key !== "Escape") return;
+  var nav = document.querySelector("nav.nav-open");
+  if (!nav) return;
+  var button = nav.querySelector(".nav-toggle");
+  nav.classList.remove("nav-open");
+  if (button) {
+    button.setAttribute("aria-expanded", "false");
+    button.focus();
+  }
+});

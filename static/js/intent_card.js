@@ -55,7 +55,49 @@
     loading.setAttribute("aria-busy", "true");
     loading.textContent = "Loading connection options…";
     body.appendChild(loading);
-    if (!box.open) box.showModal();
+    if (!box.open) {
+      box.showModal();
+      pushDialogEntry(id);
+    }
+  });
+
+  // Browser Back closes an open dialog before it leaves the page: opening adds a history entry for the same address,
+  // and Back returns to the page's own entry, which closes the dialog. While the dialog is open that entry carries a
+  // mark instead of htmx's state, so htmx does not restore the page from its history on that Back; the state is put
+  // back once the dialog has closed. Closing the dialog any other way takes the added entry off again.
+  var historyDialog = null; // the interaction id whose dialog added the current history entry
+  function pushDialogEntry(id) {
+    if (historyDialog) return;
+    history.replaceState({ switchboardDialogBase: true, saved: history.state }, "");
+    history.pushState({ switchboardDialog: id }, "");
+    historyDialog = id;
+  }
+  window.addEventListener("popstate", function (event) {
+    var state = event.state;
+    if (!state || !state.switchboardDialogBase) return;
+    history.replaceState(state.saved, "");
+    var id = historyDialog;
+    historyDialog = null;
+    if (id) closeDialog(id);
+  });
+  function dropDialogEntry() {
+    if (!historyDialog) return;
+    historyDialog = null;
+    history.back();
+  }
+  // Only a close the person made takes the entry off (history.back() is asynchronous: after a close the page made
+  // itself, a sign-in window closing, it could undo a navigation the person just started). Otherwise the entry
+  // stays, and the next Back only restores the page's state.
+  var closingByPerson = false;
+  document.addEventListener("cancel", function (event) {
+    if (event.target.classList && event.target.classList.contains("connection-dialog")) closingByPerson = true;
+  }, true);
+  // An answer to a request made from inside the dialog (Not now, a connection used) replaced the card, and its open
+  // dialog with it, without a close event.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var elt = event.detail.requestConfig && event.detail.requestConfig.elt;
+    var fromDialog = elt && elt.closest && elt.closest("[data-intent-dialog]");
+    if (fromDialog && historyDialog && !document.querySelector("dialog.connection-dialog[open]")) dropDialogEntry();
   });
 
   // A dialog body that failed to load: say so inside the dialog, with a way to try again.
@@ -115,7 +157,9 @@
     var close = event.target.closest && event.target.closest("[data-intent-close]");
     if (!close) return;
     var box = close.closest("dialog");
-    if (box) box.close();
+    if (!box) return;
+    closingByPerson = true;
+    box.close();
   });
 
   // Closing the dialog (button or Escape) empties it and returns focus to the card.
@@ -125,6 +169,8 @@
     var id = box.id.replace(/^intent-dialog-/, "");
     var body = byId("intent-dialog-" + id + "-body");
     if (body) body.innerHTML = "";
+    if (historyDialog === id && closingByPerson) dropDialogEntry();
+    closingByPerson = false;
     focusCard(id);
   }, true);
 

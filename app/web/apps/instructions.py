@@ -113,6 +113,7 @@ def instructions_editor(connection_id: str) -> ResponseReturnValue:
     elif action == "reset":
         adopted = reset_to_template(state.draft, app_definition)
         state.text, state.template = adopted["text"], adopted.get("template")
+        state.reset_pending = True
     elif action == "save":
         status = _save(membership, connection, app_definition, state, state.value_to_save())
         if status == 200:

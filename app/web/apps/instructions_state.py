@@ -32,6 +32,7 @@ class EditorState:
     can_edit: bool = False
     error: str | None = None
     saved_message: str | None = None
+    reset_pending: bool = False  # the default text was just put back as a draft: say it still needs saving
     focus_text: bool = False
     max_length: int = INSTRUCTIONS_MAX_LENGTH
 

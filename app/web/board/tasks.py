@@ -148,7 +148,9 @@ def post_comment(issue_id: str) -> ResponseReturnValue:
     if form.validate_on_submit():
         add_comment(issue, form.body.data, author_user_id=membership.user_id)
         if htmx:
-            return render_template("board/_thread.html", **_task_context(issue, membership))
+            return render_template(
+                "board/_thread.html", **_task_context(issue, membership), comment_posted=True
+            )
         return redirect(url_for("board.task", issue_id=issue.id), code=303)
     context = _task_context(issue, membership, comment_form=form)
     if htmx:
