@@ -14,6 +14,13 @@ from app.extensions import csrf, db, htmx, login_manager, migrate
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+def register_access_checks() -> None:
+    """The access rule's ordered checks that features fill (`app.services.access.checks`): quarantine and limit
+    register themselves when imported, so the composition root imports them once."""
+    from app.services.connections import quarantine_check  # noqa: F401
+    from app.services.gateway import limit_check  # noqa: F401
+
+
 def create_app(config_override: dict | None = None) -> Flask:
     instance_path = os.environ.get("SWITCHBOARD_INSTANCE_PATH") or str(PROJECT_ROOT / "instance")
     app = Flask(
@@ -42,6 +49,7 @@ def create_app(config_override: dict | None = None) -> Flask:
     if not app.config.get("REQUEST_LOG"):
         # werkzeug's development server logs every request at INFO; its warnings and errors still show.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    register_access_checks()
     register_extensions(app)
     register_blueprints(app)
     register_cli(app)

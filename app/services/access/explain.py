@@ -29,9 +29,8 @@ from app.services.access.checks import (
 from app.services.access.effective import effective_access
 from app.services.access.rows import ConnectionAccess, ToolAccess
 
-# The features that fill the quarantine and limit slots register their checks when imported.
-from app.services.connections import quarantine_check  # noqa: F401, E402
-from app.services.gateway import limit_check  # noqa: F401, E402
+# The features that fill the quarantine and limit slots register their checks when imported; `create_app` imports
+# them (importing them here would make the access package import its own users).
 
 CheckStatus = Literal["pass", "fail", "not_checked"]
 
