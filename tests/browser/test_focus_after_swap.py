@@ -152,7 +152,11 @@ def test_focus_lands_in_the_updated_region_after_each_swap(
     expect(editor.locator("#agent-instructions-off")).to_have_count(0)
     expect(editor.get_by_role("switch", name="Tell agents to use Honcho")).to_be_focused()
     editor.get_by_role("button", name="Edit instructions").click()
-    editor.locator("textarea#agent-instructions-text").fill("Use Honcho for the team's memory only.")
+    # htmx attaches the textarea's listeners in its settle step, 20 ms after the swap; the editor focuses the
+    # textarea once that is done, so typing before then would be lost (as it would for a person).
+    text = editor.locator("textarea#agent-instructions-text")
+    expect(text).to_be_focused()
+    text.fill("Use Honcho for the team's memory only.")
     editor.get_by_role("button", name="Save instructions").click()
     status = editor.get_by_role("status")
     expect(status).to_be_visible()
