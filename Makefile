@@ -74,9 +74,11 @@ format: install
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
+# With PostgreSQL too, the tests whose subject does not depend on the backend (browser, agent CLIs, conformance; the
+# list is in tests/conftest.py) run once, in the PostgreSQL pass, production's backend.
 test: install peers lint
 	@echo "== pytest on SQLite =="
-	$(BIN)/pytest -p no:cacheprovider $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+	SWITCHBOARD_TEST_ONE_PASS_ONLY=$(if $(TEST_DATABASE_URL),1,0) $(BIN)/pytest -p no:cacheprovider $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 	@if [ -n "$$TEST_DATABASE_URL" ]; then \
 		echo "== pytest on PostgreSQL =="; \
 		SWITCHBOARD_TEST_DATABASE_URL="$$TEST_DATABASE_URL" $(BIN)/pytest -p no:cacheprovider $(PYTEST_PARALLEL) $(PYTEST_ARGS); \

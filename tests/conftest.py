@@ -45,12 +45,41 @@ def pytest_report_header(config):
     return f"switchboard test backend: {backend_name()}"
 
 
+# Tests whose subject does not depend on the database backend: the browser (the UI over the same views the web tests
+# cover on both backends), real agent CLIs, protocol conformance, HTTP framing, processes that bring their own
+# database. `make test` runs them in one of its two passes only (`SWITCHBOARD_TEST_ONE_PASS_ONLY=1` on the other);
+# a single pass (`make test` without PostgreSQL, or plain pytest) runs everything. The offline journey stays in both:
+# it is the demo's own path on SQLite and production's on PostgreSQL.
+BACKEND_INDEPENDENT_PATHS = (
+    "tests/browser/",
+    "tests/cli/test_start_demo.py",
+    "tests/system/test_conformance.py",
+    "tests/system/test_too_large_keepalive.py",
+    "tests/evals/",
+    "tests/adapters/test_model_server.py",
+    "tests/adapters/test_agent_cli_network.py",
+)
+RUN_IN_BOTH_PASSES = ("tests/browser/test_journey.py",)
+
+
+def _backend_independent(item: pytest.Item) -> bool:
+    path = Path(str(item.fspath)).resolve().relative_to(Path(__file__).resolve().parent.parent).as_posix()
+    if path.startswith(RUN_IN_BOTH_PASSES):
+        return False
+    return "backend_independent" in item.keywords or path.startswith(BACKEND_INDEPENDENT_PATHS)
+
+
 def pytest_collection_modifyitems(config, items):
     if backend_name() != "postgresql":
         skip = pytest.mark.skip(reason="needs PostgreSQL (set TEST_DATABASE_URL)")
         for item in items:
             if "postgres_only" in item.keywords:
                 item.add_marker(skip)
+    if os.environ.get("SWITCHBOARD_TEST_ONE_PASS_ONLY") == "1":
+        elsewhere = [item for item in items if _backend_independent(item)]
+        if elsewhere:
+            config.hook.pytest_deselected(items=elsewhere)
+            items[:] = [item for item in items if not _backend_independent(item)]
 
 
 def _database_url() -> str:

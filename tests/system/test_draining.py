@@ -50,7 +50,8 @@ CALL = {
 def _refused(port: int) -> bool:
     try:
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=PATIENCE)
-    except httpx.ConnectError:
+    except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
+        # Refused outright, or accepted into the closing listener's backlog and then reset: either way, not served.
         return True
     return False
 

@@ -102,6 +102,7 @@ def _accepts(port: int) -> bool:
     return True
 
 
+@pytest.mark.backend_independent
 def test_redis_stays_an_option_for_the_shared_count(app, db, owner, tmp_path):
     with (
         redis_server() as port,
