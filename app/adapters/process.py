@@ -35,6 +35,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -158,41 +159,77 @@ def parse_session_line(line: bytes) -> str | None:
     return None
 
 
-class _Pump(threading.Thread):
-    """Copies a pipe into a bounded buffer, optionally watching complete lines for the session report."""
+class LinePump(threading.Thread):
+    """Copies a pipe into a bounded buffer and hands each complete line, up to `line_limit` bytes, to `on_line`
+    (a longer line is dropped, not parsed). Without `on_line` it only copies."""
 
-    def __init__(self, stream: Any, watch_sessions: bool) -> None:  # a Popen pipe, read with read1 (buffered)
+    def __init__(
+        self, stream: Any, on_line: Callable[[bytes], None] | None = None, line_limit: int = _MAX_SESSION_LINE
+    ) -> None:  # a Popen pipe, read with read1 (buffered)
         super().__init__(daemon=True)
         self.stream = stream
         self.buffer = TailBuffer()
-        self.watch_sessions = watch_sessions
-        self.session_id: str | None = None
+        self.on_line = on_line
+        self.line_limit = line_limit
 
     def run(self) -> None:
         pending = b""
         try:
             while chunk := self.stream.read1(65536):
                 self.buffer.write(chunk)
-                if not self.watch_sessions:
+                if self.on_line is None:
                     continue
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
-                    self._line(line)
-                if len(pending) > _MAX_SESSION_LINE:
+                    if len(line) <= self.line_limit:
+                        self.on_line(line)
+                if len(pending) > self.line_limit:
                     pending = b""
-            if pending:
-                self._line(pending)
+            if pending and self.on_line is not None and len(pending) <= self.line_limit:
+                self.on_line(pending)
         except (OSError, ValueError):
             pass
 
-    def _line(self, line: bytes) -> None:
+
+class _SessionWatch:
+    """Remembers the last session id the agent reported on stdout."""
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+
+    def __call__(self, line: bytes) -> None:
         found = parse_session_line(line)
         if found is not None:
             self.session_id = found
 
 
-def _feed_stdin(stream: IO[bytes], data: bytes) -> None:
+def wait_for_turn(
+    proc: subprocess.Popen[bytes], pumps: tuple[LinePump, ...], stdin: bytes, timeout: float
+) -> bool:
+    """Starts the pumps, feeds stdin, waits for the process (ending its group at the timeout) and for the pumps to
+    finish reading; background children that still hold the pipes open are ended with the turn. True if it timed
+    out."""
+    for pump in pumps:
+        pump.start()
+    threading.Thread(target=feed_stdin, args=(proc.stdin, stdin), daemon=True).start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc)
+        proc.wait()
+    for pump in pumps:
+        pump.join(_READER_GRACE_SECONDS)
+    if any(pump.is_alive() for pump in pumps):
+        kill_group(proc)
+        for pump in pumps:
+            pump.join(_READER_GRACE_SECONDS)
+    return timed_out
+
+
+def feed_stdin(stream: IO[bytes], data: bytes) -> None:
     try:
         stream.write(data)
     except (BrokenPipeError, OSError, ValueError):
@@ -202,7 +239,7 @@ def _feed_stdin(stream: IO[bytes], data: bytes) -> None:
             stream.close()
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
@@ -236,27 +273,9 @@ class ProcessAdapter:
             except OSError as exc:
                 return AdapterResult(ok=False, error=f"Could not start the agent process: {exc}")
             agent_turns.agent_started(proc)  # a worker's shutdown may end it (issue 31)
-            out, err = _Pump(proc.stdout, True), _Pump(proc.stderr, False)
-            out.start()
-            err.start()
-            feeder = threading.Thread(
-                target=_feed_stdin, args=(proc.stdin, invocation.prompt.encode("utf-8")), daemon=True
-            )
-            feeder.start()
-            timed_out = False
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc)
-                proc.wait()
-            for pump in (out, err):
-                pump.join(_READER_GRACE_SECONDS)
-            if out.is_alive() or err.is_alive():
-                # Background children still hold the pipes open: end them with the turn.
-                _kill_group(proc)
-                for pump in (out, err):
-                    pump.join(_READER_GRACE_SECONDS)
+            sessions = _SessionWatch()
+            out, err = LinePump(proc.stdout, sessions), LinePump(proc.stderr)
+            timed_out = wait_for_turn(proc, (out, err), invocation.prompt.encode("utf-8"), timeout)
             code = proc.returncode
             if timed_out:
                 error = f"The agent process timed out after {timeout:g} seconds and was stopped."
@@ -269,7 +288,7 @@ class ProcessAdapter:
                 stdout=out.buffer.text(),
                 stderr=err.buffer.text(),
                 exit_code=code,
-                session_id=out.session_id,
+                session_id=sessions.session_id,
                 error=error,
                 timed_out=timed_out,
                 truncated=out.buffer.truncated or err.buffer.truncated,
@@ -277,7 +296,7 @@ class ProcessAdapter:
         finally:
             if proc is not None:
                 if proc.poll() is None:
-                    _kill_group(proc)
+                    kill_group(proc)
                     proc.wait()
                 agent_turns.agent_ended(proc)
             if directory is not None:

@@ -73,6 +73,15 @@ def fake_cli(tmp_path: Path, body: str) -> str:
     return str(script)
 
 
+@pytest.fixture(autouse=True)
+def private_tempdir(tmp_path, monkeypatch):
+    """Run folders are counted in a temporary folder of this test's own: another test process (pytest-xdist) that
+    runs an agent at the same moment makes its run folders in the shared one."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+
+
 def run_dirs() -> set[str]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), RUN_DIR_PREFIX + "*")))
 

@@ -29,15 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from app.adapters import AdapterResult, Invocation, TailBuffer
+from app.adapters import AdapterResult, Invocation
 from app.adapters.agents.events import TurnEvents
-from app.adapters.process import _feed_stdin, _kill_group, child_environment
+from app.adapters.process import LinePump, child_environment, kill_group, wait_for_turn
 from app.core import agent_turns
 
 RUN_DIR_PREFIX = "switchboard-agent-run-"
 DEFAULT_TIMEOUT_SECONDS = 900.0
 _LINE_LIMIT = 1024 * 1024  # one JSON event line; a longer one is skipped, not parsed
-_READER_GRACE_SECONDS = 5.0
 # The MCP server keys every profile registers: the runtime tools and the tool gateway (tool names are prefixed with
 # them by the CLIs, so they are short: see `app.services.gateway.names`).
 RUNTIME_SERVER = "switchboard"
@@ -156,36 +155,18 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-class _EventPump(threading.Thread):
-    """Reads the CLI's stdout: the raw tail for the log, and each complete line handed to the profile as JSON."""
+class _EventReader:
+    """Hands each complete stdout line that is a JSON object to the profile; the lock guards the events while the
+    result is read."""
 
-    def __init__(self, stream: Any, cli: AgentCli, events: TurnEvents) -> None:
-        super().__init__(daemon=True)
-        self.stream = stream
+    def __init__(self, cli: AgentCli, events: TurnEvents) -> None:
         self.cli = cli
         self.events = events
-        self.buffer = TailBuffer()
         self.lock = threading.Lock()
 
-    def run(self) -> None:
-        pending = b""
-        try:
-            while chunk := self.stream.read1(65536):
-                self.buffer.write(chunk)
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    self._line(line)
-                if len(pending) > _LINE_LIMIT:
-                    pending = b""
-            if pending:
-                self._line(pending)
-        except (OSError, ValueError):
-            pass
-
-    def _line(self, line: bytes) -> None:
+    def __call__(self, line: bytes) -> None:
         stripped = line.strip()
-        if not stripped.startswith(b"{") or len(stripped) > _LINE_LIMIT:
+        if not stripped.startswith(b"{"):
             return
         try:
             event = json.loads(stripped)
@@ -264,37 +245,18 @@ class AgentCliAdapter:
             return self._wait(proc, turn, settings, events)
         finally:
             if proc.poll() is None:
-                _kill_group(proc)
+                kill_group(proc)
                 proc.wait()
             agent_turns.agent_ended(proc)
 
     def _wait(
         self, proc: subprocess.Popen[bytes], turn: CliTurn, settings: CliSettings, events: TurnEvents
     ) -> AdapterResult:
-        out = _EventPump(proc.stdout, self.cli, events)
-        err_buffer = TailBuffer()
-        err = threading.Thread(target=_drain, args=(proc.stderr, err_buffer), daemon=True)
-        out.start()
-        err.start()
-        threading.Thread(
-            target=_feed_stdin, args=(proc.stdin, turn.stdin.encode("utf-8")), daemon=True
-        ).start()
-        timed_out = False
-        try:
-            proc.wait(timeout=settings.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            proc.wait()
-        out.join(_READER_GRACE_SECONDS)
-        err.join(_READER_GRACE_SECONDS)
-        if out.is_alive() or err.is_alive():
-            # Background children still hold the pipes open: end them with the turn.
-            _kill_group(proc)
-            out.join(_READER_GRACE_SECONDS)
-            err.join(_READER_GRACE_SECONDS)
+        reader = _EventReader(self.cli, events)
+        out, err = LinePump(proc.stdout, reader, line_limit=_LINE_LIMIT), LinePump(proc.stderr)
+        timed_out = wait_for_turn(proc, (out, err), turn.stdin.encode("utf-8"), settings.timeout)
         code = proc.returncode
-        with out.lock:
+        with reader.lock:
             if timed_out:
                 error: str | None = (
                     f"{self.cli.label} timed out after {settings.timeout:g} seconds; its process group was stopped."
@@ -309,20 +271,12 @@ class AgentCliAdapter:
             return AdapterResult(
                 ok=error is None,
                 stdout=events.scrub(out.buffer.text()),
-                stderr=events.scrub(err_buffer.text()),
+                stderr=events.scrub(err.buffer.text()),
                 exit_code=code,
                 session_id=events.session_id,
                 error=error,
                 timed_out=timed_out,
-                truncated=out.buffer.truncated or err_buffer.truncated,
+                truncated=out.buffer.truncated or err.buffer.truncated,
                 events=list(events.events),
                 summary=events.summary(),
             )
-
-
-def _drain(stream: Any, buffer: TailBuffer) -> None:
-    try:
-        while chunk := stream.read1(65536):
-            buffer.write(chunk)
-    except (OSError, ValueError):
-        pass
