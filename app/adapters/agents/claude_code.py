@@ -23,13 +23,12 @@ from typing import Any
 from app.adapters import Invocation
 from app.adapters.agents.events import TurnEvents, bounded_text, split_mcp_name
 from app.adapters.agents.runner import (
-    GATEWAY_SERVER,
     OUR_SERVERS,
-    RUNTIME_SERVER,
     TOKEN_ENV,
     CliSettings,
     CliTurn,
     TurnPaths,
+    our_mcp_servers,
     write_private,
 )
 
@@ -44,15 +43,10 @@ QUIET_ENV = {
 
 def mcp_config(runtime_tools: dict | None) -> dict[str, Any]:
     """The per-run MCP configuration: the runtime tools and the gateway, authorized from the environment."""
-    servers: dict[str, Any] = {}
-    if runtime_tools:
-        header = {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"}
-        for key, url in (
-            (RUNTIME_SERVER, runtime_tools.get("mcpEndpoint")),
-            (GATEWAY_SERVER, runtime_tools.get("gatewayMcpEndpoint")),
-        ):
-            if url:
-                servers[key] = {"type": "http", "url": url, "headers": dict(header)}
+    servers = {
+        key: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"}}
+        for key, url in our_mcp_servers(runtime_tools)
+    }
     return {"mcpServers": servers}
 
 

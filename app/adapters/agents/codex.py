@@ -25,13 +25,12 @@ from typing import Any
 from app.adapters import Invocation
 from app.adapters.agents.events import TurnEvents
 from app.adapters.agents.runner import (
-    GATEWAY_SERVER,
     OUR_SERVERS,
-    RUNTIME_SERVER,
     TOKEN_ENV,
     CliSettings,
     CliTurn,
     TurnPaths,
+    our_mcp_servers,
     private_dir,
     write_private,
 )
@@ -86,21 +85,16 @@ def config_toml(invocation: Invocation, settings: CliSettings) -> str:
         'wire_api = "responses"',
         f"env_key = {toml_string(KEY_ENV)}",
     ]
-    runtime = invocation.runtime_tools or {}
-    for key, url in (
-        (RUNTIME_SERVER, runtime.get("mcpEndpoint")),
-        (GATEWAY_SERVER, runtime.get("gatewayMcpEndpoint")),
-    ):
-        if url:
-            lines += [
-                "",
-                f"[mcp_servers.{key}]",
-                f"url = {toml_string(str(url))}",
-                f"bearer_token_env_var = {toml_string(TOKEN_ENV)}",
-                # `approval_policy = "never"` alone refuses every MCP call in exec mode; Switchboard's gateway
-                # decides each call (policy, approval cards), so Codex runs them.
-                'default_tools_approval_mode = "approve"',
-            ]
+    for key, url in our_mcp_servers(invocation.runtime_tools):
+        lines += [
+            "",
+            f"[mcp_servers.{key}]",
+            f"url = {toml_string(str(url))}",
+            f"bearer_token_env_var = {toml_string(TOKEN_ENV)}",
+            # `approval_policy = "never"` alone refuses every MCP call in exec mode; Switchboard's gateway
+            # decides each call (policy, approval cards), so Codex runs them.
+            'default_tools_approval_mode = "approve"',
+        ]
     return "\n".join(lines) + "\n"
 
 

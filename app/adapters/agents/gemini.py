@@ -32,13 +32,12 @@ from typing import Any
 from app.adapters import Invocation
 from app.adapters.agents.events import TurnEvents, split_mcp_name
 from app.adapters.agents.runner import (
-    GATEWAY_SERVER,
     OUR_SERVERS,
-    RUNTIME_SERVER,
     TOKEN_ENV,
     CliSettings,
     CliTurn,
     TurnPaths,
+    our_mcp_servers,
     private_dir,
     write_private,
 )
@@ -55,18 +54,10 @@ KEPT_FOLDERS = ("tmp", "history")
 def settings_json(runtime_tools: dict | None) -> dict[str, Any]:
     """The per-run `settings.json`: nothing phones home, API-key auth, our two MCP servers authorized from the
     environment."""
-    servers: dict[str, Any] = {}
-    if runtime_tools:
-        for key, url in (
-            (RUNTIME_SERVER, runtime_tools.get("mcpEndpoint")),
-            (GATEWAY_SERVER, runtime_tools.get("gatewayMcpEndpoint")),
-        ):
-            if url:
-                servers[key] = {
-                    "httpUrl": url,
-                    "headers": {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"},
-                    "trust": True,
-                }
+    servers = {
+        key: {"httpUrl": url, "headers": {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"}, "trust": True}
+        for key, url in our_mcp_servers(runtime_tools)
+    }
     return {
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},

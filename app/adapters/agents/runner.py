@@ -42,6 +42,19 @@ _LINE_LIMIT = 1024 * 1024  # one JSON event line; a longer one is skipped, not p
 RUNTIME_SERVER = "switchboard"
 GATEWAY_SERVER = "gateway"
 OUR_SERVERS = (RUNTIME_SERVER, GATEWAY_SERVER)
+
+
+def our_mcp_servers(runtime_tools: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The MCP servers a turn is given, as (name the CLI knows it by, URL): the runtime tools and the gateway, each
+    only when the run has its endpoint."""
+    runtime = runtime_tools or {}
+    endpoints = (
+        (RUNTIME_SERVER, runtime.get("mcpEndpoint")),
+        (GATEWAY_SERVER, runtime.get("gatewayMcpEndpoint")),
+    )
+    return [(name, str(url)) for name, url in endpoints if url]
+
+
 TOKEN_ENV = "PAPERCLIP_RUNTIME_TOOLS_TOKEN"  # noqa: S105 (the variable's name, not a secret)
 
 
