@@ -182,6 +182,10 @@ def test_the_limits_form_saves_validates_and_is_only_for_those_who_configure(app
     member_csrf = sign_in(member_client, make.member(world.company, "member"))
     page = member_client.get(f"/apps/{connection['id']}/permissions").get_data(as_text=True)
     assert "Call limits" in page and 'name="read-run-minute"' not in page
+    assert "<td>No limit</td>" in page and "<td>7</td>" not in page
+    assert set_limits(world, connection["id"], read_agent_minute=7).status_code == 303
+    page = member_client.get(f"/apps/{connection['id']}/permissions").get_data(as_text=True)
+    assert "<td>7</td>" in page and "<td>No limit</td>" in page
     forbidden = set_limits(world, connection["id"], client=member_client, csrf=member_csrf, read_run_minute=1)
     assert forbidden.status_code == 403
     # Another company's connection is as good as missing.
