@@ -69,7 +69,7 @@ def installation_env(app, folder: Path, extra_env: dict[str, str] | None = None)
 
 @dataclass
 class Instance:
-    """One running gunicorn server (an app instance)."""
+    """One gunicorn server (an app instance) started by `launch`."""
 
     port: int
     process: subprocess.Popen
@@ -78,13 +78,27 @@ class Instance:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def wait_serving(self) -> Instance:
+        wait_until(
+            lambda: self.process.poll() is not None or serving(self.port), "gunicorn serving", BOOT_PATIENCE
+        )
+        assert self.process.poll() is None, "gunicorn exited"
+        return self
 
-@contextmanager
-def gunicorn(
-    app, tmp_path: Path, *, processes: int = 1, extra_env: dict[str, str] | None = None
-) -> Iterator[Instance]:
-    """A gunicorn server with the production `gunicorn.conf.py` and `processes` worker processes, serving once its
-    workers answer; SIGTERM (a drain) when the block ends, unless the test already stopped it."""
+    def stop(self) -> None:
+        """SIGTERM (a drain) unless it already exited; killed if it does not end within PATIENCE."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(PATIENCE)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def launch(app, tmp_path: Path, *, processes: int = 1, extra_env: dict[str, str] | None = None) -> Instance:
+    """Start a gunicorn server with the production `gunicorn.conf.py` and `processes` worker processes (not waited
+    for: several may boot at once; `wait_serving`)."""
     port = free_port()
     env = installation_env(
         app,
@@ -98,18 +112,20 @@ def gunicorn(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    return Instance(port, process)
+
+
+@contextmanager
+def gunicorn(
+    app, tmp_path: Path, *, processes: int = 1, extra_env: dict[str, str] | None = None
+) -> Iterator[Instance]:
+    """A gunicorn server serving once its workers answer; SIGTERM (a drain) when the block ends, unless the test
+    already stopped it."""
+    instance = launch(app, tmp_path, processes=processes, extra_env=extra_env)
     try:
-        wait_until(lambda: process.poll() is not None or serving(port), "gunicorn serving", BOOT_PATIENCE)
-        assert process.poll() is None, "gunicorn exited"
-        yield Instance(port, process)
+        yield instance.wait_serving()
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(PATIENCE)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        instance.stop()
 
 
 def switchboard(app, tmp_path: Path, *args: str, extra_env: dict[str, str] | None = None) -> str:
