@@ -59,11 +59,9 @@ def test_a_connection_changed_by_sql_is_dropped_by_every_instance_after_cache_re
     archived = connect(world, "github", NOTES_KEY, name="Archived")
     names = {"switched-off__search_notes", "archived__search_notes"}
     provider = {"SWITCHBOARD_PROVIDER_SERVER_URLS": f'{{"github": "{notes_server.url}"}}'}
-    with (
-        servers.gunicorn(app, tmp_path, extra_env=provider) as first,
-        servers.gunicorn(app, tmp_path, extra_env=provider) as second,
-    ):
-        instances = [first.base, second.base]
+    launched = [servers.launch(app, tmp_path, extra_env=provider) for _ in range(2)]  # booting at once
+    try:
+        instances = [instance.wait_serving().base for instance in launched]
 
         def figures(label: str) -> tuple[int, int, int]:
             """Instances listing both tools; of 2 x 2 x CALLS calls, those that reached the provider and those answered
@@ -98,6 +96,9 @@ def test_a_connection_changed_by_sql_is_dropped_by_every_instance_after_cache_re
         assert figures("refreshed") == (0, 0, 2 * 2 * CALLS)
         for base in instances:
             assert _listed(base, world.token).isdisjoint(names)
+    finally:
+        for instance in launched:
+            instance.stop()
 
 
 def _plain_url(app) -> str:
