@@ -219,6 +219,9 @@ def load_config(instance_path: str) -> dict:
         # `switchboard worker` on SIGTERM: how long the agent turn in progress may go on before its process group is
         # ended and its run handed back to the queue (app/workers/shutdown.py).
         "WORKER_SHUTDOWN_GRACE_SECONDS": float(env.get("SWITCHBOARD_WORKER_SHUTDOWN_GRACE_SECONDS", "30")),
+        # A run still `running` this long after its agent's turn timeout lost its worker (killed, or its machine
+        # died): another worker hands it back to the queue with its wake (app/services/runs/lifecycle.py).
+        "RUN_ABANDONED_GRACE_SECONDS": float(env.get("SWITCHBOARD_RUN_ABANDONED_GRACE_SECONDS", "300")),
         # Agent CLIs (Claude Code, Codex, Gemini CLI): each agent's private config home, where the CLI keeps its
         # sessions between turns (`<root>/<agent id>/`). Workers on several machines resume sessions only when this
         # is shared storage.

@@ -167,6 +167,9 @@ def register_commands(app: Flask) -> None:
     from app.cli.worker import worker_command
 
     app.cli.add_command(tools_group)
+    from app.cli.cache import cache_group
+
+    app.cli.add_command(cache_group)
 
     app.cli.add_command(worker_command)
     from app.cli.start_demo import start_demo_command

@@ -5,6 +5,10 @@ Counters and histograms live in each process (prometheus_client's default regist
 state (provider breakers, queued wakes, the two outboxes) is read from the database at scrape time
 (`DatabaseState`), so every instance reports the same figures whichever process answers the scrape.
 
+Delivery and wake latencies are observed by the process that delivers or starts the work (a `switchboard worker`, or
+the web process running the worker in-process): with `PROMETHEUS_MULTIPROC_DIR` shared by the workers and the web
+processes of a host, the web's scrape includes them.
+
 Labels stay bounded: a route is its endpoint name (never the raw path), a connection its id, an outcome one of the
 gateway's outcome codes. Nothing here carries arguments, results or credentials.
 """
@@ -42,6 +46,21 @@ GATEWAY_CALL_SECONDS = Histogram(
     ["connection", "outcome"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
+LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+DELIVERY_SECONDS = Histogram(
+    "switchboard_delivery_latency_seconds",
+    "Time from an outbox row being written to its delivery, by outbox: continuations (a connection card's outcome "
+    "handed to its agent as a wake) and notifications (a mail or webhook sent).",
+    ["outbox"],
+    buckets=LATENCY_BUCKETS,
+)
+WAKE_SECONDS = Histogram(
+    "switchboard_wake_latency_seconds",
+    "Time from a run being queued to a worker starting it, by kind: continuation (woken by a connection card's "
+    "outcome) or other.",
+    ["kind"],
+    buckets=LATENCY_BUCKETS,
+)
 THROTTLE_REFUSALS = Counter(
     "switchboard_throttle_refusals",
     "Requests refused by the sign-in / authentication throttle: reason is 'throttled' (429) or "
@@ -60,6 +79,14 @@ def observe_gateway_call(connection_id: object | None, outcome: str, seconds: fl
     connection = str(connection_id) if connection_id is not None else "none"
     GATEWAY_CALLS.labels(connection, outcome).inc()
     GATEWAY_CALL_SECONDS.labels(connection, outcome).observe(seconds)
+
+
+def observe_delivery(outbox: str, seconds: float) -> None:
+    DELIVERY_SECONDS.labels(outbox).observe(max(seconds, 0.0))
+
+
+def observe_wake(continuation: bool, seconds: float) -> None:
+    WAKE_SECONDS.labels("continuation" if continuation else "other").observe(max(seconds, 0.0))
 
 
 def count_throttle_refusal(door: str, status: int) -> None:

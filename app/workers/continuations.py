@@ -25,9 +25,10 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
+from app.core import metrics
 from app.extensions import db
 from app.models import Agent, ConnectionIntentDelivery, Issue, Membership, ThreadInteraction, keys
-from app.models.base import utcnow
+from app.models.base import as_utc, utcnow
 from app.models.keys import wake_key
 from app.services.access.effective import connection_access
 from app.services.intents.card import WAKE_STATUSES, card_task_is_active
@@ -94,15 +95,24 @@ def claim_due(limit: int = SWEEP_LIMIT, interaction_id: uuid.UUID | None = None)
 
 
 def _mark_delivered(interaction_id: uuid.UUID) -> None:
-    db.session.execute(
+    _delivered([interaction_id])
+
+
+def _delivered(interaction_ids: list[uuid.UUID]) -> None:
+    """Mark the rows delivered (those not already) and observe how long each waited since it was written."""
+    now = utcnow()
+    written = db.session.scalars(
         update(ConnectionIntentDelivery)
         .where(
-            ConnectionIntentDelivery.interaction_id == interaction_id,
+            ConnectionIntentDelivery.interaction_id.in_(interaction_ids),
             ConnectionIntentDelivery.delivered_at.is_(None),
         )
-        .values(delivered_at=utcnow())
+        .values(delivered_at=now)
+        .returning(ConnectionIntentDelivery.created_at)
         .execution_options(synchronize_session=False)
-    )
+    ).all()
+    for created_at in written:
+        metrics.observe_delivery("continuations", (now - as_utc(created_at)).total_seconds())
 
 
 def _has_write_access(company_id: uuid.UUID, user_id: uuid.UUID | None) -> bool:
@@ -304,15 +314,7 @@ def _deliver_batch(interaction_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
         results[interaction_id] = WOKEN if woken.get(spec.idempotency_key) is not None else ALREADY_WOKEN
     done = [i for i, result in results.items() if result != RETRY]
     if done:
-        db.session.execute(
-            update(ConnectionIntentDelivery)
-            .where(
-                ConnectionIntentDelivery.interaction_id.in_(done),
-                ConnectionIntentDelivery.delivered_at.is_(None),
-            )
-            .values(delivered_at=utcnow())
-            .execution_options(synchronize_session=False)
-        )
+        _delivered(done)
     return results
 
 

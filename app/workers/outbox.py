@@ -29,10 +29,10 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import func, select, update
 
-from app.core import wake_signal
+from app.core import metrics, wake_signal
 from app.extensions import current_app_object, db
 from app.models import NotificationDelivery, User, WebhookAttempt, WebhookEndpoint
-from app.models.base import as_utc, utcnow
+from app.models.base import as_utc, rowcount, utcnow
 from app.services import notifications
 from app.services.notifications import email as mail
 from app.services.notifications import webhooks
@@ -212,13 +212,15 @@ def _finish(work: _Work, outcome: webhooks.Outcome) -> str:
             "next_attempt_at": now + retry_delay(work.attempts + 1),
         }
         result = FAILED
-    db.session.execute(
+    written = db.session.execute(
         update(NotificationDelivery)
         .where(*pending)
         .values(**values, updated_at=now)
         .execution_options(synchronize_session=False)
     )
     db.session.commit()
+    if result == DELIVERED and rowcount(written) == 1 and work.created_at is not None:
+        metrics.observe_delivery("notifications", (now - work.created_at).total_seconds())
     return result
 
 

@@ -9,9 +9,7 @@ ready and answers 503 "upgrading" (pages and API alike) until `db upgrade` has r
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import threading
 
 import httpx
@@ -20,20 +18,11 @@ from flask_migrate import downgrade, upgrade
 
 from app.core import schema
 from app.web import serving_state
-from tests.conftest import TEST_CONFIG
+from tests import servers
 from tests.doors import bearer
 from tests.peers.mcp_servers import NOTES_KEY
 from tests.services.gateway import test_cancellation
-from tests.services.gateway.test_cancellation import (
-    BOOT_PATIENCE,
-    GUNICORN,
-    PATIENCE,
-    PROJECT_ROOT,
-    URL,
-    _free_port,
-    _serving,
-    _wait_until,
-)
+from tests.services.gateway.test_cancellation import PATIENCE, URL, _wait_until
 from tests.services.gateway.test_gateway import connect
 
 world = test_cancellation.world
@@ -61,30 +50,10 @@ def test_sigterm_refuses_new_connections_at_once_while_the_call_in_flight_finish
 ):
     connect(world, "github", NOTES_KEY, name="Slow")
     frozen.reset()
-    port = _free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
-        "SECRET_KEY": TEST_CONFIG["SECRET_KEY"],
-        "SWITCHBOARD_ENCRYPTION_KEY": TEST_CONFIG["ENCRYPTION_KEY"],
-        "PUBLIC_BASE_URL": TEST_CONFIG["PUBLIC_BASE_URL"],
-        "SWITCHBOARD_INSTANCE_PATH": str(tmp_path / "instance"),
-        "SWITCHBOARD_CATALOG_INGEST_ON_START": "0",
-        "SWITCHBOARD_PROVIDER_SERVER_URLS": f'{{"github": "{frozen.url}"}}',
-        "SWITCHBOARD_BIND": f"127.0.0.1:{port}",
-        "WEB_CONCURRENCY": "2",
-    }
-    process = subprocess.Popen(
-        [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     answers: list[httpx.Response] = []
-    try:
-        _wait_until(lambda: process.poll() is not None or _serving(port), "gunicorn serving", BOOT_PATIENCE)
-        assert process.poll() is None, "gunicorn exited"
+    provider = {"SWITCHBOARD_PROVIDER_SERVER_URLS": f'{{"github": "{frozen.url}"}}'}
+    with servers.gunicorn(app, tmp_path, processes=2, extra_env=provider) as instance:
+        port, process = instance.port, instance.process
         ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=PATIENCE)
         assert (ready.status_code, ready.json()["status"], ready.json()["schema"]) == (200, "ready", "ok")
 
@@ -107,10 +76,6 @@ def test_sigterm_refuses_new_connections_at_once_while_the_call_in_flight_finish
         caller.join(PATIENCE)
         assert not caller.is_alive()
         assert process.wait(PATIENCE) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     (answer,) = answers
     assert answer.status_code == 200
     assert answer.json()["result"]["isError"] is False

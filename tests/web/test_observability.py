@@ -21,10 +21,15 @@ from sqlalchemy import func, select
 from app.config import load_config
 from app.core import json_logs
 from app.models import ConnectionIntentDelivery, NotificationDelivery, WakeupRequest
+from app.models.keys import wake_key
 from app.models.shared_state import ProviderBreaker
+from app.services.intents import resolution
+from app.services.runs.wakeups import claim_next_run
 from app.web.observability import REQUEST_ID_HEADER
-from tests.conftest import serving
+from app.workers import continuations, outbox
+from tests.conftest import serving, sign_in
 from tests.peers.mcp_servers import NOTES_KEY
+from tests.peers.notification_peers import start_webhook_receiver
 from tests.services.gateway.test_gateway import connect, run_agent
 from tests.web.test_auth import post_login
 
@@ -224,3 +229,52 @@ def test_observability_settings_default_off_and_refuse_unknown_values(app, monke
         tracing.configure("jaeger")
     with pytest.raises(ValueError, match="SWITCHBOARD_LOG_FORMAT must be one of text, json"):
         json_logs.configure("xml")
+
+
+@pytest.fixture
+def receiver(app):
+    peer = start_webhook_receiver()
+    saved = app.config.get("OUTBOUND_ALLOWED_HOSTS")
+    app.config["OUTBOUND_ALLOWED_HOSTS"] = ["127.0.0.1"]
+    yield peer
+    app.config["OUTBOUND_ALLOWED_HOSTS"] = saved
+    peer.stop()
+
+
+def test_delivery_and_wake_latencies_are_observed(app, client, db, make, base, metrics_on, receiver):
+    company, owner, agent, issue = make.team(adapter_type="process", adapter_config={"command": ["true"]})
+    csrf = sign_in(client, owner)
+    hook = client.post(
+        "/settings/webhooks",
+        data={"csrf_token": csrf, "url": receiver.url, "events": ["connection_intent.resolved"]},
+    )
+    assert hook.status_code == 201, hook.status_code
+    card = make.card(issue, agent, owner, run_finished=True)
+    resolution.decline_intent(card.id, owner.id, "Not now")
+    db.session.commit()
+    before = scrape(base)
+
+    assert continuations.sweep_pending() == {continuations.WOKEN: 1}
+    assert outbox.sweep_pending() == {outbox.DELIVERED: 1}
+    (run_id,) = db.session.scalars(
+        select(WakeupRequest.run_id).where(WakeupRequest.idempotency_key == wake_key(card.id, "declined"))
+    ).all()
+    claimed = claim_next_run(run_id)
+    assert claimed is not None and claimed.id == run_id
+    db.session.commit()
+    after = scrape(base)
+
+    def grew(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert grew("switchboard_delivery_latency_seconds_count", outbox="continuations") == 1
+    assert grew("switchboard_delivery_latency_seconds_count", outbox="notifications") == 1
+    assert grew("switchboard_delivery_latency_seconds_bucket", outbox="continuations", le="+Inf") == 1
+    assert grew("switchboard_wake_latency_seconds_count", kind="continuation") == 1
+    assert grew("switchboard_wake_latency_seconds_count", kind="other") == 0
+    # A row delivered again is not observed again.
+    assert continuations.sweep_pending() == {} and outbox.sweep_pending() == {}
+    again = scrape(base)
+    assert value(again, "switchboard_delivery_latency_seconds_count", outbox="continuations") == value(
+        after, "switchboard_delivery_latency_seconds_count", outbox="continuations"
+    )

@@ -254,7 +254,7 @@ def test_example_process_agent_requests_a_connection_and_continues_after_the_dec
     assert log.resumed_session_id is None
 
 
-def test_a_run_abandoned_by_a_dead_worker_is_failed_and_the_next_wake_runs(db, team):
+def test_a_run_abandoned_by_a_dead_worker_runs_again_once_and_then_is_failed(db, team):
     from datetime import timedelta
 
     from app.models.base import utcnow
@@ -268,7 +268,16 @@ def test_a_run_abandoned_by_a_dead_worker_is_failed_and_the_next_wake_runs(db, t
     assert recover_abandoned_runs() == 0  # still within its turn time
     run.started_at = utcnow() - timedelta(hours=2)
     db.session.commit()
-    assert execute_pending_runs() == 2  # one recovered, then the waiting wake executed
+    assert recover_abandoned_runs() == 1  # handed back with its wake
+    db.session.commit()
+    db.session.expire_all()
+    assert [(r.status, r.error) for r in runs_of(db, agent)] == [("queued", None)]
+
+    again = claim_next_run()  # another worker claims the same run ... and dies too
+    assert again is not None and again.id == run.id
+    again.started_at = utcnow() - timedelta(hours=2)
+    db.session.commit()
+    assert execute_pending_runs() == 2  # failed this time, then the waiting wake executed
     db.session.expire_all()
     runs = runs_of(db, agent)
     assert [(r.status, r.error) for r in runs] == [("failed", ABANDONED_MESSAGE), ("succeeded", None)]

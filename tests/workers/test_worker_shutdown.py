@@ -22,14 +22,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from app.models import HeartbeatRun, WakeupRequest
+from app.models import ActivityLog, HeartbeatRun, WakeupRequest
 from app.models.keys import wake_key
+from app.services.runs.lifecycle import RECOVERED_ACTION
 from app.services.runs.wakeups import WakeAlreadyExists, request_wakeup
 from app.workers.run_executor import execute_next_run
-from tests.conftest import TEST_CONFIG
-from tests.paths import ROOT
+from tests import servers
 
-SWITCHBOARD = [sys.executable, "-c", "from app.cli import main; main()"]
 PATIENCE = 120.0  # a bound for waiting on another process (a worker importing the app on a loaded machine)
 
 AGENT = textwrap.dedent(
@@ -79,25 +78,11 @@ def team(make, folder):
     return make.team(adapter_type="process", adapter_config={"command": command, "timeoutSeconds": 600})
 
 
-def start_worker(app, tmp_path: Path, grace: float) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
-        "SECRET_KEY": TEST_CONFIG["SECRET_KEY"],
-        "SWITCHBOARD_ENCRYPTION_KEY": TEST_CONFIG["ENCRYPTION_KEY"],
-        "PUBLIC_BASE_URL": TEST_CONFIG["PUBLIC_BASE_URL"],
-        "SWITCHBOARD_INSTANCE_PATH": str(tmp_path / "instance"),
-        "SWITCHBOARD_CATALOG_INGEST_ON_START": "0",
-        "SWITCHBOARD_WORKER_SHUTDOWN_GRACE_SECONDS": str(grace),
-    }
-    return subprocess.Popen(
-        [*SWITCHBOARD, "worker", "--poll-seconds", "0.2"],
-        cwd=ROOT,  # this checkout's code (the `switchboard` script may belong to another)
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start_worker(
+    app, tmp_path: Path, grace: float, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    settings = {"SWITCHBOARD_WORKER_SHUTDOWN_GRACE_SECONDS": str(grace), **(extra_env or {})}
+    return servers.start_worker(app, tmp_path, name=f"worker-{uuid.uuid4().hex[:8]}", extra_env=settings)
 
 
 def turn_started(worker: subprocess.Popen, folder: Path) -> None:
@@ -192,3 +177,51 @@ def test_a_turn_that_ends_within_the_grace_period_is_recorded_and_nothing_more_i
     ).all()
     assert [(r.issue_id, r.status) for r in runs] == [(issue.id, "succeeded"), (other_task.id, "queued")]
     assert not (folder / "turn-1").exists()
+
+
+def test_a_continuation_whose_worker_is_killed_reaches_the_agent_once_through_another_worker(
+    app, db, make, folder, tmp_path
+):
+    """SIGKILL: nothing runs in the worker to hand the run back. The run's lease (the agent's turn timeout plus
+    `SWITCHBOARD_RUN_ABANDONED_GRACE_SECONDS`, shortened here) runs out, and another worker hands it back with its
+    wake and runs it: the card's continuation ends once, in one more turn of the same run."""
+    command = [sys.executable, str(folder.parent / "agent.py"), str(folder)]
+    _company, _owner, agent, issue = make.team(
+        adapter_type="process", adapter_config={"command": command, "timeoutSeconds": 5}
+    )
+    key = continuation(db, agent, issue)
+    lease = {"SWITCHBOARD_RUN_ABANDONED_GRACE_SECONDS": "0"}
+    killed = start_worker(app, tmp_path, grace=600, extra_env=lease)
+    turn_started(killed, folder)
+    started = json.loads((folder / "turn-0").read_text())
+    killed.kill()
+    killed.communicate()
+    # A worker killed with its machine takes the agent with it (its process group, the child too).
+    os.killpg(os.getpgid(started["pid"]), signal.SIGKILL)
+    db.session.expire_all()
+    (run,) = db.session.scalars(select(HeartbeatRun).where(HeartbeatRun.agent_id == agent.id)).all()
+    assert (str(run.id), run.status) == (started["run"], "running")  # nobody handed it back
+
+    (folder / "release").write_text("")  # the next turn ends at once
+    other = start_worker(app, tmp_path, grace=600, extra_env=lease)
+    try:
+        _wait_for(lambda: _run_status(db, run.id) == "succeeded" or other.poll() is not None, "the run again")
+    finally:
+        code, err = stop(other)
+    assert code == 0, err
+    again = json.loads((folder / "turn-1").read_text())
+    assert again["run"] == started["run"]
+    assert not (folder / "turn-2").exists()
+    runs = db.session.scalars(select(HeartbeatRun).where(HeartbeatRun.agent_id == agent.id)).all()
+    assert [(r.id, r.status) for r in runs] == [(run.id, "succeeded")]
+    (wake,) = db.session.scalars(select(WakeupRequest).where(WakeupRequest.idempotency_key == key)).all()
+    assert (wake.status, wake.run_id) == ("finished", run.id)
+    recovered = db.session.scalars(
+        select(ActivityLog.action).where(ActivityLog.run_id == run.id, ActivityLog.action == RECOVERED_ACTION)
+    ).all()
+    assert recovered == [RECOVERED_ACTION]
+
+
+def _run_status(db, run_id) -> str:
+    db.session.expire_all()
+    return db.session.get(HeartbeatRun, run_id).status

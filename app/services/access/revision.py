@@ -20,11 +20,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Integer, event, inspect, literal_column, select, update
+from sqlalchemy import ColumnElement, Integer, event, func, inspect, literal_column, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import ORMExecuteState, Session, SessionTransaction, UOWTransaction
 
+from app.core import wake_signal
 from app.extensions import db
 from app.models import (
     AccessRevision,
@@ -140,6 +141,23 @@ def _forget_on_rollback(session: Session, transaction: SessionTransaction) -> No
     """A rolled-back outermost transaction changed nothing (a committed one has already popped its marks)."""
     if transaction.parent is None:
         session.info.pop(_CHANGED, None)
+
+
+def refresh_every_company(session: Session | None = None) -> int:
+    """After a change made outside the app (an SQL fix, a restore): raise every company's revision and signal the
+    workers; the caller commits. Returns how many companies there are.
+
+    No process keeps the revision itself: every agent request reads it with its run (one statement), so from the
+    commit on, each process of each instance answers that request from the database and files the result under
+    the new revision. Caches keyed on content (parsed catalog rows by content hash, prepared instruction blocks,
+    provider targets by their inputs) already compare what they were built from. Workers are nudged (NOTIFY on
+    PostgreSQL) so restored queued work is looked at now rather than at the next poll.
+    """
+    session = session or db.session()
+    _mark(session, EVERY_COMPANY)
+    for topic in wake_signal.TOPICS:
+        wake_signal.signal_work(session, topic)
+    return int(session.scalar(select(func.count()).select_from(Company)) or 0)
 
 
 def current_revision(company_id: uuid.UUID) -> int:

@@ -10,16 +10,18 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from flask import current_app, has_app_context
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import joinedload
 
 from app.adapters import AdapterResult
 from app.core.errors import NotFound
 from app.extensions import db
-from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
+from app.models import ActivityLog, Agent, HeartbeatRun, Issue, WakeupRequest
 from app.models.base import as_utc, utcnow
 from app.models.run_logs import RUN_LOG_LIMIT, RunLog
 from app.models.runs import ACTIVE_RUN_STATUSES
+from app.services.activity import record_activity
 from app.services.runs.sessions import _record_session
 from app.services.runs.wake_context import TURN_KEY
 from app.services.runs.wakeups import _is_postgres, _lock_agent, _record_run_activity, start_next_wake
@@ -61,16 +63,29 @@ def complete_run(run: HeartbeatRun, result: AdapterResult) -> HeartbeatRun:
     )
 
 
-# A run still `running` this long after its adapter timeout was abandoned by a worker that died mid-turn.
+# A run still `running` this long after its adapter timeout was abandoned by a worker that died mid-turn (the
+# `RUN_ABANDONED_GRACE_SECONDS` setting overrides it).
 ABANDONED_GRACE_SECONDS = 300
 ABANDONED_MESSAGE = "The worker stopped while this run was in progress."
+RECOVERED_ACTION = "run.recovered"
+# How often one run may be handed back after losing its worker: a turn that kills its worker every time fails then.
+MAX_RECOVERIES = 1
 # The longest a turn may take when its agent configures no timeout (the process adapter's default).
 DEFAULT_TURN_SECONDS = 600
 
 
+def _abandoned_grace() -> float:
+    if has_app_context():
+        return float(current_app.config.get("RUN_ABANDONED_GRACE_SECONDS", ABANDONED_GRACE_SECONDS))
+    return ABANDONED_GRACE_SECONDS
+
+
 def recover_abandoned_runs(now: datetime | None = None) -> int:
-    """Fail runs whose worker died mid-turn, so the agent's next wake on the task can start. Returns how many."""
+    """Hand back runs whose worker died mid-turn (SIGKILL, a lost machine), so their wake runs again on another
+    worker: a card's continuation still reaches its agent. A run that lost its worker `MAX_RECOVERIES` times
+    already is failed instead, so the agent's next wake on the task can start. Returns how many."""
     now = now or utcnow()
+    grace = _abandoned_grace()
     query = (
         select(HeartbeatRun)
         .where(HeartbeatRun.status == "running", HeartbeatRun.started_at.is_not(None))
@@ -91,10 +106,36 @@ def recover_abandoned_runs(now: datetime | None = None) -> int:
         started_at = as_utc(run.started_at)
         if started_at is None:  # the query excludes these; the column is nullable for queued runs
             continue
-        if started_at + timedelta(seconds=turn_seconds + ABANDONED_GRACE_SECONDS) < now:
+        if started_at + timedelta(seconds=turn_seconds + grace) >= now:
+            continue
+        if _recoveries(run) < MAX_RECOVERIES:
+            record_activity(
+                company_id=run.company_id,
+                actor_type="system",
+                actor_id="worker",
+                action=RECOVERED_ACTION,
+                entity_type="heartbeat_run",
+                entity_id=run.id,
+                agent_id=run.agent_id,
+                run_id=run.id,
+                details={"reason": ABANDONED_MESSAGE},
+            )
+            requeue_run(run)
+        else:
             fail_run(run, ABANDONED_MESSAGE)
-            recovered += 1
+        recovered += 1
     return recovered
+
+
+def _recoveries(run: HeartbeatRun) -> int:
+    return int(
+        db.session.scalar(
+            select(func.count())
+            .select_from(ActivityLog)
+            .where(ActivityLog.run_id == run.id, ActivityLog.action == RECOVERED_ACTION)
+        )
+        or 0
+    )
 
 
 def requeue_run(run: HeartbeatRun) -> HeartbeatRun:

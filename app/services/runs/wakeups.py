@@ -9,11 +9,12 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.adapters import EXECUTABLE_ADAPTERS
+from app.core import metrics
 from app.core.errors import Conflict, Unprocessable
 from app.core.wake_signal import RUNS, signal_work
 from app.extensions import db
 from app.models import Agent, HeartbeatRun, Issue, WakeupRequest
-from app.models.base import rowcount, utcnow
+from app.models.base import as_utc, rowcount, utcnow
 from app.models.keys import CONNECTION_INTENT_KEY_PREFIX
 from app.models.runs import ACTIVE_RUN_STATUSES
 from app.services.activity import record_activity
@@ -303,6 +304,10 @@ def claim_next_run(run_id: uuid.UUID | None = None) -> HeartbeatRun | None:
         return None
     db.session.refresh(candidate)
     _record_run_activity(candidate, "run.started")
+    started, queued = as_utc(candidate.started_at), as_utc(candidate.created_at)
+    if started is not None and queued is not None:
+        continuation = bool((candidate.context_snapshot or {}).get("interactionId"))
+        metrics.observe_wake(continuation, (started - queued).total_seconds())
     return candidate
 
 

@@ -8,13 +8,7 @@ the provider, and the provider is told (`notifications/cancelled`).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +19,7 @@ from sqlalchemy import select
 from app.models import GatewayCancellation
 from app.services.connections import provider_calls
 from app.services.gateway import cancellation
-from tests.conftest import TEST_CONFIG
+from tests import servers
 from tests.doors import bearer, refusal_fields
 from tests.paths import ROOT
 from tests.peers.mcp_servers import NOTES_KEY
@@ -37,33 +31,13 @@ world = test_gateway.world
 frozen = test_gateway_protocol.frozen
 
 PROJECT_ROOT = ROOT
-GUNICORN = Path(sys.executable).parent / "gunicorn"
-PATIENCE = 30.0  # an upper bound for waiting on another process; never asserted
-BOOT_PATIENCE = 120.0  # a gunicorn worker importing the app on a loaded machine
+GUNICORN = servers.GUNICORN
+PATIENCE = servers.PATIENCE
+BOOT_PATIENCE = servers.BOOT_PATIENCE
 CALL_TIMEOUT = 20  # the provider call's own timeout: a cancellation must end the call long before it
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_until(condition, what: str, patience: float = PATIENCE) -> None:
-    deadline = time.monotonic() + patience
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting: {what}")
-        time.sleep(0.02)
-
-
-def _serving(port: int) -> bool:
-    """The worker answers (gunicorn's master listens before its worker has imported the app, which can take many
-    seconds on a loaded machine: a call sent then would spend the test's patience waiting for the import)."""
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200
-    except httpx.HTTPError:
-        return False
+_free_port = servers.free_port
+_wait_until = servers.wait_until
+_serving = servers.serving
 
 
 @contextmanager
@@ -71,39 +45,14 @@ def gunicorn_server(
     app, tmp_path: Path, provider_url: str | None = None, extra_env: dict[str, str] | None = None
 ) -> Iterator[str]:
     """One gunicorn server (one worker process) on the test database; yields its gateway URL."""
-    port = _free_port()
     env = {
-        **os.environ,
-        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
-        "SECRET_KEY": TEST_CONFIG["SECRET_KEY"],
-        "SWITCHBOARD_ENCRYPTION_KEY": TEST_CONFIG["ENCRYPTION_KEY"],
-        "PUBLIC_BASE_URL": TEST_CONFIG["PUBLIC_BASE_URL"],
-        "SWITCHBOARD_INSTANCE_PATH": str(tmp_path / f"instance-{port}"),
-        "SWITCHBOARD_CATALOG_INGEST_ON_START": "0",
         "SWITCHBOARD_PROVIDER_SERVER_URLS": json.dumps({"github": provider_url} if provider_url else {}),
         "SWITCHBOARD_PROVIDER_CALL_TIMEOUT_SECONDS": str(CALL_TIMEOUT),
-        "SWITCHBOARD_BIND": f"127.0.0.1:{port}",
-        "WEB_CONCURRENCY": "1",
         **(extra_env or {}),
     }
-    process = subprocess.Popen(
-        [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_until(lambda: process.poll() is not None or _serving(port), "gunicorn serving", BOOT_PATIENCE)
-        assert process.poll() is None, "gunicorn exited"
-        yield f"http://127.0.0.1:{port}{URL}"
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(PATIENCE)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    processes = int(env.pop("WEB_CONCURRENCY", "1"))
+    with servers.gunicorn(app, tmp_path, processes=processes, extra_env=env) as instance:
+        yield f"{instance.base}{URL}"
 
 
 def _posts(server) -> int:

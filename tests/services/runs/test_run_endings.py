@@ -63,7 +63,16 @@ def _fail(app, db, run) -> None:
 def _recover(app, db, run) -> None:
     run.started_at = utcnow() - timedelta(hours=2)
     db.session.commit()
-    assert lifecycle.recover_abandoned_runs() == 1
+    assert lifecycle.recover_abandoned_runs() == 1  # handed back once with its wake
+    db.session.commit()
+    db.session.refresh(run)
+    assert run.status == "queued"
+    run.status, run.started_at = (
+        "running",
+        utcnow() - timedelta(hours=2),
+    )  # claimed again; that worker died too
+    db.session.commit()
+    assert lifecycle.recover_abandoned_runs() == 1  # abandoned again: ended
     db.session.commit()
 
 
