@@ -62,7 +62,9 @@ def own_fingerprint(*, fresh: bool = False) -> str:
     `/readyz` compares the definitions this process started with without reading the files each time."""
     known = current_app.extensions.get(_OWN_KEY)
     if known is None or fresh:
-        known = current_app.extensions[_OWN_KEY] = definitions_fingerprint(definition_directories(DEFINITIONS_DIR))
+        known = current_app.extensions[_OWN_KEY] = definitions_fingerprint(
+            definition_directories(DEFINITIONS_DIR)
+        )
     return str(known)
 
 

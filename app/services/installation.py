@@ -31,7 +31,6 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from app.extensions import db
 from app.models.base import utcnow
 from app.models.installation import InstallationSetting
-from app.services.runs import tokens
 
 SECRET_KEY = "SECRET_KEY"  # noqa: S105 (a setting's name)
 ENCRYPTION_KEY = "SWITCHBOARD_ENCRYPTION_KEY"
@@ -85,7 +84,8 @@ def own_fingerprints(config: dict) -> dict[str, list[str]]:
     return {
         SECRET_KEY: [fingerprint(SECRET_KEY, str(config["SECRET_KEY"]))],
         ENCRYPTION_KEY: [fingerprint(ENCRYPTION_KEY, key) for key in keys],
-        INSTANCE_ID: [fingerprint(INSTANCE_ID, tokens.instance_id())],
+        # Unset, the id is derived from SECRET_KEY (compared above): record that it is derived, not the derived id.
+        INSTANCE_ID: [fingerprint(INSTANCE_ID, str(config.get(INSTANCE_ID) or "(derived from SECRET_KEY)"))],
     }
 
 
