@@ -53,6 +53,11 @@ def create_app(config_override: dict | None = None) -> Flask:
     register_extensions(app)
     register_blueprints(app)
     register_cli(app)
+    from app.services import installation
+
+    # A process whose keys differ from the installation's would answer 401s and 500s while looking healthy: it refuses
+    # to start instead (gunicorn exits when its workers cannot boot), before it could ingest anything.
+    installation.check_at_start(app)
     if app.config.get("CATALOG_INGEST_ON_START"):
         # A deployment never serves an empty or stale catalog: ingest when the definition files changed (one
         # query when they did not; several workers starting together ingest once, see app/catalog/sync.py).

@@ -112,15 +112,31 @@ def load_config(instance_path: str) -> dict:
     elif database_url.startswith("postgresql://"):
         database_url = "postgresql+psycopg://" + database_url[len("postgresql://") :]
     public_base_url = (env.get("PUBLIC_BASE_URL") or "http://127.0.0.1:5000").rstrip("/")
+    generated: dict[str, str] = {}
+    secret_key = env.get("SECRET_KEY") or ""
+    if not secret_key:
+        secret_key = generated["SECRET_KEY"] = _instance_secret(
+            inst, "secret_key", lambda: secrets.token_hex(32)
+        )
+    encryption_key = env.get("SWITCHBOARD_ENCRYPTION_KEY") or ""
+    if not encryption_key:
+        encryption_key = generated["ENCRYPTION_KEY"] = _instance_secret(
+            inst, "encryption_key", lambda: Fernet.generate_key().decode()
+        )
     return {
         "SQLALCHEMY_DATABASE_URI": database_url,
         # No `pool_pre_ping` (a round trip per checkout): `app.core.db_liveness` checks the socket instead.
         # SQLite (the embedded setup) replaces these in create_app: it has no server connections to budget.
         "SQLALCHEMY_ENGINE_OPTIONS": {"pool_recycle": db_liveness.RECYCLE_SECONDS, **_pool_options(env)},
-        "SECRET_KEY": env.get("SECRET_KEY")
-        or _instance_secret(inst, "secret_key", lambda: secrets.token_hex(32)),
-        "ENCRYPTION_KEY": env.get("SWITCHBOARD_ENCRYPTION_KEY")
-        or _instance_secret(inst, "encryption_key", lambda: Fernet.generate_key().decode()),
+        "SECRET_KEY": secret_key,
+        "ENCRYPTION_KEY": encryption_key,
+        # Keys generated into the instance folder (not given): only the embedded SQLite setup may use them, since
+        # no other instance shares that folder (`app/services/installation.py` refuses them on a server database).
+        "GENERATED_KEYS": generated,
+        # Compare this process's keys with the installation's (fingerprints in the database) before serving, and record
+        # them on an empty installation. The `switchboard` CLI checks in the commands that use the database instead.
+        "INSTALLATION_CHECK": True,
+        "INSTALLATION_CHECK_AT_START": True,
         "PUBLIC_BASE_URL": public_base_url,
         "SESSION_COOKIE_SECURE": _bool(
             env.get("SESSION_COOKIE_SECURE"), public_base_url.startswith("https://")

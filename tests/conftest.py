@@ -34,7 +34,7 @@ _TMP = Path(tempfile.mkdtemp(prefix="switchboard-tests-"))
 # folder, so generated secrets and files never cross processes.
 os.environ["SWITCHBOARD_INSTANCE_PATH"] = str(_TMP / "instance")
 # Tables that hold reference data loaded once per session (not per-test state).
-PRESERVED_TABLES = {"alembic_version", "catalog_apps", "catalog_state"}
+PRESERVED_TABLES = {"alembic_version", "catalog_apps", "catalog_state", "catalog_ingests"}
 
 
 def backend_name() -> str:
@@ -135,6 +135,9 @@ TEST_CONFIG = {
     "SERVER_NAME": None,
     # The session's app ingests once, after migrating (`_after_migrate`); apps made by tests do not ingest at start.
     "CATALOG_INGEST_ON_START": False,
+    # Tests make apps with other keys on the session's database; tests/system/test_installation_keys.py turns the
+    # comparison with the installation's keys on, and processes started from the environment have it on.
+    "INSTALLATION_CHECK": False,
     # The fuzzers send thousands of bad credentials from 127.0.0.1 in one test; the per-address limit on failed
     # authentication is tested at its default by tests/web/test_guessing_throttle.py (`address_limit`).
     "AUTH_ADDRESS_MAX_FAILURES": 100_000,

@@ -29,6 +29,7 @@ from app.catalog.schema import AppDefinition, DefinitionError, Method
 from app.extensions import db
 from app.models.base import utcnow
 from app.models.connections import CUSTOM_APP_SLUG, CatalogApp, CatalogState
+from app.models.installation import CatalogIngest
 
 CATALOG_DIR = Path(__file__).resolve().parent
 DEFINITIONS_DIR = CATALOG_DIR / "definitions"
@@ -256,6 +257,8 @@ def ingest_definitions(
 
 
 def _record_ingest(fingerprint: str, now: datetime) -> None:
+    if db.session.get(CatalogIngest, fingerprint) is None:
+        db.session.add(CatalogIngest(definitions_hash=fingerprint, ingested_at=now))
     state = db.session.get(CatalogState, 1)
     if state is None:
         db.session.add(CatalogState(id=1, definitions_hash=fingerprint, ingest_count=1, ingested_at=now))

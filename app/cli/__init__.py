@@ -22,7 +22,9 @@ def _create_app() -> Flask:
 
     # Commands manage the catalog themselves (`db upgrade` and `catalog ingest` ingest it, `catalog validate` must
     # not need a database), so the CLI's app skips the ingest at start.
-    return create_app({"CATALOG_INGEST_ON_START": False})
+    # Likewise the keys: the commands that use the database check them (`needs_database`), `db upgrade` after
+    # migrating, and `keys adopt` must run when they differ.
+    return create_app({"CATALOG_INGEST_ON_START": False, "INSTALLATION_CHECK_AT_START": False})
 
 
 @click.group(cls=FlaskGroup, create_app=_create_app)
@@ -40,9 +42,24 @@ def needs_database(command: Callable[..., Any]) -> Callable[..., Any]:
         if problem is not None:
             click.echo(f"{problem}: {UPGRADE_FIRST}.", err=True)
             raise SystemExit(2)
+        refuse_other_keys()
         return command(*args, **kwargs)
 
     return with_appcontext(checked)
+
+
+def refuse_other_keys() -> None:
+    """Exit 2 with the problems on stderr when this process's keys differ from the installation's."""
+    from flask import current_app
+
+    from app.services import installation
+
+    if not current_app.config.get("INSTALLATION_CHECK"):
+        return
+    verdict = installation.verify()
+    if not verdict.agreed:
+        click.echo(str(installation.InstallationMismatch(verdict.problems)), err=True)
+        raise SystemExit(2)
 
 
 def _emit(data: dict, as_json: bool) -> None:
@@ -110,6 +127,7 @@ def _upgrade_then_ingest(upgrade: click.Command) -> click.Command:
         callback(*args, **kwargs)
         if kwargs.get("sql") or schema_problem() is not None:
             return  # offline SQL output, or an upgrade to an older revision: the tables may not fit this version
+        refuse_other_keys()  # the deploy step of a process with other keys stops here, before the catalog
         from app.catalog.cli import report_ingest
         from app.catalog.loader import CatalogError, ingest_definitions
 
@@ -163,7 +181,10 @@ def register_commands(app: Flask) -> None:
     from app.cli.evals import evals_group
 
     app.cli.add_command(evals_group)
+    from app.cli.keys import keys_group
     from app.cli.tools import tools_group
+
+    app.cli.add_command(keys_group)
     from app.cli.worker import worker_command
 
     app.cli.add_command(tools_group)

@@ -21,6 +21,7 @@ from app.models.connections import (
     ToolPolicy,
 )
 from app.models.gateway_limits import GatewayCallCounter
+from app.models.installation import CatalogIngest, InstallationSetting
 from app.models.intents import ConnectionIntentDelivery
 from app.models.notifications import (  # notifications (issue 15)
     NotificationDelivery,
@@ -37,6 +38,8 @@ from app.models.trust import ToolTrustRule
 from app.models.work import Comment, Issue, Project, ThreadInteraction
 
 __all__ = [
+    "CatalogIngest",
+    "InstallationSetting",
     "AssistantClient",
     "AssistantCode",
     "AssistantDeviceCode",

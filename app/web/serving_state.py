@@ -8,6 +8,9 @@ answers 503 "draining"; `/healthz` stays the liveness check (the process is aliv
 Upgrading (item 7): code ahead of the schema answers a clear 503 "upgrading" instead of 500s from missing columns
 (see app/core/schema.py). The page stands alone: the usual layout loads the signed-in user, a query on a table the
 upgrade may change.
+
+Other keys (item 5): a process that started before the schema had its tables compares its keys with the installation's
+once the schema is current (`app/services/installation.py`), and answers 503 naming the setting while they differ.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from flask import Flask, render_template, request
 from flask.typing import ResponseReturnValue
 
 from app.core import schema
+from app.services import installation
 from app.web.errors import error_response, wants_json
 
 DRAINING_MESSAGE = "This Switchboard instance is shutting down. Retry the request."
@@ -50,6 +54,9 @@ def install(app: Flask) -> None:
             else:
                 page = render_template("upgrading.html", message=schema.UPGRADING_MESSAGE)
                 response = app.make_response((page, 503))
+        elif problems := installation.ensure_agreed():
+            # Started before the schema had its tables, so the app factory could not compare the keys then.
+            response = app.make_response(error_response(" ".join(problems), 503))
         else:
             return None
         response.headers["Retry-After"] = RETRY_AFTER_SECONDS

@@ -96,6 +96,8 @@ def test_a_draining_process_is_not_ready_and_refuses_new_requests_fast(app, clie
         "status": "draining",
         "database": "ok",
         "schema": "ok",
+        "settings": "not checked",
+        "catalog": {"status": "current"},
         "throttle_store": {"kind": "database", "status": "ok"},
     }
     assert client.get("/healthz").status_code == 200
@@ -128,6 +130,8 @@ def test_code_ahead_of_the_schema_answers_upgrading_until_db_upgrade(app, client
         "status": "not ready",
         "database": "ok",
         "schema": f"The database is at revision {behind}; this version needs {head}",
+        "settings": "unknown",
+        "catalog": {"status": "current"},
         "throttle_store": {"kind": "database", "status": "ok"},
     }
     assert client.get("/healthz").status_code == 200

@@ -117,6 +117,8 @@ def test_redis_stays_an_option_for_the_shared_count(app, db, owner, tmp_path):
             "status": "ready",
             "database": "ok",
             "schema": "ok",
+            "settings": "ok",
+            "catalog": {"status": "current"},
             "throttle_store": {"kind": "RedisStorage", "status": "ok"},
         }
 
@@ -139,6 +141,8 @@ def test_an_unreachable_store_refuses_sign_in_with_503_and_readiness_says_so(app
             "status": "not ready",
             "database": "ok",
             "schema": "ok",
+            "settings": "ok",
+            "catalog": {"status": "current"},
             "throttle_store": {"kind": "RedisStorage", "status": "unreachable"},
         }
         assert "hunter2" not in ready.text

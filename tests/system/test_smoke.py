@@ -7,13 +7,15 @@ def test_healthz_checks_the_database(client):
     assert response.json == {"status": "ok", "database": backend_name()}
 
 
-def test_readyz_reports_the_database_the_schema_and_the_throttle_store(client):
+def test_readyz_reports_the_database_the_schema_the_settings_the_catalog_and_the_throttle_store(client):
     response = client.get("/readyz")
     assert response.status_code == 200
     assert response.json == {
         "status": "ready",
         "database": "ok",
         "schema": "ok",
+        "settings": "not checked",
+        "catalog": {"status": "current"},
         "throttle_store": {"kind": "database", "status": "ok"},
     }
 
