@@ -255,6 +255,9 @@ def _call_tool(
                 prepared.result = gateway_calls.execute_call(prepared, target, control=control)
     # Every path above leaves a result: a refusal, the approval to wait for, or the provider's answer.
     assert prepared.result is not None
+    approval = elicitation.approval_needed(id_, ctx, prepared, exchange, params)
+    if approval:
+        return approval
     return jsonrpc.message(id_, result=for_the_tool(prepared.result, prepared.has_output_schema)), 200
 
 
