@@ -3,7 +3,7 @@
 - Authorization code with PKCE, S256 only, required for every client (`S256Only`).
 - RFC 8707: the `resource` named at /authorize (absent: the gateway) must be the gateway; a token request that names
   a resource must name the code's. The resource is stored on every token, and the gateway accepts only its own.
-- Access tokens live `ACCESS_TTL` seconds; refresh tokens rotate on every use, and a rotated one presented again
+- Access tokens live `access_ttl()` seconds (a setting); refresh tokens rotate on every use, and a rotated one presented again
   revokes its whole family (every token descended from the same code or device approval). A reused code does the same.
 - The device authorization grant (RFC 8628) for CLIs; dynamic client registration (RFC 7591) and revocation
   (RFC 7009, revoking the whole family) in `oauth_endpoints`; what Authlib sees of the rows in `oauth_objects`.
@@ -34,17 +34,17 @@ from app.services.assistants import clients, secrets, urls
 from app.services.assistants.cleanup import sweep_expired
 from app.services.assistants.oauth_endpoints import DeviceEndpoint, Registration, Revocation
 from app.services.assistants.oauth_objects import (
-    ACCESS_TTL,
     AUTH_METHODS,
     CODE_TTL,
-    REFRESH_TTL,
     DeviceCredential,
     IssuedCode,
     IssuedToken,
     OAuthClient,
+    access_ttl,
     check_resource,
     live_grant,
     must_keep,
+    refresh_ttl,
     revoke_family,
     wants_keeping,
 )
@@ -227,8 +227,8 @@ def _save_token(token: dict, request) -> None:  # type: ignore[no-untyped-def]
             refresh_token_hash=secrets.digest(refresh) if refresh else None,
             scope=token.get("scope") or urls.SCOPE,
             resource=resource,
-            access_expires_at=now + timedelta(seconds=int(token.get("expires_in") or ACCESS_TTL)),
-            refresh_expires_at=now + REFRESH_TTL if refresh else None,
+            access_expires_at=now + timedelta(seconds=int(token.get("expires_in") or access_ttl())),
+            refresh_expires_at=now + refresh_ttl() if refresh else None,
         )
     )
     db.session.flush()
@@ -251,7 +251,7 @@ def init_server(app: Flask) -> None:
         BearerTokenGenerator(
             access_token_generator=lambda **_: secrets.new_access_token(),
             refresh_token_generator=lambda **_: secrets.new_refresh_token(),
-            expires_generator=lambda client, grant_type: ACCESS_TTL,
+            expires_generator=lambda client, grant_type: access_ttl(),
         ),
     )
     server.register_grant(CodeGrant, [S256Only(required=True)])
