@@ -36,6 +36,9 @@ class DeviceEndpoint(DeviceAuthorizationEndpoint):
         return device_ttl()
 
     def create_endpoint_response(self, request):  # type: ignore[no-untyped-def]
+        # The client first (Authlib authenticates it again, a second lookup on a rare door): an unknown client hears
+        # only that, whatever else its request says.
+        self.authenticate_client(request)
         g.assistant_device_resource = check_resource(request.payload.data.get("resource"))
         return super().create_endpoint_response(request)
 

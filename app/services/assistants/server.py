@@ -20,7 +20,7 @@ from datetime import timedelta
 from authlib.common.urls import add_params_to_uri
 from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import grants
-from authlib.oauth2.rfc6749.errors import InvalidRequestError
+from authlib.oauth2.rfc6749.errors import InvalidClientError, InvalidRequestError
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc8628 import DeviceCodeGrant
@@ -241,9 +241,19 @@ def authorization_server() -> AuthorizationServer:
     return current_app.extensions[EXTENSION]
 
 
+class Server(AuthorizationServer):
+    def handle_error_response(self, request, error):  # type: ignore[no-untyped-def]
+        # An unknown or unauthenticated client is 401 whatever way it authenticated (RFC 6749 section 5.2 allows it
+        # always, and requires it for the Authorization header): one status for "which client are you?", as the
+        # document says, and never the 400 of a request's own mistakes.
+        if isinstance(error, InvalidClientError):
+            error.status_code = 401
+        return super().handle_error_response(request, error)
+
+
 def init_server(app: Flask) -> None:
     """One server per app (Authlib's registries are per instance)."""
-    server = AuthorizationServer()
+    server = Server()
     server.init_app(app, query_client=_query_client, save_token=_save_token)
     app.extensions[EXTENSION] = server
     server.register_token_generator(
