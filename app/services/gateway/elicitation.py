@@ -48,9 +48,10 @@ def declared_modes(capabilities: object) -> list[str] | None:
 def approval_card_for_client(ctx: RunContext, prepared: PreparedCall) -> ThreadInteraction | None:
     """The pending approval card an assistant's call is waiting for, to show at its client; None for any other call
     or caller."""
-    if ctx.run.invocation_source != ASSISTANT_RUNS or prepared.decision != APPROVAL_REQUIRED:
+    # The decision first: a call that ran has committed, and reading the run again would cost a statement.
+    if prepared.decision != APPROVAL_REQUIRED or prepared.approval_id is None:
         return None
-    if prepared.approval_id is None:
+    if ctx.run.invocation_source != ASSISTANT_RUNS:
         return None
     return db.session.get(ThreadInteraction, prepared.approval_id)
 
