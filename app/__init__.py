@@ -76,7 +76,7 @@ def register_extensions(app: Flask) -> None:
     from app import models  # noqa: F401  (register every table on the metadata)
     from app.services import login_throttle
     from app.services.access import revision  # noqa: F401  (its session events keep revisions current)
-    from app.web import auth_throttle, observability, serving_state, unit_of_work
+    from app.web import auth_throttle, cors, observability, serving_state, unit_of_work
     from app.web.security import install_request_security
 
     db.init_app(app)
@@ -97,6 +97,9 @@ def register_extensions(app: Flask) -> None:
         app
     )  # before the credential checks: a guessing address is refused unread (issue 33)
     install_request_security(app)
+    cors.install(
+        app
+    )  # after the Origin check: a foreign origin at the gateway is refused before it is allowed
     login_throttle.init_app(app)
     if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
         from app.web.sqlite import enable_sqlite_pragmas

@@ -73,6 +73,39 @@ def _positive_int(value: str | None, default: int) -> int:
 DEFAULT_MAX_CONTENT_LENGTH = 1024 * 1024
 
 
+def _seconds(env: os._Environ[str] | dict[str, str], name: str, default: int, least: int, most: int) -> int:
+    """A lifetime in whole seconds from `name`, within [least, most], else a ValueError naming the setting (the app
+    does not start with a lifetime it would silently misread)."""
+    value = env.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = None
+    if number is None or not least <= number <= most:
+        raise ValueError(f"{name}: expected a whole number of seconds from {least} to {most}, got {value!r}")
+    return number
+
+
+def _assistant_lifetimes(env: os._Environ[str] | dict[str, str]) -> dict[str, int]:
+    """The lifetimes of what the assistants' authorization server issues: access tokens are short (15 minutes by
+    default, at most a day), refresh tokens outlive them (30 days by default), device codes wait 10 minutes."""
+    access = _seconds(env, "SWITCHBOARD_ASSISTANT_ACCESS_TOKEN_SECONDS", 900, 60, 86400)
+    refresh = _seconds(env, "SWITCHBOARD_ASSISTANT_REFRESH_TOKEN_SECONDS", 30 * 86400, 3600, 365 * 86400)
+    if refresh <= access:
+        raise ValueError(
+            "SWITCHBOARD_ASSISTANT_REFRESH_TOKEN_SECONDS: must be longer than "
+            f"SWITCHBOARD_ASSISTANT_ACCESS_TOKEN_SECONDS ({access}), got {refresh}"
+        )
+    device = _seconds(env, "SWITCHBOARD_ASSISTANT_DEVICE_CODE_SECONDS", 600, 60, 3600)
+    return {
+        "ASSISTANT_ACCESS_TOKEN_SECONDS": access,
+        "ASSISTANT_REFRESH_TOKEN_SECONDS": refresh,
+        "ASSISTANT_DEVICE_CODE_SECONDS": device,
+    }
+
+
 def _tool_name_budget(value: str | None) -> int:
     if value is None or not value.strip():
         return names.DEFAULT_BUDGET
@@ -183,6 +216,7 @@ def load_config(instance_path: str) -> dict:
         "TOOL_SCHEMA_MAX_BYTES": int(env.get("SWITCHBOARD_TOOL_SCHEMA_MAX_BYTES", "65536")),
         # How long an approval card waits for an answer, and an approved call for its retry (issue 28).
         "TOOL_APPROVAL_TTL_SECONDS": int(env.get("SWITCHBOARD_TOOL_APPROVAL_TTL_SECONDS", "86400")),
+        **_assistant_lifetimes(env),
         "GATEWAY_RESULT_MAX_CHARS": int(env.get("SWITCHBOARD_GATEWAY_RESULT_MAX_CHARS", "100000")),
         "PROVIDER_MAX_RESPONSE_BYTES": int(
             env.get("SWITCHBOARD_PROVIDER_MAX_RESPONSE_BYTES", str(8 * 1024 * 1024))

@@ -23,6 +23,7 @@ from app.core.errors import Forbidden, Unprocessable
 from app.extensions import db
 from app.models import Agent, AgentSecret, Membership
 from app.models.agents import AdapterType
+from app.models.assistants import AssistantGrant
 from app.models.tenancy import MANAGE_AGENTS
 from app.services import secrets_box
 from app.services.activity import record_activity
@@ -84,6 +85,25 @@ CHOICES_BY_VALUE = {choice.value: choice for choice in ADAPTER_CHOICES}
 
 def can_manage_agents(membership: Membership | None) -> bool:
     return membership is not None and membership.has_permission(MANAGE_AGENTS)
+
+
+ASSISTANT_RUNTIME = (
+    "This agent is a person's own assistant: it runs in their MCP client (Claude Code, Cursor, ChatGPT, ...), which "
+    "signed in to Switchboard, so it has no adapter to change here."
+)
+
+
+def is_assistant_agent(agent: Agent) -> bool:
+    """Whether the agent is a person's assistant (a consent made it, `services.assistants.grants`): it runs in the
+    person's own MCP client, never started by Switchboard, so how it runs is not Switchboard's to choose."""
+    found = db.session.scalar(select(AssistantGrant.id).where(AssistantGrant.agent_id == agent.id).limit(1))
+    return found is not None
+
+
+def require_own_runtime(agent: Agent) -> None:
+    """An assistant's agent keeps the adapter it was created with (`ASSISTANT_RUNTIME`)."""
+    if is_assistant_agent(agent):
+        raise Forbidden(ASSISTANT_RUNTIME)
 
 
 def require_manage_agents(membership: Membership) -> None:
@@ -183,6 +203,7 @@ def configure_agent_cli(
     """Make the agent a Claude Code, Codex or Gemini CLI agent with these settings (replacing its adapter
     configuration)."""
     require_manage_agents(actor)
+    require_own_runtime(agent)
     if adapter_type not in AGENT_CLI_ADAPTERS:
         raise Unprocessable("Choose Claude Code, Codex or Gemini CLI.")
     config = cli_config(settings)
@@ -202,6 +223,7 @@ def configure_agent_cli(
 def set_adapter_type(actor: Membership, agent: Agent, adapter_type: str) -> Agent:
     """Switch to an adapter without settings of its own here (manual), or back to a kept configuration."""
     require_manage_agents(actor)
+    require_own_runtime(agent)
     if adapter_type not in AdapterType.values():
         raise Unprocessable("Unknown adapter type.")
     if adapter_type != agent.adapter_type:

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from authlib.oauth2.rfc6749 import ClientMixin
 from authlib.oauth2.rfc6749.errors import OAuth2Error
-from flask import g
+from flask import current_app, g
 from sqlalchemy import select, update
 
 from app.extensions import db
@@ -24,11 +24,26 @@ from app.models.assistants import (
 from app.models.base import as_utc, utcnow
 from app.services.assistants import secrets, urls
 
-ACCESS_TTL = 900  # seconds: short-lived; the refresh token carries the session
-REFRESH_TTL = timedelta(days=30)
 CODE_TTL = timedelta(minutes=5)
-DEVICE_TTL = 600
 DEVICE_INTERVAL = 5
+
+
+def access_ttl() -> int:
+    """Seconds an access token lives (`SWITCHBOARD_ASSISTANT_ACCESS_TOKEN_SECONDS`): short, since the refresh token
+    carries the session and Disconnect can only stop an access token by its lookup."""
+    return int(current_app.config["ASSISTANT_ACCESS_TOKEN_SECONDS"])
+
+
+def refresh_ttl() -> timedelta:
+    """How long a refresh token (and so a sign-in left unused) lives (`SWITCHBOARD_ASSISTANT_REFRESH_TOKEN_SECONDS`)."""
+    return timedelta(seconds=int(current_app.config["ASSISTANT_REFRESH_TOKEN_SECONDS"]))
+
+
+def device_ttl() -> int:
+    """Seconds a device code waits for the person (`SWITCHBOARD_ASSISTANT_DEVICE_CODE_SECONDS`)."""
+    return int(current_app.config["ASSISTANT_DEVICE_CODE_SECONDS"])
+
+
 AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 
 
@@ -125,7 +140,7 @@ class IssuedToken:
         return self.row.scope
 
     def get_expires_in(self) -> int:
-        return ACCESS_TTL
+        return access_ttl()
 
     def is_expired(self) -> bool:
         return as_utc(self.row.access_expires_at) <= utcnow()

@@ -3,7 +3,7 @@
 - Authorization code with PKCE, S256 only, required for every client (`S256Only`).
 - RFC 8707: the `resource` named at /authorize (absent: the gateway) must be the gateway; a token request that names
   a resource must name the code's. The resource is stored on every token, and the gateway accepts only its own.
-- Access tokens live `ACCESS_TTL` seconds; refresh tokens rotate on every use, and a rotated one presented again
+- Access tokens live `access_ttl()` seconds (a setting); refresh tokens rotate on every use, and a rotated one presented again
   revokes its whole family (every token descended from the same code or device approval). A reused code does the same.
 - The device authorization grant (RFC 8628) for CLIs; dynamic client registration (RFC 7591) and revocation
   (RFC 7009, revoking the whole family) in `oauth_endpoints`; what Authlib sees of the rows in `oauth_objects`.
@@ -20,7 +20,7 @@ from datetime import timedelta
 from authlib.common.urls import add_params_to_uri
 from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import grants
-from authlib.oauth2.rfc6749.errors import InvalidRequestError
+from authlib.oauth2.rfc6749.errors import InvalidClientError, InvalidRequestError
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc8628 import DeviceCodeGrant
@@ -34,17 +34,17 @@ from app.services.assistants import clients, secrets, urls
 from app.services.assistants.cleanup import sweep_expired
 from app.services.assistants.oauth_endpoints import DeviceEndpoint, Registration, Revocation
 from app.services.assistants.oauth_objects import (
-    ACCESS_TTL,
     AUTH_METHODS,
     CODE_TTL,
-    REFRESH_TTL,
     DeviceCredential,
     IssuedCode,
     IssuedToken,
     OAuthClient,
+    access_ttl,
     check_resource,
     live_grant,
     must_keep,
+    refresh_ttl,
     revoke_family,
     wants_keeping,
 )
@@ -227,8 +227,8 @@ def _save_token(token: dict, request) -> None:  # type: ignore[no-untyped-def]
             refresh_token_hash=secrets.digest(refresh) if refresh else None,
             scope=token.get("scope") or urls.SCOPE,
             resource=resource,
-            access_expires_at=now + timedelta(seconds=int(token.get("expires_in") or ACCESS_TTL)),
-            refresh_expires_at=now + REFRESH_TTL if refresh else None,
+            access_expires_at=now + timedelta(seconds=int(token.get("expires_in") or access_ttl())),
+            refresh_expires_at=now + refresh_ttl() if refresh else None,
         )
     )
     db.session.flush()
@@ -241,9 +241,19 @@ def authorization_server() -> AuthorizationServer:
     return current_app.extensions[EXTENSION]
 
 
+class Server(AuthorizationServer):
+    def handle_error_response(self, request, error):  # type: ignore[no-untyped-def]
+        # An unknown or unauthenticated client is 401 whatever way it authenticated (RFC 6749 section 5.2 allows it
+        # always, and requires it for the Authorization header): one status for "which client are you?", as the
+        # document says, and never the 400 of a request's own mistakes.
+        if isinstance(error, InvalidClientError):
+            error.status_code = 401
+        return super().handle_error_response(request, error)
+
+
 def init_server(app: Flask) -> None:
     """One server per app (Authlib's registries are per instance)."""
-    server = AuthorizationServer()
+    server = Server()
     server.init_app(app, query_client=_query_client, save_token=_save_token)
     app.extensions[EXTENSION] = server
     server.register_token_generator(
@@ -251,7 +261,7 @@ def init_server(app: Flask) -> None:
         BearerTokenGenerator(
             access_token_generator=lambda **_: secrets.new_access_token(),
             refresh_token_generator=lambda **_: secrets.new_refresh_token(),
-            expires_generator=lambda client, grant_type: ACCESS_TTL,
+            expires_generator=lambda client, grant_type: access_ttl(),
         ),
     )
     server.register_grant(CodeGrant, [S256Only(required=True)])

@@ -8,6 +8,11 @@ person and service; `runtime.request.request_connection`), and answers with the 
 finds it in the thread and the Inbox, and answering it wakes the agent as usual. The URL names no secret (the card's
 id), and its page serves only the card's addressee, signed in.
 
+An assistant's call that asks first (a person's own MCP client signed in as their agent, `services.assistants`) is
+answered the same way once its approval card exists: the card waits in the person's Inbox as for any agent, and a
+client that declared URL-mode elicitation is also pointed at it, since the person is at that client. An agent that
+Switchboard runs has nobody at its client, so its approval refusal stays the tool result it always was.
+
 What a 2025-11-25 client declared at `initialize` travels in its own session id (`app.web.agents.sessions`), never
 per run, so clients sharing a run token are each served by their own capabilities; a 2026-07-28 request says it
 itself.
@@ -22,7 +27,9 @@ from app.extensions import db
 from app.models import HeartbeatRun, ThreadInteraction, ToolConnection
 from app.services.access.effective import effective_access
 from app.services.access.rows import connection_is_healthy
+from app.services.assistants.grants import INVOCATION_SOURCE as ASSISTANT_RUNS
 from app.services.gateway.names import possible_slugs, slug_of_name
+from app.services.gateway.results import APPROVAL_REQUIRED, PreparedCall
 from app.services.intents import service as intents_service
 from app.services.runtime import request as runtime_request
 from app.services.runtime.context import RunContext
@@ -36,6 +43,17 @@ def declared_modes(capabilities: object) -> list[str] | None:
         return None
     elicitation = capabilities["elicitation"]
     return [mode for mode in MODES if isinstance(elicitation.get(mode), dict)] or ["form"]
+
+
+def approval_card_for_client(ctx: RunContext, prepared: PreparedCall) -> ThreadInteraction | None:
+    """The pending approval card an assistant's call is waiting for, to show at its client; None for any other call
+    or caller."""
+    # The decision first: a call that ran has committed, and reading the run again would cost a statement.
+    if prepared.decision != APPROVAL_REQUIRED or prepared.approval_id is None:
+        return None
+    if ctx.run.invocation_source != ASSISTANT_RUNS:
+        return None
+    return db.session.get(ThreadInteraction, prepared.approval_id)
 
 
 def connection_needing_person(run: HeartbeatRun, tool_name: str, budget: int) -> ToolConnection | None:

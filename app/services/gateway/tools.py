@@ -9,7 +9,7 @@ from typing import Any
 from app.catalog.loader import get_apps
 from app.core.errors import Forbidden
 from app.core.raw_json import RawJSON
-from app.models import ConnectionGrant, HeartbeatRun, Membership, ToolConnection
+from app.models import ConnectionGrant, ConnectionTool, HeartbeatRun, Membership, ToolConnection
 from app.services.access.effective import effective_access, usable_connections
 from app.services.access.revision import RevisionCache
 from app.services.access.rows import ConnectionAccess, ToolAccess
@@ -168,7 +168,7 @@ class CallTarget:
             name=tool.name,
             tool_name=raw.name,
             action=tool.action,
-            is_write=bool(raw.is_write),
+            is_write=changes_things(raw),
             input_schema=raw.input_schema,
             managed=tool.managed,
             connection_id=tool.connection.id,
@@ -240,9 +240,17 @@ def clear_listings() -> None:
     meta_tools.clear()
 
 
-def only_reading(listing: RawJSON) -> RawJSON:
-    """The listing without the tools that change things (`readOnlyHint` is on every entry), for an assistant
-    connected read-only; a call to one of them is refused anyway (`gateway.calls`)."""
-    return RawJSON.of(
-        [t for t in listing.value() if (t.get("annotations") or {}).get("readOnlyHint") is True]
-    )
+def changes_things(tool: ConnectionTool) -> bool:
+    """Whether a tool changes things, the one rule a read-only caller is held to: the classification stored on the
+    tool row when it was indexed (`connections.provider_tools.tool_is_write`, erring towards "write"), which the
+    listing and the call both read. A provider's `readOnlyHint` that says otherwise is passed through in the entry,
+    but never decides what a read-only assistant may list or call."""
+    return bool(tool.is_write)
+
+
+def only_reading(listing: RawJSON, run: HeartbeatRun, budget: int | None = None) -> RawJSON:
+    """The listing without the tools that change things (`changes_things`), for an assistant connected read-only;
+    a call to one of them is refused with the same rule (`gateway.calls`). Reads the run's tool map (a read-only
+    listing only)."""
+    writing = {name for name, tool in tool_map(run, budget).items() if changes_things(tool.tool_access.tool)}
+    return RawJSON.of([t for t in listing.value() if t.get("name") not in writing])

@@ -5,7 +5,8 @@ gets JSON-RPC `-32042` (URLElicitationRequired)
 with one URL elicitation; a 2026-07-28 request whose `_meta` client capabilities declare it gets an
 `input_required` result carrying the same `elicitation/create` request (its `requestState` is the card's id; a retry
 is simply served again). The URL is the card's page (`/intents/<id>/dialog` under `PUBLIC_BASE_URL`), which serves
-its addressee only; the elicitation id is the card's id.
+its addressee only; the elicitation id is the card's id. An assistant's ask-first call is answered the same way with
+its approval card, whose page is the card in its task (`/tasks/<id>#item-<card>`), served to the person only.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, URL_ELICITATIO
 from app.core import mcp_messages, mcp_versions
 from app.models import ThreadInteraction, ToolConnection
 from app.services.gateway import elicitation
+from app.services.gateway.results import PreparedCall
 from app.services.runtime.context import RunContext
 from app.web.agents import jsonrpc, sessions
 
@@ -70,7 +72,32 @@ def person_needed(
         f"{connection.name} needs the task's responsible person to reconnect it before {ctx.agent.name} can use "
         "it. They can do it on this page (a connection card is also waiting in the task)."
     )
-    request = {"mode": "url", "url": card_url(card), "message": message}
+    refusal = f"{connection.name} must be reconnected by the task's responsible person first."
+    return _url_elicitation(id_, exchange, card, card_url(card), message, refusal)
+
+
+def approval_needed(
+    id_: Any, ctx: RunContext, prepared: PreparedCall, exchange: jsonrpc.Exchange, params: dict
+) -> jsonrpc.Reply | None:
+    """The URL elicitation for an assistant's call that waits for its person's approval, or None (not an
+    assistant's approval, or its client cannot take one: the approval refusal stands)."""
+    card = elicitation.approval_card_for_client(ctx, prepared)
+    if card is None or not takes_url(exchange, params):
+        return None
+    base = str(current_app.config.get("PUBLIC_BASE_URL") or "").rstrip("/")
+    url = base + url_for("board.task", issue_id=card.issue_id) + f"#item-{card.id}"
+    message = (
+        f"{ctx.agent.name} wants to call {prepared.visible_name} on {prepared.connection_name}, which asks first. "
+        "Approve or deny it on this page (it is also in your Inbox), then retry the same call."
+    )
+    refusal = f"{prepared.visible_name} needs approval by the responsible person (approval id {card.id})."
+    return _url_elicitation(id_, exchange, card, url, message, refusal)
+
+
+def _url_elicitation(
+    id_: Any, exchange: jsonrpc.Exchange, card: ThreadInteraction, url: str, message: str, refusal: str
+) -> jsonrpc.Reply:
+    request = {"mode": "url", "url": url, "message": message}
     if exchange.modern:
         result = {
             "resultType": "input_required",
@@ -79,8 +106,5 @@ def person_needed(
         }
         return jsonrpc.message(id_, result=result), 200
     return mcp_messages.error(
-        id_,
-        URL_ELICITATION_REQUIRED,
-        f"{connection.name} must be reconnected by the task's responsible person first.",
-        {"elicitations": [{**request, "elicitationId": str(card.id)}]},
+        id_, URL_ELICITATION_REQUIRED, refusal, {"elicitations": [{**request, "elicitationId": str(card.id)}]}
     ), 200

@@ -132,7 +132,7 @@ def _agent_listing(live_run: LiveRun) -> tuple[RawJSON, Callable[[], meta_tools.
     read_only = run_context.is_read_only(run.context_snapshot)
     listing = gateway_tools.list_tool_definitions(run, revision, budget)
     if read_only:
-        listing = gateway_tools.only_reading(listing)
+        listing = gateway_tools.only_reading(listing, run, budget)
     key = (run.company_id, run.agent_id, run.responsible_user_id, budget, read_only)
     return listing, lambda: meta_tools.index_of(key, revision, listing)
 
@@ -255,6 +255,9 @@ def _call_tool(
                 prepared.result = gateway_calls.execute_call(prepared, target, control=control)
     # Every path above leaves a result: a refusal, the approval to wait for, or the provider's answer.
     assert prepared.result is not None
+    approval = elicitation.approval_needed(id_, ctx, prepared, exchange, params)
+    if approval:
+        return approval
     return jsonrpc.message(id_, result=for_the_tool(prepared.result, prepared.has_output_schema)), 200
 
 

@@ -27,6 +27,12 @@ def insecure_transport() -> ResponseReturnValue | None:
 
 
 @bp.post("/token")
+@schemas.oauth_post(
+    "Exchange an authorization code, a refresh token or a device code for tokens",
+    Answer("The tokens (the refresh token rotates)", (schemas.TokenAnswer,)),
+    "An unknown client is refused (401 `invalid_client`) before anything about its request.",
+    schemas.TokenRequest,
+)
 def token() -> ResponseReturnValue:
     response = insecure_transport() or authorization_server().create_token_response()
     if wants_keeping():
@@ -67,6 +73,7 @@ def register() -> ResponseReturnValue:
     "Revoke an access or refresh token (RFC 7009)",
     Answer("Revoked (or unknown: the answer is the same)"),
     "`token` and optionally `token_type_hint`.",
+    schemas.RevocationRequest,
 )
 def revoke() -> ResponseReturnValue:
     return insecure_transport() or authorization_server().create_endpoint_response("revocation")
@@ -77,6 +84,7 @@ def revoke() -> ResponseReturnValue:
     "Start a device authorization (RFC 8628)",
     Answer("The device code and the user code to type", (schemas.DeviceAuthorization,)),
     "`client_id`, optionally `scope` and `resource`.",
+    schemas.DeviceAuthorizationRequest,
 )
 def device_authorization() -> ResponseReturnValue:
     return insecure_transport() or authorization_server().create_endpoint_response("device_authorization")

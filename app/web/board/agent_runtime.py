@@ -12,13 +12,16 @@ from app.core.errors import Unprocessable
 from app.models import Agent, Membership
 from app.services.agent_runtime import (
     ADAPTER_CHOICES,
+    ASSISTANT_RUNTIME,
     CHOICES_BY_VALUE,
     CliRuntimeSettings,
     agent_secret_names,
     can_manage_agents,
     configure_agent_cli,
+    is_assistant_agent,
     remove_agent_secret,
     require_manage_agents,
+    require_own_runtime,
     set_adapter_type,
     set_agent_secret,
 )
@@ -69,6 +72,7 @@ def _page(
         choices=ADAPTER_CHOICES,
         current=CHOICES_BY_VALUE.get(agent.adapter_type),
         can_manage=can_manage_agents(membership),
+        assistant_runtime=ASSISTANT_RUNTIME if is_assistant_agent(agent) else None,
     ), status
 
 
@@ -82,6 +86,7 @@ def agent_runtime(agent_id: str) -> ResponseReturnValue:
 def save_agent_runtime(agent_id: str) -> ResponseReturnValue:
     agent, membership = load_scoped(Agent, agent_id)
     require_manage_agents(membership)
+    require_own_runtime(agent)
     form = _runtime_form(agent)  # bound to the submitted data (FlaskForm reads the POST)
     if not form.validate():
         return _page(agent, membership, form, status=422)

@@ -100,7 +100,9 @@ def _operation_object(op: Operation, refs: dict, schemas: dict) -> dict:
     if op.body is not None:
         result["requestBody"] = {
             "required": body_is_required(schemas[op.body.__name__]),
-            "content": {"application/json": {"schema": with_json_values(refs[(op.body, "validation")])}},
+            "content": {"application/x-www-form-urlencoded": {"schema": refs[(op.body, "validation")]}}
+            if doc.form
+            else {"application/json": {"schema": with_json_values(refs[(op.body, "validation")])}},
         }
     for status, answer in sorted(doc.responses.items()):
         response: dict = {"description": answer.description}

@@ -86,6 +86,8 @@ class Doc:
     body: type[BaseModel] | None = None
     description: str = ""
     method: str | None = None
+    # The body is `application/x-www-form-urlencoded` (OAuth's endpoints), else JSON.
+    form: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,10 @@ def documented(
     body: type[BaseModel] | None = None,
     description: str = "",
     method: str | None = None,
+    form: bool = False,
 ) -> Callable[[ViewT], ViewT]:
     """Attach the operation's description to the view (put it under the route decorator)."""
-    doc = Doc(summary, tag, security, responses, body, description, method)
+    doc = Doc(summary, tag, security, responses, body, description, method, form)
 
     def attach(view: ViewT) -> ViewT:
         setattr(view, VIEW_ATTRIBUTE, doc)

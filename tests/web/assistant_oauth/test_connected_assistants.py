@@ -9,7 +9,7 @@ import uuid
 
 from sqlalchemy import select
 
-from app.models import Agent, HeartbeatRun, ThreadInteraction
+from app.models import Agent, ConnectionTool, HeartbeatRun, ThreadInteraction
 from app.models.assistants import AssistantGrant
 from tests.conftest import count_statements, sign_in
 from tests.doors import bearer, refusal_fields, rpc
@@ -198,3 +198,54 @@ def test_a_viewers_assistant_reads_but_never_writes(db, world, make, app):
         viewer_client, token, "tools/call", {"name": "honcho__save_memory", "arguments": {"content": "x"}}
     )
     assert refusal_fields(write.json["result"])["reasonCode"] == "read_only_assistant"
+
+
+def test_a_read_only_assistant_lists_and_calls_by_the_stored_classification(db, world):
+    """The provider's `readOnlyHint` and the stored classification can disagree (the hint changed since the tools
+    were indexed, or a person reclassified a tool): what a read-only assistant sees and may call follows the stored
+    one, in the listing and at the call alike."""
+    connection = connect(world, "honcho", HONCHO_KEY)
+    tools = {
+        tool.name: tool
+        for tool in db.session.scalars(
+            select(ConnectionTool).where(ConnectionTool.connection_id == uuid.UUID(connection["id"]))
+        )
+    }
+    search, save = tools["search_memory"], tools["save_memory"]
+    search.is_write, save.is_write = True, False  # their entries still say readOnlyHint true / false
+    db.session.commit()
+    _client_id, tokens = sign_in_assistant(world.client, world.company.id, read_only=True)
+    token = tokens["access_token"]
+    entries = {t["name"]: t for t in rpc(world.client, token, "tools/list").json["result"]["tools"]}
+    assert "honcho__search_memory" not in entries
+    assert entries["honcho__save_memory"]["annotations"]["readOnlyHint"] is False  # listed all the same
+    refused = rpc(
+        world.client, token, "tools/call", {"name": "honcho__search_memory", "arguments": {"query": "x"}}
+    )
+    assert refusal_fields(refused.json["result"])["reasonCode"] == "read_only_assistant"
+    allowed = rpc(
+        world.client, token, "tools/call", {"name": "honcho__save_memory", "arguments": {"content": "x"}}
+    )
+    # Not refused as a write: it goes on to its action policy (ask first, as Honcho sets it for this tool).
+    assert refusal_fields(allowed.json["result"])["reasonCode"] == "approval_required", allowed.json
+
+
+def test_an_assistants_runtime_is_read_only(db, world):
+    sign_in_assistant(world.client, world.company.id)
+    grant = db.session.scalars(select(AssistantGrant)).one()
+    page = world.client.get(f"/agents/{grant.agent_id}/runtime")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200
+    assert (
+        '<p id="assistant-runtime">This agent is a person&#39;s own assistant: it runs in their MCP client (Claude '
+        "Code, Cursor, ChatGPT, ...), which signed in to Switchboard, so it has no adapter to change here.</p>"
+    ) in html
+    assert "Save runtime" not in html and 'name="adapter_type"' not in html
+    csrf = CSRF_RE.search(html).group(1)  # the secrets form's: a crafted POST carries a valid token
+    for adapter in ("claude_code", "manual"):
+        crafted = world.client.post(
+            f"/agents/{grant.agent_id}/runtime", data={"csrf_token": csrf, "adapter_type": adapter}
+        )
+        assert crafted.status_code == 403, adapter
+    db.session.expire_all()
+    assert db.session.get(Agent, grant.agent_id).adapter_type == "manual"

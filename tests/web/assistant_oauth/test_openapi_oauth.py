@@ -6,6 +6,7 @@ from __future__ import annotations
 def test_the_oauth_endpoints_are_documented(client):
     paths = client.get("/api/openapi.json").json["paths"]
     expected = {
+        ("/token", "post"),
         ("/revoke", "post"),
         ("/device_authorization", "post"),
         ("/.well-known/oauth-authorization-server", "get"),
@@ -18,6 +19,32 @@ def test_the_oauth_endpoints_are_documented(client):
     ]
     assert device == {"$ref": "#/components/schemas/DeviceAuthorization"}
     assert paths["/revoke"]["post"]["security"] == []
-    # Not yet: /authorize (an HTML page), /token and /register (form and metadata bodies) need their bodies and
-    # answers described before the live schemathesis run (tests/system/test_schemathesis.py) accepts them.
-    assert "/token" not in paths and "/register" not in paths and "/authorize" not in paths
+    form = "application/x-www-form-urlencoded"
+    bodies = {
+        path: paths[path]["post"]["requestBody"]["content"][form]["schema"]
+        for path in ("/token", "/revoke", "/device_authorization")
+    }
+    assert bodies == {
+        "/token": {"$ref": "#/components/schemas/TokenRequest"},
+        "/revoke": {"$ref": "#/components/schemas/RevocationRequest"},
+        "/device_authorization": {"$ref": "#/components/schemas/DeviceAuthorizationRequest"},
+    }
+    schemas = client.get("/api/openapi.json").json["components"]["schemas"]
+    grants = [schemas[ref["$ref"].rsplit("/", 1)[1]] for ref in schemas["TokenRequest"]["anyOf"]]
+    assert [g["properties"]["grant_type"]["const"] for g in grants] == [
+        "authorization_code",
+        "refresh_token",
+        "urn:ietf:params:oauth:grant-type:device_code",
+    ]
+    assert grants[0]["required"] == ["grant_type", "code", "redirect_uri", "code_verifier"]
+    client_id = grants[0]["properties"]["client_id"]
+    assert (
+        client_id["type"] == "string" and "anyOf" not in client_id
+    )  # absent or a string: a form has no null
+    # OAuth ignores a parameter it does not know.
+    assert grants[0]["additionalProperties"] == {"type": "string"}
+    assert paths["/token"]["post"]["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/TokenAnswer"
+    }
+    # A page a person's browser opens, and RFC 7591 metadata whose redirect URI rules no schema states: not described.
+    assert "/register" not in paths and "/authorize" not in paths

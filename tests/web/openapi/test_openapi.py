@@ -184,8 +184,24 @@ def _operations_with_bodies():
 
 
 def _route_validated_bodies():
-    # MCP endpoints parse JSON-RPC by hand: their JsonRpcBody model documents the message shape only.
-    return [op for op in _operations_with_bodies() if op.body is not openapi_responses.JsonRpcBody]
+    # MCP endpoints parse JSON-RPC by hand: their JsonRpcBody model documents the message shape only. OAuth's form
+    # bodies are parsed by Authlib, which ignores unknown parameters as OAuth says (`test_form_bodies_are_oauths`).
+    return [
+        op
+        for op in _operations_with_bodies()
+        if op.body is not openapi_responses.JsonRpcBody and not op.doc.form
+    ]
+
+
+def test_form_bodies_are_oauths(document):
+    """The form bodies are the OAuth endpoints' only, described by models in the OAuth door's own schemas, and say
+    that unknown parameters are allowed (as strings)."""
+    forms = [op for op in _operations_with_bodies() if op.doc.form]
+    assert sorted(op.path for op in forms) == ["/device_authorization", "/revoke", "/token"]
+    for op in forms:
+        assert op.body.__module__ == "app.web.assistant_oauth.schemas", op.endpoint
+        body = document["paths"][op.path][op.method]["requestBody"]
+        assert list(body["content"]) == ["application/x-www-form-urlencoded"] and body["required"] is True
 
 
 @pytest.mark.parametrize("op", _route_validated_bodies(), ids=lambda op: op.endpoint)
