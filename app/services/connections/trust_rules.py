@@ -1,4 +1,4 @@
-"""Trust rules: the one owner of "Always allow" (issue 28 item 1): made from an approval card, matched by the
+"""Trust rules: the one owner of "Always allow": made from an approval card, matched by the
 gateway, listed and revoked on the connection's page, voided when the tool's definition changes.
 
 A rule matches a call when it is for the same connection, tool and agent, its definition digest is the tool's

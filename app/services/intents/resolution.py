@@ -134,7 +134,7 @@ def setup_options(interaction: ThreadInteraction) -> dict:
         for c in matching_connections(interaction.company_id, slug)
         if reusable_by(c, interaction.addressee_user_id, agent_id)
     ]
-    # Whose account each reuse would act with, named in the dialog (one or two statements for all of them).
+    # Whose account each reuse would act with, named in the dialog (read for all of them together).
     owners = ownership_of(eligible)
     return {
         "version": 1,

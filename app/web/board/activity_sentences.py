@@ -1,8 +1,9 @@
 """Activity as sentences for people ("Dana Owner connected Notion for Builder"); the raw code and ids stay
 available behind a disclosure on the page.
 
-Names are read in three statements per page (people and agents, connections, tasks), whatever its size. Details
-hold ids and codes only, never secrets; a sentence uses names and codes, never detail values it cannot explain.
+Names are read in batches per page (people and agents, connections, tasks), so a longer page costs no more.
+Details hold ids and codes only, never secrets; a sentence uses names and codes, never detail values it cannot
+explain.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from app.services.intents.card_state import CardState, Continuation, card_state
 
 PRIMARY_LABELS = {"requested": "Connect", "authorizing": "Continue setup", "needs_retry": "Try again"}
 CONTINUE_LABEL = "Continue setup"
-# The header under "<Agent> needs <Service>", in plain words (issue 27 item 5). Upstream says "Access is added only
+# The header under "<Agent> needs <Service>", in plain words. Upstream says "Access is added only
 # for this agent.", which is true of a reused connection only: a new one is shared with the audience chosen in the
 # dialog (all agents by default for those who may share, the requesting agent alone otherwise), so it says both.
 INTRO = (
