@@ -75,7 +75,9 @@ def bound_cards(connection: ToolConnection, user_id: uuid.UUID) -> list[ThreadIn
     if connection.status != "draft":
         return []
     return [
-        row for row in card_binding.pending_cards_bound_to(connection) if row.addressee_user_id == user_id
+        row
+        for row in card_binding.pending_cards_bound_to(connection)
+        if addressing.is_addressee(row, user_id)
     ]
 
 
