@@ -133,7 +133,7 @@ TEMPLATES = {
 }
 
 
-# Approvals, trust rules and tool definitions (issue 28): each outcome in words of its own.
+# Approvals, trust rules and tool definitions: each outcome in words of its own.
 TRUST_PREFIXES = ("tool_approval.", "tool_trust_rule.", "tool_definition.", "tool_connection.tools_refreshed")
 ENDED_BECAUSE = {
     "tool_definition_changed": "the provider changed the tool",
