@@ -71,7 +71,7 @@ def catalog() -> ResponseReturnValue:
         "category_counts": counts,
         "matching_total": sum(1 for a in apps if matches(a, query, None)),
         "logo_url": logo_url,
-        # Before any click: what is connected already, and what this installation cannot connect (no dead ends after a click).
+        # Before any click: what is connected already, and what this installation cannot connect.
         "connected": connected_apps(membership.company_id, membership.user_id),
         "needs_admin": {a.slug for a in apps if app_needs_operator_client(a)},
     }
