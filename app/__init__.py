@@ -93,9 +93,7 @@ def register_extensions(app: Flask) -> None:
     serving_state.install(
         app
     )  # a draining or not yet upgraded process refuses before anything reads the database
-    auth_throttle.install(
-        app
-    )  # before the credential checks: a guessing address is refused unread (issue 33)
+    auth_throttle.install(app)  # before the credential checks: a guessing address is refused unread
     install_request_security(app)
     cors.install(
         app
@@ -115,7 +113,7 @@ def register_extensions(app: Flask) -> None:
 
 def register_blueprints(app: Flask) -> None:
     from app.web import api, apps, assistant_oauth, auth, board, errors, health, oauth
-    from app.web import notifications as notifications_web  # notifications: issue 15
+    from app.web import notifications as notifications_web
     from app.web.agents import gateway, runtime
     from app.web.cards import approval, connection
     from app.web.openapi import document as openapi

@@ -16,7 +16,7 @@ from app.catalog.loader import (
     ingest_definitions,
     load_definition_files,
 )
-from app.cli import needs_database
+from app.cli.database import needs_database
 from app.extensions import db
 
 if TYPE_CHECKING:

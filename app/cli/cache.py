@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from app.cli import needs_database
+from app.cli.database import needs_database
 from app.extensions import db
 
 

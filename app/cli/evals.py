@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from app.cli import needs_database
+from app.cli.database import needs_database
 from app.extensions import db
 
 

@@ -15,7 +15,7 @@ import click
 import requests
 from sqlalchemy import select
 
-from app.cli import needs_database
+from app.cli.database import needs_database
 from app.extensions import db
 
 

@@ -1,5 +1,5 @@
 """`switchboard start-demo`: what `make run` serves. The demo data, the offline Honcho-compatible provider and the app
-(with its worker in process), and the sign-ins printed last, once the login page answers (issue 27: a newcomer's
+(with its worker in process), and the sign-ins printed last, once the login page answers (a newcomer's
 first five minutes). Request logs stay quiet unless `--verbose`.
 """
 
@@ -17,7 +17,7 @@ from types import FrameType
 
 import click
 
-from app.cli import needs_database
+from app.cli.database import needs_database
 from app.extensions import db
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """`switchboard tools refresh`: re-index live connections' tools on a schedule (cron, a systemd timer), so a
-provider's quiet change to a tool is quarantined for review (issue 28 item 2). One transaction per connection: a
+provider's quiet change to a tool is quarantined for review. One transaction per connection: a
 provider that cannot be reached is reported and the others are still refreshed."""
 
 from __future__ import annotations

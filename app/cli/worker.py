@@ -7,7 +7,7 @@ import threading
 
 import click
 
-from app.cli import needs_database
+from app.cli.database import needs_database
 from app.extensions import current_app_object
 
 

@@ -23,7 +23,7 @@ from app.models.connections import (
 from app.models.gateway_limits import GatewayCallCounter
 from app.models.installation import CatalogIngest, InstallationSetting
 from app.models.intents import ConnectionIntentDelivery
-from app.models.notifications import (  # notifications (issue 15)
+from app.models.notifications import (
     NotificationDelivery,
     NotificationPreference,
     WebhookAttempt,

@@ -140,7 +140,7 @@ class ToolConnection(IdMixin, TimestampMixin, Model):
         Uuid, ForeignKey("users.id", ondelete="SET NULL")
     )
     last_catalog_refresh_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # The provider said `notifications/tools/list_changed` since the last indexing (issue 28): the worker's
+    # The provider said `notifications/tools/list_changed` since the last indexing: the worker's
     # `tools` job re-indexes it (`workers.tool_refresh`).
     tools_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The distinct lowercase words of the active indexed tools' names and descriptions, kept by the indexer, so
@@ -294,7 +294,7 @@ class ConnectionTool(IdMixin, Model):
     is_write: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     status: Mapped[str] = mapped_column(String(20), nullable=False, default="active")
     version_hash: Mapped[str] = mapped_column(String(64), nullable=False)
-    # A quarantined tool (status `quarantined`, issue 28 item 2): what the provider lists now and nobody reviewed
+    # A quarantined tool (status `quarantined`): what the provider lists now and nobody reviewed
     # yet (`connections.tool_definitions.pending_of`). The columns above keep the reviewed definition until a
     # person accepts this one.
     pending_definition: Mapped[dict | None] = mapped_column(NullableJSONType)

@@ -1,4 +1,4 @@
-"""Trust rules: a person's "Always allow" on a tool approval card (issue 28 item 1).
+"""Trust rules: a person's "Always allow" on a tool approval card.
 
 A rule lets an agent call one tool of one connection without asking again, within the scope the person chose on
 the card: this task, or this agent on this connection; optionally only the exact arguments of the card; until an

@@ -103,7 +103,8 @@ def list_activity(
 
 
 def actor_names(rows: list[ActivityLog]) -> dict[str, str]:
-    """Display names for the people and agents in a page of activity (two queries, whatever the page size)."""
+    """Display names for the people and agents in a page of activity, read in batches (a longer page costs no
+    more round trips)."""
     user_ids: set[uuid.UUID] = set()
     agent_ids: set[uuid.UUID] = set()
     for row in rows:

@@ -14,11 +14,12 @@ single process only). When the storage cannot be reached, sign-in and the creden
 (`ThrottleUnavailable`): a guess is never checked without being counted. Readiness (`/readyz`) reports the store.
 Identifiers are hashed, so emails and addresses never reach the storage in clear.
 
-Guessing across identities is limited too (issue 33): every failed authentication from one client address (a wrong
-password for any email, an unknown or revoked API key, a missing or invalid run token) counts towards
-`AUTH_ADDRESS_MAX_FAILURES` per `AUTH_ADDRESS_WINDOW_SECONDS` in the same storage. Once an address reaches it, that
-address's sign-ins and credential-bearing requests (API keys, the agent doors) are answered 429 with Retry-After,
-before any credential is checked, until old failures leave the window (`app/web/auth_throttle.py`).
+Guessing across identities is limited too (one address must not try many accounts): every failed
+authentication from one client address (a wrong password for any email, an unknown or revoked API key, a
+missing or invalid run token) counts towards `AUTH_ADDRESS_MAX_FAILURES` per `AUTH_ADDRESS_WINDOW_SECONDS` in
+the same storage. Once an address reaches it, that address's sign-ins and credential-bearing requests (API
+keys, the agent doors) are answered 429 with Retry-After, before any credential is checked, until old failures
+leave the window (`app/web/auth_throttle.py`).
 
 The client address is the one the WSGI server saw (`request.remote_addr`), which is the last proxy's address
 unless `SWITCHBOARD_TRUSTED_PROXIES` says how many proxies' `X-Forwarded-For` entries to trust (see `app/__init__.py`).

@@ -2,11 +2,12 @@
 
 A run's own status says how its process ended; a person needs to know what it means for them. A run that stopped to
 ask someone (it opened a card that is still waiting) "succeeded" as a process, yet the task is waiting for that person:
-`RunProgress.phase` says so. The tool calls come from the gateway's activity rows of the run (issue 27: "Builder used
-honcho · list_workspaces"), the final message from the run's log; never arguments, results or secrets.
+`RunProgress.phase` says so. The tool calls come from the gateway's activity rows of the run ("Builder used
+honcho · list_workspaces", so a person sees what the agent did), the final message from the run's log; never
+arguments, results or secrets.
 
-Loading is batched: `progress_of(runs)` costs three statements however many runs are shown (logs, tool calls,
-cards).
+Loading is batched (logs, tool calls, cards each read once for all the runs shown), so a long thread or Runs
+panel costs no more round trips than a short one.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def _phase(run: HeartbeatRun, waiting_for: list[str]) -> Phase:
 
 
 def progress_of(runs: list[HeartbeatRun]) -> list[RunProgress]:
-    """Each run with what it did (three statements for any number of runs; the runs' agents must be loaded)."""
+    """Each run with what it did, read in batches for all `runs` at once (the runs' agents must be loaded)."""
     if not runs:
         return []
     ids = [run.id for run in runs]

@@ -98,8 +98,8 @@ def shown_count(raw: str | None) -> int:
 
 
 def thread_page(issue: Issue, shown: int = THREAD_PAGE_SIZE) -> ThreadPage:
-    """The newest `shown` comments, cards and agent runs of a task, merged in creation order (issue 33: a thread of
-    hundreds of long comments is never sent whole; issue 27: the agent's runs show in the thread as they happen)."""
+    """The newest `shown` comments, cards and agent runs of a task, merged in creation order (a thread of
+    hundreds of long comments is never sent whole; the agent's runs show in the thread as they happen)."""
     comments = db.session.scalars(
         select(Comment).where(Comment.issue_id == issue.id).order_by(Comment.created_at.desc()).limit(shown)
     ).all()

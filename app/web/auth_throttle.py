@@ -1,4 +1,4 @@
-"""Guessing is limited per client address (issue 33): a request that presents a credential (an API key on `/api/`,
+"""Guessing is limited per client address: a request that presents a credential (an API key on `/api/`,
 anything on the agent doors) from an address with too many recent failed authentications is answered 429 with
 Retry-After before its credential is checked. The count itself (`app/services/login_throttle.py`) is shared with
 sign-in, whose page says the same thing its own way (`accounts.authenticate`).

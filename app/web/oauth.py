@@ -18,6 +18,7 @@ from app.catalog.schema import AppDefinition
 from app.core.errors import Conflict, Forbidden, NotFound, ServiceError, Unprocessable
 from app.extensions import db
 from app.models import Membership, OAuthState, ThreadInteraction, ToolConnection
+from app.services import cards
 from app.services.intents import setup as intent_setup
 from app.services.oauth import callback as oauth_callback
 from app.services.oauth import errors as oauth_errors
@@ -225,7 +226,7 @@ def _callback_user_is_addressee(state: OAuthState) -> bool:
     if not state.interaction_id:
         return True
     interaction = db.session.get(ThreadInteraction, state.interaction_id)
-    return interaction is None or interaction.addressee_user_id == current_user.id
+    return interaction is None or cards.is_addressee(interaction, current_user.id)
 
 
 def _card_closed_page(state: OAuthState) -> ResponseReturnValue:
@@ -258,7 +259,7 @@ def _unknown_state(raw_state: str) -> ResponseReturnValue:
     interaction = db.session.get(ThreadInteraction, card_id) if card_id is not None else None
     if (
         interaction is not None
-        and interaction.addressee_user_id == current_user.id
+        and cards.is_addressee(interaction, current_user.id)
         and get_membership(interaction.company_id, current_user.id) is not None
     ):
         if interaction.status == "accepted":

@@ -12,9 +12,10 @@ ready for the agent yet, or the task is not in progress or in review), or wakes 
 wakes (a database index), so a crash after enqueue, an overlapping lease or a repeated sweep finds the existing wake
 and only marks the row delivered.
 
-The worker's sweep does this for a batch: one statement leases up to 50 rows (`UPDATE ... WHERE interaction_id IN
-(SELECT ... FOR UPDATE SKIP LOCKED) RETURNING`), and `deliver_leased_batch` decides them all in one transaction with
-a constant number of statements (`request_wakeups`); if the batch fails it falls back to one row at a time.
+The worker's sweep does this for a batch: one statement leases up to 50 rows (`UPDATE ... WHERE interaction_id
+IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING`), and `deliver_leased_batch` decides them all in one
+transaction, reading and writing in batches (`request_wakeups`) so a backlog drains at the pace of one row; if
+the batch fails it falls back to one row at a time.
 """
 
 from __future__ import annotations
@@ -230,8 +231,8 @@ def _wake_context(
 
 
 def deliver_leased_batch(interaction_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
-    """Deliver leased rows together: the same decisions as `deliver_leased`, in one transaction and a constant
-    number of statements (plus a readiness check per connected card). Commits; returns what happened to each.
+    """Deliver leased rows together: the same decisions as `deliver_leased`, in one transaction, in batches
+    (plus a readiness check per connected card). Commits; returns what happened to each.
 
     When anything goes wrong the batch is rolled back and each row is delivered on its own (`deliver_leased`).
     """

@@ -7,7 +7,7 @@ the mail or webhook is sent; a second transaction marks the row delivered (only 
 records the failure and the next retry: 30 s, 1 min, 2 min, ... capped at one hour, for a day, then it gives up.
 A delivered row is never leased again.
 
-Fairness (issue 33): one company's slow receiver must not delay another's. Rows are claimed company by company (at
+Fairness: one company's slow receiver must not delay another's. Rows are claimed company by company (at
 most `NOTIFICATION_LANES_PER_COMPANY` in flight per company) and sent on a pool of `NOTIFICATION_LANES` threads, each
 attempt bounded by the webhook deadline; the long-running worker hands rows to the pool and returns at once
 (`dispatch`), so a new row of another company is sent while a slow one is still in flight. `sweep_pending` is the

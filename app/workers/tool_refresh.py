@@ -1,6 +1,6 @@
 """The worker's `tools` job: re-index the connections whose provider said `notifications/tools/list_changed`
 (`connections.tool_changes` marks them), one transaction per connection, so a changed tool is quarantined for
-review without waiting for the scheduled refresh (issue 28 item 2)."""
+review without waiting for the scheduled refresh."""
 
 from __future__ import annotations
 

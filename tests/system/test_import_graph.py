@@ -1,4 +1,5 @@
-"""The import graph stays one-way: no cycle between service packages, no adapter or core module importing a service.
+"""The import graph stays one-way: no cycle between service packages, no cycle between any two modules of `app`, no
+adapter or core module importing a service.
 
 Read statically (every `from app... import`, including imports inside functions), so a cycle cannot hide behind a
 lazy import.
@@ -85,6 +86,23 @@ def test_service_modules_have_no_import_cycle():
     assert _cycle(graph) is None, "service modules import each other in a circle: " + " -> ".join(
         _cycle(graph)
     )
+
+
+def test_app_modules_have_no_import_cycle():
+    """Across the whole package (CLI, catalog, web, workers, services), two modules never import each other, even
+    through others. A module may import a package it lives in (a blueprint's views import the `bp` its package
+    defines, a command reaches `create_app`): that package importing it back to register it is how a feature is
+    put together, not a circle."""
+    modules = _modules()
+    graph = {
+        name: {
+            target
+            for target in _imports(path, modules)
+            if target in modules and target != name and not name.startswith(target + ".")
+        }
+        for name, path in modules.items()
+    }
+    assert _cycle(graph) is None, "app modules import each other in a circle: " + " -> ".join(_cycle(graph))
 
 
 def test_adapters_and_core_import_no_service_or_view():

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from app.core.errors import Forbidden
 from app.extensions import db
 from app.models import ThreadInteraction, ToolConnection, keys
+from app.services import cards
 
 KIND = keys.CONNECTION_CARD
 AUDIENCE_KEY = "audience"
@@ -52,6 +53,6 @@ def require_card_draft_finisher(connection: ToolConnection, user_id: uuid.UUID) 
     asks: anyone else's credentials would activate it without resolving the card."""
     if connection.status != "draft":
         return
-    cards = pending_cards_bound_to(connection)
-    if cards and all(card.addressee_user_id != user_id for card in cards):
+    bound = pending_cards_bound_to(connection)
+    if bound and not any(cards.is_addressee(card, user_id) for card in bound):
         raise Forbidden(CARD_DRAFT_NOT_YOURS)

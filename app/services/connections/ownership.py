@@ -1,9 +1,9 @@
-"""Whose a connection is, as people read it: the organization's, or a person's (issue 27 item 2).
+"""Whose a connection is, as people read it: the organization's, or a person's.
 
 A connection's identity decides whose account the agents act with: an `organization` grant is the company's, a `user`
 grant is its person's. A draft has no working grant yet: it is its creator's. The Apps catalog says which apps are
 connected already (by you, or for the organization); the Connections list shows whose each one is and filters on it.
-Each reader costs one or two statements, however many connections there are.
+Each reader works on a list of connections at once, so a long list costs no more round trips than a short one.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Ownership:
         return ", ".join(names) if names else "Nobody yet"
 
     def whose(self, viewer_id: uuid.UUID) -> str:
-        """Whose account a reuse of the connection acts with, as a card's dialog says it (issue 27 item 5)."""
+        """Whose account a reuse of the connection acts with, as a card's dialog says it."""
         if self.organization:
             return "The organization's connection"
         if [user_id for user_id, _name in self.people] == [viewer_id]:
@@ -51,7 +51,7 @@ class Ownership:
 
 
 def ownership_of(connections: list[ToolConnection]) -> dict[uuid.UUID, Ownership]:
-    """Each connection's owners from its grants (a draft's: its creator), in at most two statements."""
+    """Each connection's owners from its grants (a draft's: its creator), read for all of them together."""
     if not connections:
         return {}
     ids = [c.id for c in connections]

@@ -1,4 +1,4 @@
-"""The access rule's `quarantine` check (`access.checks`, issue 28 item 2): a tool whose definition changed at the
+"""The access rule's `quarantine` check (`access.checks`): a tool whose definition changed at the
 provider and that nobody has reviewed yet is neither listed nor callable (`tool_review`).
 
 The hot paths never see such a tool: their SQL reads active tools only, so there a quarantined tool is simply

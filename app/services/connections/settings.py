@@ -23,7 +23,7 @@ from app.models import (
     ToolPolicy,
 )
 from app.models.connections import CUSTOM_APP_SLUG, ToolAction
-from app.services import notifications  # notifications: issue 15
+from app.services import notifications
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.activity import record_activity
 from app.services.connections.audience import Audience, set_audience
@@ -183,7 +183,7 @@ def update_connection(
         connection.name = new_name
     if enabled is not UNSET:
         if connection.enabled != bool(enabled) and connection.status != "draft":
-            notifications.connection_switched(connection, bool(enabled))  # notifications: issue 15
+            notifications.connection_switched(connection, bool(enabled))
         connection.enabled = bool(enabled)
     if agent_instructions is not UNSET:
         connection.agent_instructions = validate_instructions(agent_instructions)

@@ -19,7 +19,7 @@ from app.models import (
     ToolConnection,
 )
 from app.models.base import utcnow
-from app.services import notifications  # notifications: issue 15
+from app.services import notifications
 from app.services.access.effective import can_manage_connections
 from app.services.activity import record_activity
 from app.services.connections import card_binding, provider_errors, provider_tools
@@ -273,7 +273,7 @@ def finish_connection(
 
 def require_credentials(method: Method, credentials: dict) -> None:
     """An API-key method's required credentials are all given (not blank). Checked again before a new draft is
-    started, so a form sent without its key leaves nothing behind (issue 27 item 2)."""
+    started, so a form sent without its key leaves nothing behind."""
     if method.auth != "api_key":
         return
     missing = [f for f in method.credentialFields if f.required and not _given(credentials.get(f.key))]
@@ -367,7 +367,7 @@ def record_setup_finished(
             "instructionsDigestAfter": settings_digest(connection.agent_instructions),
         },
     )
-    notifications.connection_connected(connection)  # notifications: issue 15
+    notifications.connection_connected(connection)
 
 
 def verify_and_list_tools(

@@ -1,4 +1,5 @@
-"""Providers' circuit breakers in the database every server process and instance shares (issue 31 item 2).
+"""Providers' circuit breakers in the database every server process and instance shares, so one
+instance's view of a failing provider is every instance's.
 
 `provider_limits` keeps each process's bulkhead (how many of *its* threads one provider may hold) in memory, and
 hands the breaker to this store when `Limits.shared` names it (gateway calls do, `calls.provider_limits_from_config`).

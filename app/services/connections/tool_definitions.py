@@ -1,4 +1,4 @@
-"""A tool's definition digest and the readable diff a person reviews when a provider changes a tool (issue 28).
+"""A tool's definition digest and the readable diff a person reviews when a provider changes a tool.
 
 The definition is what an agent and a person see of a tool: its name, description, input schema, output schema and
 annotations. Its digest is the lowercase hex SHA-256 of that object's canonical JSON (keys sorted, no spaces). It

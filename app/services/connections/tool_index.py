@@ -47,7 +47,8 @@ def _limit(name: str, default: int) -> int:
 
 
 def bounded_tools(tools: list[ProviderTool]) -> tuple[list[ProviderTool], dict[str, Any]]:
-    """The tools the index keeps, within the limits (issue 33), and what was left out or cut (empty: nothing).
+    """The tools the index keeps, within the limits (one provider cannot flood an agent's context), and what
+    was left out or cut (empty: nothing).
 
     At most `PROVIDER_MAX_TOOLS` tools, in the provider's order (the listing stops paging past it); a tool whose
     input schema and listing fields come to more than `TOOL_SCHEMA_MAX_BYTES` of JSON is left out; a description
@@ -116,11 +117,11 @@ def index_tools(connection: ToolConnection, tools: list[ProviderTool], *, first_
     provider adds later get no policy row, which means ask first. Only what `bounded_tools` keeps is indexed; what
     it left out is kept in the connection's config for the Permissions page.
 
-    After the first index every tool is pinned to its reviewed definition (issue 28 item 2): a tool whose
-    definition digest differs from the stored one is quarantined (not listed, not callable) with the provider's
-    definition kept aside for review (`tool_review`), and its trust rules and open approvals are voided; a new tool
-    whose input schema is that of a tool that disappeared is flagged as a rename and quarantined too; a removed
-    tool disappears."""
+    After the first index every tool is pinned to its reviewed definition (a provider cannot change a tool
+    quietly): a tool whose definition digest differs from the stored one is quarantined (not listed, not
+    callable) with the provider's definition kept aside for review (`tool_review`), and its trust rules and
+    open approvals are voided; a new tool whose input schema is that of a tool that disappeared is flagged as
+    a rename and quarantined too; a removed tool disappears."""
     tools, limit_notes = bounded_tools(tools)
     config = dict(connection.config or {})
     if limit_notes:

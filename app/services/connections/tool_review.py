@@ -1,4 +1,4 @@
-"""Reviewing quarantined tools (issue 28 item 2): what changed, and accepting it one tool at a time or all at once.
+"""Reviewing quarantined tools: what changed, and accepting it one tool at a time or all at once.
 
 Only a person holding `tools:manage_connections` accepts: the gateway serves the accepted definition from then on.
 Until then the tool is neither listed nor callable, and the gateway keeps the reviewed definition (never the

@@ -1,4 +1,4 @@
-"""Trust rules: the one owner of "Always allow" (issue 28 item 1): made from an approval card, matched by the
+"""Trust rules: the one owner of "Always allow": made from an approval card, matched by the
 gateway, listed and revoked on the connection's page, voided when the tool's definition changes.
 
 A rule matches a call when it is for the same connection, tool and agent, its definition digest is the tool's
@@ -20,9 +20,9 @@ from app.extensions import db
 from app.models import Membership, ThreadInteraction, ToolConnection, ToolTrustRule, keys
 from app.models.base import as_utc, rowcount, utcnow
 from app.models.trust import TrustScope
-from app.services import notifications  # notifications: issue 15
 from app.services.access.effective import can_configure
 from app.services.activity import record_activity
+from app.services.cards import lifecycle
 
 DEFINITION_CHANGED = "tool_definition_changed"
 TOOL_REMOVED = "tool_removed"
@@ -321,10 +321,7 @@ def void_for_tool(connection: ToolConnection, tool_name: str, reason: str) -> in
         payload = card.payload or {}
         if payload.get("connectionId") != str(connection.id) or payload.get("toolName") != tool_name:
             continue
-        card.status = "invalidated"
-        card.result = {"reasonCode": reason, "at": now.isoformat()}
-        card.resolved_at = card.resolved_at or now
-        notifications.card_resolved(card)  # notifications: issue 15
+        lifecycle.invalidate_card(card, {"reasonCode": reason, "at": now.isoformat()}, at=now)
         record_activity(
             company_id=card.company_id,
             actor_type="system",

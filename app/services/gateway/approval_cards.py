@@ -12,14 +12,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from flask import current_app
-from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import select
 
 from app.extensions import db
 from app.models import ThreadInteraction, keys
-from app.models.base import as_utc, rowcount, utcnow
-from app.services import notifications  # notifications: issue 15
+from app.models.base import as_utc, utcnow
 from app.services.activity import record_activity
+from app.services.cards import lifecycle
 from app.services.connections import trust_rules
 from app.services.gateway.arguments import canonical_digest, redact_arguments
 from app.services.gateway.results import (
@@ -40,7 +39,8 @@ from app.services.intents.creation import record_card_created
 
 KIND = keys.APPROVAL_CARD
 
-# Card statuses: pending -> approved -> consumed; pending -> denied; pending/approved -> invalidated or expired.
+# Card statuses: pending -> approved -> consumed; pending -> denied; pending/approved -> invalidated or expired
+# (`services.cards.lifecycle` writes them).
 PENDING, APPROVED, DENIED, CONSUMED, INVALIDATED = "pending", "approved", "denied", "consumed", "invalidated"
 EXPIRED = "expired"
 
@@ -54,10 +54,7 @@ def is_expired(card: ThreadInteraction) -> bool:
 
 def expire_card(card: ThreadInteraction) -> None:
     """The card waited too long: it ends as `expired` (its own outcome in the card, the webhook and activity)."""
-    card.status = EXPIRED
-    card.result = {"reasonCode": APPROVAL_EXPIRED, "at": utcnow().isoformat()}
-    card.resolved_at = card.resolved_at or utcnow()
-    notifications.card_resolved(card)  # notifications: issue 15
+    lifecycle.expire_card(card, {"reasonCode": APPROVAL_EXPIRED, "at": utcnow().isoformat()})
     record_activity(
         company_id=card.company_id,
         actor_type="system",
@@ -108,23 +105,8 @@ def _cards(issue_id: uuid.UUID, company_id: uuid.UUID, key: str) -> list[ThreadI
 
 
 def invalidate_card(card: ThreadInteraction, reason_code: str) -> None:
-    card.status = INVALIDATED
-    card.result = {"reasonCode": reason_code, "at": utcnow().isoformat()}
-    card.resolved_at = card.resolved_at or utcnow()
-    notifications.card_resolved(card)  # notifications: issue 15
-
-
-def consume_card(card: ThreadInteraction) -> bool:
-    """Atomically move an approved card to consumed; False when another call consumed it first."""
-    consumed_at = utcnow()
-    outcome = db.session.execute(
-        update(ThreadInteraction)
-        .where(ThreadInteraction.id == card.id, ThreadInteraction.status == APPROVED)
-        .values(status=CONSUMED, updated_at=consumed_at)
-        .execution_options(synchronize_session=False)
-    )
-    db.session.expire(card)
-    return rowcount(outcome) == 1
+    """The call the card asked about changed (`reason_code` says how): it can no longer be approved or retried."""
+    lifecycle.invalidate_card(card, {"reasonCode": reason_code, "at": utcnow().isoformat()})
 
 
 def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -> ThreadInteraction:
@@ -133,7 +115,6 @@ def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -
         company_id=ctx.run.company_id,
         issue_id=ctx.issue.id,
         kind=KIND,
-        status=PENDING,
         title=title,
         summary=f"{ctx.agent.name} wants to call {tool.tool_name} on {tool.connection_name}.",
         payload={
@@ -156,16 +137,15 @@ def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -
         requesting_agent_id=ctx.agent.id,
         source_run_id=ctx.run.id,
     )
-    try:
-        with db.session.begin_nested():
-            db.session.add(card)
-            db.session.flush()
-    except IntegrityError:
+    opened = lifecycle.open_card(
+        card,
         # Another call inserted the same pending key first: the database decided, so use its row.
-        winner = next((c for c in _cards(ctx.issue.id, ctx.run.company_id, key) if c.status == PENDING), None)
-        if winner is None:
-            raise
-        return winner
+        winner=lambda: next(
+            (c for c in _cards(ctx.issue.id, ctx.run.company_id, key) if c.status == PENDING), None
+        ),
+    )
+    if opened is not card:
+        return opened
     record_card_created(
         company_id=ctx.run.company_id,
         agent_id=ctx.agent.id,
@@ -175,7 +155,6 @@ def _create_card(ctx: RunContext, tool: CallTarget, key: str, projected: dict) -
         kind=KIND,
         purpose="tool_approval",
     )
-    notifications.card_created(card)  # notifications: issue 15
     return card
 
 
@@ -217,7 +196,7 @@ def _approval_step(ctx: RunContext, tool: CallTarget, projected: dict, prepared:
                 approvalId=str(card.id),
             )
             return
-        if consume_card(card):
+        if lifecycle.consume_card(card):
             prepared.decision = "approved"
             return
     # No approved card for this very call: a person's "Always allow" may cover it (one SELECT).

@@ -18,13 +18,13 @@ import uuid
 from sqlalchemy import select
 
 from app.catalog.loader import get_app
-from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
+from app.core.errors import Conflict, Forbidden, ServiceError
 from app.extensions import db
 from app.models import ConnectionTool, Issue, Membership, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
 from app.models.trust import TrustScope
-from app.services import notifications  # notifications: issue 15
 from app.services.activity import record_activity
+from app.services.cards import addressing, lifecycle
 from app.services.connections import trust_rules
 from app.services.connections.tool_definitions import reviewed_digest
 from app.services.gateway import approval_cards, results
@@ -37,14 +37,14 @@ WAKE_REASONS = {
     results.DEFINITION_CHANGED: " (the provider changed the tool's definition)",
     results.APPROVAL_EXPIRED: " (nobody answered in time; call the tool again to ask anew)",
 }
-NOT_ADDRESSEE = "Only the person this approval is addressed to can answer it"
+NOT_ADDRESSEE = addressing.APPROVAL_NOT_ADDRESSEE
 ALREADY_ANSWERED = "This approval was already answered"
 
 
 def load_card(company_id: uuid.UUID, interaction_id: uuid.UUID) -> ThreadInteraction:
     card = db.session.get(ThreadInteraction, interaction_id)
     if card is None or card.company_id != company_id or card.kind != approval_cards.KIND:
-        raise NotFound("Approval not found")
+        raise addressing.not_found(approval_cards.KIND)
     return card
 
 
@@ -52,9 +52,9 @@ def answer_refusal(membership: Membership | None, card: ThreadInteraction) -> Se
     """Why this person may not answer the card now, or None when they may: the card is a tool approval of their
     company (else it is as good as missing), addressed to them while they have write access, and still pending."""
     if membership is None or card.kind != approval_cards.KIND or membership.company_id != card.company_id:
-        return NotFound("Approval not found")
-    if not membership.has_write_access or card.addressee_user_id != membership.user_id:
-        return Forbidden(NOT_ADDRESSEE)
+        return addressing.not_found(approval_cards.KIND)
+    if not membership.has_write_access or not addressing.is_addressee(card, membership.user_id):
+        return addressing.not_addressee(card)
     if card.status != approval_cards.PENDING:
         return Conflict(ALREADY_ANSWERED)
     return None
@@ -108,11 +108,13 @@ def _target_change(card: ThreadInteraction) -> str | None:
 
 def _resolve(membership: Membership, card: ThreadInteraction, status: str, result: dict) -> None:
     now = utcnow()
-    card.status = status
-    card.result = {**result, "at": now.isoformat()}
-    card.resolved_by_user_id = membership.user_id
-    card.resolved_at = now
-    notifications.card_resolved(card)  # notifications: issue 15
+    lifecycle.resolve_card(
+        card,
+        lifecycle.CardStatus(status),
+        {**result, "at": now.isoformat()},
+        by_user_id=membership.user_id,
+        at=now,
+    )
     _record(membership, card, status, result)
     _wake(card, status, result)
 
@@ -171,7 +173,7 @@ def approve(membership: Membership, card: ThreadInteraction) -> ThreadInteractio
 def always_allow(
     membership: Membership, card: ThreadInteraction, choice: trust_rules.RuleChoice
 ) -> ThreadInteraction:
-    """Approve this call and make a trust rule for the calls like it, in the scope chosen on the card (issue 28).
+    """Approve this call and make a trust rule for the calls like it, in the scope chosen on the card.
 
     The card itself is approved as by `approve` (its retry runs once, whatever the rule's count); the rule is bound
     to the tool definition the card showed. When the target changed, the card is invalidated and no rule is made.

@@ -13,12 +13,13 @@ from app.models import (
     ThreadInteraction,
     keys,
 )
+from app.services.cards import addressing
 from app.services.connections import card_binding
 
 KIND = keys.CONNECTION_CARD
 PHASES = ("requested", "authorizing", "needs_retry")
 PHASE_INVALID = "phase must be requested, authorizing, or needs_retry"
-NOT_ADDRESSEE = "Only the addressed user can act on this connection request"
+NOT_ADDRESSEE = addressing.CONNECTION_NOT_ADDRESSEE
 ALREADY_RESOLVED = "Connection intent is already resolved"
 NO_WRITE_ACCESS = "Addressed user is no longer authorized for company write access"
 TASK_GONE = "Connection request no longer belongs to an active task"
@@ -72,6 +73,15 @@ def intent_payload(row: ThreadInteraction) -> dict:
         "phase": legacy.get("phase") if legacy.get("phase") in PHASES else "requested",
         "legacy": {"kind": LEGACY_KIND, LEGACY_KEY: legacy},
     }
+
+
+def get_connection_card(interaction_id: uuid.UUID | None) -> ThreadInteraction:
+    """The connection card with this id, unlocked: 404 when there is none (or the row is another kind of card).
+    The caller checks the company and who may act."""
+    row = db.session.get(ThreadInteraction, interaction_id) if interaction_id is not None else None
+    if row is None or not is_connection_card(row):
+        raise addressing.not_found(KIND)
+    return row
 
 
 def adopt_legacy_card(row: ThreadInteraction) -> None:

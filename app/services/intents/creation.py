@@ -6,7 +6,6 @@ import functools
 import uuid
 
 from sqlalchemy import Select, bindparam, select
-from sqlalchemy.exc import IntegrityError
 
 from app.core.errors import Conflict
 from app.extensions import db
@@ -17,8 +16,8 @@ from app.models import (
 )
 from app.models.base import utcnow
 from app.models.keys import REPAIR_MARK, access_request_digest, card_key, repair_key
-from app.services import notifications  # notifications: issue 15
 from app.services.activity import record_activity
+from app.services.cards import lifecycle
 from app.services.intents.access_requests import ACCESS_REQUEST_KEY
 from app.services.intents.card import (
     CLOSED_ISSUE,
@@ -195,7 +194,6 @@ def create_connection_intent(
         company_id=issue.company_id,
         issue_id=issue.id,
         kind=KIND,
-        status="pending",
         title=f"Grant {service.name} access to {agent.name}?"
         if access_request
         else f"Connect {service.name}",
@@ -215,27 +213,17 @@ def create_connection_intent(
         requesting_agent_id=agent.id,
         source_run_id=run_id,
     )
-    try:
-        with db.session.begin_nested():
-            db.session.add(interaction)
-            db.session.flush()
-    except IntegrityError:
-        # Another request inserted the same pending key first: the database decided, so use its row.
-        winner = _pending_by_key(issue, key)
-        if winner is None:
-            raise
-        if not same(winner):
-            raise Conflict(KEY_REUSED) from None
-        return winner, False
-    now = utcnow()
-    for row in same_service:
-        row.status = "expired"
-        row.result = {"version": 1, "outcome": "superseded", "supersededByInteractionId": str(interaction.id)}
-        row.resolved_at = now
+    # Another request may have inserted the same pending key first: the database decided, so use its row.
+    opened = lifecycle.open_card(
+        interaction, winner=lambda: _pending_by_key(issue, key), supersedes=same_service
+    )
+    if opened is not interaction:
+        if not same(opened):
+            raise Conflict(KEY_REUSED)
+        return opened, False
     retire_oauth_states([row.id for row in same_service])
-    locked.updated_at = now
+    locked.updated_at = utcnow()
     db.session.flush()
-    notifications.card_created(interaction, superseded=same_service)  # notifications: issue 15
     return interaction, True
 
 

@@ -13,7 +13,7 @@ from app.models import (
     ThreadInteraction,
 )
 from app.models.base import rowcount, utcnow
-from app.services import notifications  # notifications: issue 15
+from app.services.cards import lifecycle
 from app.services.intents.card import (
     ASSIGNMENT_CHANGED,
     CONNECTION_DELETED,
@@ -47,15 +47,13 @@ def expire_intents_for_issue(issue: Issue, reason: str | None = None) -> int:
         rows = [r for r in rows if r.requesting_agent_id != issue.assignee_agent_id]
     now = utcnow()
     for row in rows:
-        row.status = "expired"
-        row.resolved_at = now
         if reason == ISSUE_CLOSED:
-            row.result = {"version": 1, "outcome": "issue_closed", "reason": None}
+            lifecycle.expire_card(row, {"version": 1, "outcome": "issue_closed", "reason": None}, at=now)
         else:
-            row.result = {"version": 1, "outcome": "expired", "reason": "The task assignment changed"}
+            result = {"version": 1, "outcome": "expired", "reason": "The task assignment changed"}
+            lifecycle.expire_card(row, result, at=now)
     retire_oauth_states([row.id for row in rows])
     db.session.flush()
-    notifications.cards_resolved(rows)  # notifications: issue 15
     return len(rows)
 
 
@@ -78,17 +76,9 @@ def supersede_intents_for_responsible_change(issue: Issue) -> int:
     rows = [r for r in rows if r.addressee_user_id != issue.responsible_user_id]
     now = utcnow()
     for row in rows:
-        row.status = "expired"
-        row.resolved_at = now
-        row.result = {
-            "version": 1,
-            "outcome": "superseded",
-            "supersededByInteractionId": None,
-            "reason": RESPONSIBLE_CHANGED,
-        }
+        lifecycle.supersede_card(row, by=None, reason=RESPONSIBLE_CHANGED, at=now)
     retire_oauth_states([row.id for row in rows])
     db.session.flush()
-    notifications.cards_resolved(rows)  # notifications: issue 15
     return len(rows)
 
 
@@ -104,16 +94,15 @@ def expire_for_deleted_connection(cards: list[ThreadInteraction]) -> None:
         return
     now = utcnow()
     for card in cards:
-        card.status = "expired"
-        card.resolved_at = now
-        card.result = {"version": 1, "outcome": "expired", "reason": CONNECTION_DELETED}
+        lifecycle.expire_card(
+            card, {"version": 1, "outcome": "expired", "reason": CONNECTION_DELETED}, at=now
+        )
         db.session.add(
             ConnectionIntentDelivery(interaction_id=card.id, company_id=card.company_id, next_attempt_at=now)
         )
     retire_oauth_states([card.id for card in cards])
     db.session.flush()
     signal_work(db.session, CONTINUATIONS)  # NOTIFY at commit: a listening worker delivers the continuations
-    notifications.cards_resolved(cards)  # notifications: issue 15
 
 
 # --- continuations that waited for the task ----------------------------------------------------------------------

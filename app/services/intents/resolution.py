@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from app.core.errors import Conflict, Forbidden, NotFound, Unprocessable
 from app.core.wake_signal import CONTINUATIONS, signal_work
@@ -17,8 +17,7 @@ from app.models import (
     ThreadInteraction,
     ToolConnection,
 )
-from app.models.base import rowcount, utcnow
-from app.services import notifications  # notifications: issue 15
+from app.models.base import utcnow
 from app.services.access.effective import (
     can_manage_connections,
     connection_access,
@@ -26,6 +25,7 @@ from app.services.access.effective import (
 )
 from app.services.access.rows import connection_is_healthy
 from app.services.activity import record_activity
+from app.services.cards import addressing, lifecycle
 from app.services.connections.audience import add_agent_install
 from app.services.connections.endpoint import grant_holds_credentials
 from app.services.connections.ownership import ownership_of
@@ -38,8 +38,8 @@ from app.services.intents.audience import (
 )
 from app.services.intents.card import (
     ALREADY_RESOLVED,
+    KIND,
     NO_WRITE_ACCESS,
-    NOT_ADDRESSEE,
     PHASE_INVALID,
     PHASES,
     TASK_GONE,
@@ -78,7 +78,7 @@ def lock_intent(interaction_id: uuid.UUID) -> ThreadInteraction:
         .execution_options(populate_existing=True)
     )
     if row is None or not is_connection_card(row):
-        raise NotFound("Connection intent not found")
+        raise addressing.not_found(KIND)
     adopt_legacy_card(row)
     return row
 
@@ -93,11 +93,6 @@ def require_writer(interaction: ThreadInteraction, user_id: uuid.UUID, *, lock: 
     if membership is None or not membership.has_write_access:
         raise Forbidden(NO_WRITE_ACCESS)
     return membership
-
-
-def require_addressee(interaction: ThreadInteraction, user_id: uuid.UUID) -> None:
-    if interaction.addressee_user_id != user_id:
-        raise Forbidden(NOT_ADDRESSEE)
 
 
 def active_task(interaction: ThreadInteraction) -> Issue:
@@ -116,7 +111,7 @@ def set_phase(interaction_id: uuid.UUID, user_id: uuid.UUID, phase: str) -> Thre
     if phase not in PHASES:
         raise Unprocessable(PHASE_INVALID)
     interaction = lock_intent(interaction_id)
-    require_addressee(interaction, user_id)
+    addressing.assert_may_answer(interaction, user_id)
     require_writer(interaction, user_id)
     if interaction.status != "pending":
         raise Conflict(ALREADY_RESOLVED)
@@ -139,7 +134,7 @@ def setup_options(interaction: ThreadInteraction) -> dict:
         for c in matching_connections(interaction.company_id, slug)
         if reusable_by(c, interaction.addressee_user_id, agent_id)
     ]
-    # Whose account each reuse would act with, named in the dialog (one or two statements for all of them).
+    # Whose account each reuse would act with, named in the dialog (read for all of them together).
     owners = ownership_of(eligible)
     return {
         "version": 1,
@@ -170,29 +165,21 @@ def requester_of(interaction: ThreadInteraction) -> uuid.UUID | None:
     return _uuid_or_none(intent_payload(interaction).get("requestingAgentId"))
 
 
-def _resolve(interaction: ThreadInteraction, user_id: uuid.UUID, status: str, result: dict) -> None:
-    """Resolve once: the conditional UPDATE also guards backends without row locks."""
-    now = utcnow()
-    outcome = db.session.execute(
-        update(ThreadInteraction)
-        .where(ThreadInteraction.id == interaction.id, ThreadInteraction.status == "pending")
-        .values(status=status, result=result, resolved_by_user_id=user_id, resolved_at=now, updated_at=now)
-        .execution_options(synchronize_session=False)
-    )
-    if rowcount(outcome) != 1:
+def _resolve(
+    interaction: ThreadInteraction, user_id: uuid.UUID, status: lifecycle.CardStatus, result: dict
+) -> None:
+    """Resolve once (409 when it no longer waits), and queue the agent's continuation."""
+    if not lifecycle.resolve_pending_card(interaction, status, result, by_user_id=user_id):
         raise Conflict(ALREADY_RESOLVED)
     retire_oauth_states([interaction.id])
     db.session.add(
         ConnectionIntentDelivery(
-            interaction_id=interaction.id, company_id=interaction.company_id, next_attempt_at=now
+            interaction_id=interaction.id, company_id=interaction.company_id, next_attempt_at=utcnow()
         )
     )
     db.session.flush()
-    signal_work(
-        db.session, CONTINUATIONS
-    )  # NOTIFY at commit: a listening worker delivers it if the request does not
-    db.session.refresh(interaction)
-    notifications.card_resolved(interaction)  # notifications: issue 15
+    # NOTIFY at commit: a listening worker delivers it if the request does not.
+    signal_work(db.session, CONTINUATIONS)
 
 
 def complete_intent(
@@ -200,7 +187,7 @@ def complete_intent(
 ) -> ThreadInteraction:
     """Connect the chosen connection to the requesting agent and resolve the card as connected, atomically."""
     interaction = lock_intent(interaction_id)
-    require_addressee(interaction, user_id)
+    addressing.assert_may_answer(interaction, user_id)
     if interaction.status != "pending":
         result = interaction.result or {}
         if (
@@ -289,7 +276,7 @@ def complete_intent(
     _resolve(
         interaction,
         user_id,
-        "accepted",
+        lifecycle.CardStatus.ACCEPTED,
         {"version": 1, "outcome": "connected", "connectionId": str(connection.id)},
     )
     record_activity(
@@ -312,12 +299,17 @@ def complete_intent(
 def decline_intent(interaction_id: uuid.UUID, user_id: uuid.UUID, reason: str | None) -> ThreadInteraction:
     """Resolve the card as declined (the card's "Not now"); the continuation is told to pursue alternatives."""
     interaction = lock_intent(interaction_id)
-    require_addressee(interaction, user_id)
+    addressing.assert_may_answer(interaction, user_id)
     if interaction.status != "pending":
         raise Conflict(ALREADY_RESOLVED)
     require_writer(interaction, user_id, lock=True)
     reason = (reason or "").strip() or None
-    _resolve(interaction, user_id, "rejected", {"version": 1, "outcome": "declined", "reason": reason})
+    _resolve(
+        interaction,
+        user_id,
+        lifecycle.CardStatus.REJECTED,
+        {"version": 1, "outcome": "declined", "reason": reason},
+    )
     record_activity(
         company_id=interaction.company_id,
         actor_type="user",

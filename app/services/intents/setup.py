@@ -20,6 +20,7 @@ from app.extensions import db
 from app.models import Issue, Membership, OAuthState, ThreadInteraction, ToolConnection
 from app.models.connections import ConnectionStatus
 from app.services.access.effective import can_configure
+from app.services.cards import addressing
 from app.services.connections import card_binding
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, Unset, update_connection
@@ -74,7 +75,9 @@ def bound_cards(connection: ToolConnection, user_id: uuid.UUID) -> list[ThreadIn
     if connection.status != "draft":
         return []
     return [
-        row for row in card_binding.pending_cards_bound_to(connection) if row.addressee_user_id == user_id
+        row
+        for row in card_binding.pending_cards_bound_to(connection)
+        if addressing.is_addressee(row, user_id)
     ]
 
 
@@ -128,7 +131,7 @@ def save_card_audience(
     An audience wider than the requester needs connection-management authority (checked again at completion).
     """
     interaction = resolution.lock_intent(interaction_id)
-    resolution.require_addressee(interaction, membership.user_id)
+    addressing.assert_may_answer(interaction, membership.user_id)
     resolution.require_writer(interaction, membership.user_id)
     if interaction.status != "pending":
         raise CardClosed()
@@ -191,7 +194,7 @@ def prepare_card_sign_in(
         connection.status != "draft"
         or interaction is None
         or interaction.company_id != connection.company_id
-        or interaction.addressee_user_id != membership.user_id
+        or not addressing.is_addressee(interaction, membership.user_id)
     ):
         return
     requester = resolution.requester_of(interaction)
@@ -297,7 +300,7 @@ def finish_card_oauth(
     A card that stopped waiting meanwhile raises CardClosed before any token is stored.
     """
     if state.interaction_id is None:  # a sign-in started outside a card
-        raise NotFound("Connection intent not found")
+        raise addressing.not_found(intents_card.KIND)
     interaction = resolution.lock_intent(state.interaction_id)
     if interaction.status != "pending":
         raise CardClosed()

@@ -34,7 +34,7 @@ from app.models import (
 )
 from app.models.base import table_of, utcnow
 from app.models.connections import ConnectionStatus
-from app.services import notifications  # notifications: issue 15
+from app.services import notifications
 from app.services.access import revision
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure, connection_is_live
 from app.services.activity import record_activity
@@ -72,7 +72,7 @@ def set_enabled(actor: Membership, connection: ToolConnection, enabled: bool) ->
         raise Conflict(NOT_SET_UP)
     if connection.enabled == enabled:
         return False
-    notifications.connection_switched(connection, enabled)  # notifications: issue 15
+    notifications.connection_switched(connection, enabled)
     connection.enabled = enabled
     _record(actor, connection, "tool_connection.enabled" if enabled else "tool_connection.disabled", {})
     return True
@@ -125,7 +125,7 @@ def disconnect_connection(actor: Membership, connection: ToolConnection) -> list
     connection.health_message = None
     connection.provider_account_label = None
     db.session.flush()
-    notifications.connection_disconnected(connection)  # notifications: issue 15
+    notifications.connection_disconnected(connection)
     _record(
         actor,
         connection,
@@ -157,7 +157,7 @@ def delete_connection(actor: Membership, connection: ToolConnection) -> Impact:
         intent_setup.forget_saved_setup(card)
     expire_for_deleted_connection(impact.expiring_cards)
     if was_live:
-        notifications.connection_disconnected(connection)  # notifications: issue 15
+        notifications.connection_disconnected(connection)
     _record(
         actor,
         connection,

@@ -1,4 +1,4 @@
-"""Who is notified of what: the one owner of notification rules (issue 15).
+"""Who is notified of what: the one owner of notification rules.
 
 Every event is a call into this module from the service that makes the change, inside the same unit of work, so the
 outbox rows (`NotificationDelivery`) commit or roll back with the event itself; nothing is sent here. The worker
@@ -133,7 +133,7 @@ def card_data(interaction: ThreadInteraction, session: Session | None = None) ->
         if (interaction.result or {}).get("outcome") == "issue_closed":
             data["reason"] = "issue_closed"
         elif interaction.kind == APPROVAL_CARD and (interaction.result or {}).get("reasonCode"):
-            # invalidated: the arguments changed, or the tool's definition (issue 28)
+            # invalidated: the arguments changed, or the tool's definition
             data["reason"] = (interaction.result or {})["reasonCode"]
     return data
 

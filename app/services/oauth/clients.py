@@ -212,9 +212,9 @@ def _registered_client(
 
 
 def needs_operator_client(app_slug: str, method: Method) -> bool:
-    """An OAuth method this installation cannot start: no operator client for the app and no registration offered.
-    The catalog says so before any click, and setup refuses it before a draft is made (issue 27 item 2); the rule is
-    `resolve_client`'s own, read without contacting anyone."""
+    """An OAuth method this installation cannot start: no operator client for the app and no registration
+    offered. The catalog says so before any click, and setup refuses it before a draft is made (nothing
+    half-made is left behind); the rule is `resolve_client`'s own, read without contacting anyone."""
     if method.auth != "oauth":
         return False
     entry = operator_clients().get(app_slug)

@@ -21,7 +21,7 @@ from app.models import (
     GrantSecret,
     ToolConnection,
 )
-from app.services import notifications  # notifications: issue 15
+from app.services import notifications
 from app.services.activity import record_activity
 from app.services.connections import endpoint
 from app.services.oauth.callback import _expires_at
@@ -203,9 +203,7 @@ def _mark_needs_reauthorization(
     connection.health_status = NEEDS_REAUTHORIZATION
     connection.health_message = REAUTHORIZE_MESSAGE
     _activity(session, connection, grant, "tool_connection.needs_reauthorization", {"reason": reason})
-    notifications.connection_needs_reauthorization(
-        connection, grant, session=session
-    )  # notifications: issue 15
+    notifications.connection_needs_reauthorization(connection, grant, session=session)
     session.commit()
 
 

@@ -143,7 +143,7 @@ class WakeSpec:
 
 
 def request_wakeups(specs: list[WakeSpec]) -> dict[str, WakeupRequest | None]:
-    """`request_wakeup` for many connection-intent wakes in a constant number of statements.
+    """`request_wakeup` for many connection-intent wakes at once (a batch costs what one wake does).
 
     Returns each key's new wake, or None when a live wake with that key existed already. Agents are locked in id
     order (two batches never wait on each other in a cycle). Raises `WakeAlreadyExists` when the unique index refuses

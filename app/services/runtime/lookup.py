@@ -1,10 +1,10 @@
 """What `connection_request` reads about a catalog service when the run cannot use it yet, in one statement.
 
-Three reads that used to be three statements, as the branches of one UNION ALL told apart by which columns are
-set: the app's catalog row (its content hash, for `loader.get_app_versions`), the company's non-archived
-connections of the app (id and health: what `readiness` reads of them, as `intents_service.matching_connections`
-names them) and the id of the run's card pending under its key (`creation.pending_card_id`, read without the
-task lock for the same reason).
+Three reads made one round trip on the hot path of an agent's request, as the branches of one UNION ALL told
+apart by which columns are set: the app's catalog row (its content hash, for `loader.get_app_versions`), the
+company's non-archived connections of the app (id and health: what `readiness` reads of them, as
+`intents_service.matching_connections` names them) and the id of the run's card pending under its key
+(`creation.pending_card_id`, read without the task lock for the same reason).
 """
 
 from __future__ import annotations

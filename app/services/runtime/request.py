@@ -120,9 +120,10 @@ def request_connection(
 
 
 def _request_catalog_service(ctx: RunContext, slug: str) -> dict:
-    """`request_connection` for a catalog service, in as few statements as the answer needs: the agent's
-    eligible connections of the app first (plain rows, `eligible_access`, which carry the app's catalog version),
-    and only when none is ready the app, its connections and the pending card together (`lookup`).
+    """`request_connection` for a catalog service, reading only what the answer needs (agents call it often):
+    the agent's eligible connections of the app first (plain rows, `eligible_access`, which carry the app's
+    catalog version), and only when none is ready the app, its connections and the pending card together
+    (`lookup`).
 
     The same rules in the same order as the general path: an unknown or unavailable service is refused before
     anything else, then `readiness` decides (its first ready connection is the first by id either way).

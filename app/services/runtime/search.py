@@ -111,9 +111,10 @@ def clear_search_indexes() -> None:
 def _search_index(ctx: RunContext) -> _SearchIndex:
     """The audience's index from this process's cache while the company's access revision is unchanged.
 
-    The revision comes with the run context (no extra statement) and rises in the same transaction as any change
-    that could alter an answer (`app.services.access.revision`), so a cached index is never older than the
-    revision it is filed under. Building one costs a few statements whatever the catalog or company size.
+    The revision comes with the run context (no extra statement) and rises in the same transaction as any
+    change that could alter an answer (`app.services.access.revision`), so a cached index is never older than
+    the revision it is filed under. Building one reads the catalog and the company in batches, so its cost
+    does not grow with their size.
     """
     return _search_indexes.get_or_build(
         (ctx.run.company_id, ctx.agent.id, ctx.responsible_user_id),

@@ -33,6 +33,8 @@ from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
 
 from app.core import mcp_messages, mcp_versions, tracing
 from app.core.raw_json import RawJSON, dumps
+from app.web.agents import negotiation
+from app.web.agents.exchange import Exchange, Reply
 from app.web.json_body import EMPTY, BodyNotJson, read_json_body
 
 RESOURCE_NOT_FOUND = (
@@ -40,19 +42,6 @@ RESOURCE_NOT_FOUND = (
 )  # 2025-03-26 .. 2025-11-25 "Error Handling" of resources (mcp_types has no constant)
 NOT_CACHED = {"ttlMs": 0, "cacheScope": "private"}
 EMPTY_RESOURCE_LISTINGS = {"resources/list": "resources", "resources/templates/list": "resourceTemplates"}
-
-# A JSON-RPC message to send (None: an empty body) and its HTTP status.
-Reply = tuple[dict | list | None, int]
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """How one request is spoken: its revision, whether it is modern (2026-07-28), inside a batch, may stream."""
-
-    version: str
-    modern: bool = False
-    batched: bool = False
-    streams: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,8 +134,6 @@ def serve(door: Door) -> Response:
     if body is EMPTY:
         return respond((mcp_messages.error(None, PARSE_ERROR, "Parse error"), 400))
     if door.negotiates:
-        from app.web.agents import negotiation
-
         chosen = negotiation.choose(body, request.headers)
         if not isinstance(chosen, Exchange):
             if self_checked and door.authorize is not None:

@@ -23,7 +23,7 @@ from werkzeug.datastructures import Headers
 
 from app.core import mcp_versions
 from app.core.mcp_messages import error
-from app.web.agents.jsonrpc import Exchange, Reply
+from app.web.agents.exchange import Exchange, Reply
 
 VERSION_HEADER = "MCP-Protocol-Version"
 METHOD_HEADER = "Mcp-Method"

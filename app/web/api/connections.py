@@ -13,6 +13,7 @@ from app.catalog.schema import AppDefinition
 from app.core.errors import NotFound, ProviderRefused
 from app.extensions import db
 from app.models import Membership, ThreadInteraction, ToolConnection
+from app.services import cards
 from app.services.connections.audience import Audience
 from app.services.connections.settings import UNSET, Unset, list_connections, update_connection
 from app.services.connections.setup import start_connection
@@ -124,9 +125,9 @@ def _card_for_draft(interaction_id: uuid.UUID | None, membership: Membership) ->
         card is None
         or card.kind != intents_card.KIND
         or card.company_id != membership.company_id
-        or card.addressee_user_id != membership.user_id
+        or not cards.is_addressee(card, membership.user_id)
     ):
-        raise NotFound("Connection intent not found")
+        raise cards.not_found(intents_card.KIND)
     return card
 
 

@@ -13,9 +13,8 @@ from flask_login import current_user
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import JsonDict
 
-from app.core.errors import Forbidden, NotFound
-from app.extensions import db
 from app.models import ThreadInteraction
+from app.services import cards
 from app.services.intents import card as intents_card
 from app.services.intents import resolution
 from app.web.api import bp
@@ -121,13 +120,10 @@ THE_RESOLVED_CARD = {200: Answer("The resolved card", (InteractionResponse,))}
 
 
 def _addressed_intent(interaction_id: str) -> ThreadInteraction:
-    """Load -> company check (404) -> addressee check (403)."""
-    interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
-    if interaction is None or not intents_card.is_connection_card(interaction):
-        raise NotFound("Connection intent not found")
+    """Load (404) -> company check (404) -> addressee check (403)."""
+    interaction = intents_card.get_connection_card(parse_uuid(interaction_id))
     membership_for(interaction.company_id)
-    if interaction.addressee_user_id != current_user.id:
-        raise Forbidden(intents_card.NOT_ADDRESSEE)
+    cards.assert_may_answer(interaction, current_user.id)
     return interaction
 
 

@@ -2,7 +2,7 @@
 
 Both filters are query parameters of one GET page (`q`, `category`), so the page works without JavaScript; htmx swaps
 only the `#app-list` fragment while typing. Filtering runs over the parsed definitions the loader caches per
-process, so a page costs the same two light catalog queries with 30 apps as with 10.
+process, so a larger catalog does not make the page slower.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def catalog() -> ResponseReturnValue:
         "category_counts": counts,
         "matching_total": sum(1 for a in apps if matches(a, query, None)),
         "logo_url": logo_url,
-        # Before any click: what is connected already, and what this installation cannot connect (issue 27).
+        # Before any click: what is connected already, and what this installation cannot connect.
         "connected": connected_apps(membership.company_id, membership.user_id),
         "needs_admin": {a.slug for a in apps if app_needs_operator_client(a)},
     }

@@ -160,7 +160,7 @@ def page_context(
         "action_labels": ACTION_LABELS,
         "just_connected": just_connected,
         "limits": limits or limits_state(connection),
-        **trust.trust_context(connection, membership),  # issue 28: changed tools and trust rules
+        **trust.trust_context(connection, membership),  # changed tools and trust rules
         **answers,
     }
 

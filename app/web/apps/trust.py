@@ -1,4 +1,4 @@
-"""The connection page's trust sections (issue 28): changed tools waiting for review (with Refresh tools, Accept
+"""The connection page's trust sections: changed tools waiting for review (with Refresh tools, Accept
 and Accept all) and the "Always allow" trust rules (with Revoke).
 
 Each section is a component (`apps/_tool_review.html`, `apps/_trust_rules.html`): an htmx post gets the component

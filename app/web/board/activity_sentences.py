@@ -1,8 +1,9 @@
 """Activity as sentences for people ("Dana Owner connected Notion for Builder"); the raw code and ids stay
 available behind a disclosure on the page.
 
-Names are read in three statements per page (people and agents, connections, tasks), whatever its size. Details
-hold ids and codes only, never secrets; a sentence uses names and codes, never detail values it cannot explain.
+Names are read in batches per page (people and agents, connections, tasks), so a longer page costs no more.
+Details hold ids and codes only, never secrets; a sentence uses names and codes, never detail values it cannot
+explain.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ TEMPLATES = {
 }
 
 
-# Approvals, trust rules and tool definitions (issue 28): each outcome in words of its own.
+# Approvals, trust rules and tool definitions: each outcome in words of its own.
 TRUST_PREFIXES = ("tool_approval.", "tool_trust_rule.", "tool_definition.", "tool_connection.tools_refreshed")
 ENDED_BECAUSE = {
     "tool_definition_changed": "the provider changed the tool",

@@ -26,7 +26,7 @@ def home() -> ResponseReturnValue:
     agent_count = db.session.scalar(
         select(func.count()).select_from(Agent).where(Agent.company_id == membership.company_id)
     )
-    # The first-run orientation shows until the company has one working connection (issue 27 item 5).
+    # The first-run orientation shows until the company has one working connection (a newcomer's first step).
     connected = db.session.scalar(
         select(
             exists().where(

@@ -1,7 +1,8 @@
 """Board endpoints that answer a tool approval card in a task thread: Approve once, Always allow, and Deny.
 
 Only a person's board session answers: a request that presents a bearer credential (an agent's run token, an API
-key) is refused with 403 before anything else, even when a session cookie comes along (issue 28 item 1).
+key) is refused with 403 before anything else, even when a session cookie comes along (an agent
+must never answer its own approval).
 
 Button-only POSTs carrying CSRF (an EmptyForm); only the card's addressee may answer (403 otherwise), and
 another company's card is a 404. htmx requests get the card fragment back (`interactions/_tool_approval.html`,

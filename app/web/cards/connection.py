@@ -20,9 +20,10 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user
 
 from app.catalog.loader import get_method
-from app.core.errors import Conflict, Forbidden, NotFound, ServiceError
+from app.core.errors import Conflict, NotFound, ServiceError
 from app.extensions import db, htmx
 from app.models import Membership, ThreadInteraction, ToolConnection
+from app.services import cards
 from app.services.connections.settings import UNSET, update_connection
 from app.services.intents import access_requests
 from app.services.intents import card as intents_card
@@ -67,16 +68,13 @@ def _connection_card(item: ThreadInteraction) -> CardView:
 
 def _load(interaction_id: str) -> tuple[ThreadInteraction, Membership]:
     """Load -> company membership (404) ; the caller decides whether only the addressee may go on."""
-    interaction = db.session.get(ThreadInteraction, parse_uuid(interaction_id))
-    if interaction is None or not intents_card.is_connection_card(interaction):
-        raise NotFound("Connection intent not found")
+    interaction = intents_card.get_connection_card(parse_uuid(interaction_id))
     return interaction, membership_for(interaction.company_id)
 
 
 def _addressed(interaction_id: str) -> tuple[ThreadInteraction, Membership]:
     interaction, membership = _load(interaction_id)
-    if interaction.addressee_user_id != current_user.id:
-        raise Forbidden(intents_card.NOT_ADDRESSEE)
+    cards.assert_may_answer(interaction, current_user.id)
     return interaction, membership
 
 

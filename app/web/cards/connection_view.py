@@ -15,13 +15,14 @@ from flask_login import current_user
 from app.catalog.loader import get_app, logo_url
 from app.models import ThreadInteraction, User
 from app.models.base import as_utc
+from app.services import cards
 from app.services.intents.access_requests import ToolStanding, tools_as_they_stand
 from app.services.intents.card import intent_payload
 from app.services.intents.card_state import CardState, Continuation, card_state
 
 PRIMARY_LABELS = {"requested": "Connect", "authorizing": "Continue setup", "needs_retry": "Try again"}
 CONTINUE_LABEL = "Continue setup"
-# The header under "<Agent> needs <Service>", in plain words (issue 27 item 5). Upstream says "Access is added only
+# The header under "<Agent> needs <Service>", in plain words. Upstream says "Access is added only
 # for this agent.", which is true of a reused connection only: a new one is shared with the audience chosen in the
 # dialog (all agents by default for those who may share, the requesting agent alone otherwise), so it says both.
 INTRO = (
@@ -81,7 +82,7 @@ def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
     logo = payload.get("serviceLogoUrl") or (logo_url(definition) if definition else None)
     dark = payload.get("serviceDarkLogoUrl") or (logo_url(definition, dark=True) if definition else None)
     viewer_is_addressee = bool(
-        getattr(viewer, "is_authenticated", False) and viewer.id == item.addressee_user_id
+        getattr(viewer, "is_authenticated", False) and cards.is_addressee(item, viewer.id)
     )
     addressee = item.addressee_user
     agent_name = payload.get("requestingAgentName") or (

@@ -1,4 +1,4 @@
-"""Notification pages (issue 15): the Inbox (`/inbox`, its pollers, `GET /api/me/inbox`), the person's email
+"""Notification pages: the Inbox (`/inbox`, its pollers, `GET /api/me/inbox`), the person's email
 setting (`/settings/notifications`) and the company's webhooks (`/settings/webhooks`).
 
 Views stay thin: load, authorize, validate, call one service in `app.services.notifications`, commit once.
