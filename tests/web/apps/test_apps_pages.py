@@ -109,6 +109,38 @@ def test_catalog_lists_apps_and_search_filters_as_a_fragment(client, acme):
     assert "No apps match" in html(client.get("/apps?q=zzzz-nothing"))
 
 
+def chip_labels(body: str) -> list[str]:
+    nav = body.split('aria-label="Categories"', 1)[1].split("</nav>", 1)[0]
+    return [re.sub(r"\s+", " ", label).strip() for label in re.findall(r'class="chip"[^>]*>([^<]*)<', nav)]
+
+
+def test_category_chips_read_as_words_and_a_search_hides_the_empty_ones(client, acme):
+    _company, _owner, member, *_ = acme
+    sign_in(client, member)
+    labels = chip_labels(html(client.get("/apps")))
+    assert "AI" in labels and "CRM" in labels and "Project management" in labels
+    assert not {"Ai", "Crm"} & set(labels)
+    # "memory" matches memory apps only: the chips left are the categories those apps are in, each with a count.
+    searched = html(client.get("/apps?q=memory", headers={**HX, "HX-Target": "app-list"}))
+    assert "Payments" not in chip_labels(searched) and "Memory" in chip_labels(searched)
+    assert 'class="count">0<' not in searched
+    # The chosen category stays, even when the search empties it, so it can be seen and left.
+    chosen = html(client.get("/apps?q=memory&category=payments"))
+    assert "Payments" in chip_labels(chosen) and "No apps match" in chosen
+
+
+def test_category_labels_come_from_the_catalog():
+    from app.catalog.categories import category_label
+
+    assert [category_label(s) for s in ("ai", "crm", "project-management", "ai-agents", "developer")] == [
+        "AI",
+        "CRM",
+        "Project management",
+        "AI agents",
+        "Developer",
+    ]
+
+
 # --- setup flow --------------------------------------------------------------------------------------------------
 
 
