@@ -15,6 +15,7 @@ from app.services.connections.audience import Audience, set_audience
 from app.services.connections.setup import start_connection
 from app.web.apps.agent_section import agent_connection_instructions
 from tests.conftest import sign_in
+from tests.factories import Factory
 from tests.peers.mcp_servers import HONCHO_KEY
 
 HX = {"HX-Request": "true"}
@@ -267,6 +268,57 @@ def test_refused_key_keeps_the_draft_never_echoes_the_key_and_a_resubmit_finishe
     assert [(i.target_type, i.target_id) for i in installs] == [("agent", agent.id)]
     assert connection.agent_instructions == template()
     assert connection.company_id == company.id
+
+
+def test_after_a_refused_key_the_identity_and_method_can_be_changed_in_place(client, db, acme, providers):
+    company, owner, *_ = acme
+    token = sign_in(client, owner)
+    form = {
+        "method_key": "mcp-api-key",
+        "identity": "user",
+        "credentials-authorization": WRONG_KEY,
+        "config-workspaceId": "team-workspace",
+        "audience": "all",
+    }
+    refused = html(post(client, token, "/apps/honcho/connect", form, htmx=False))
+    draft = db.session.scalars(select(ToolConnection)).one()
+    # The kept setup still offers both identities, the one tried checked.
+    assert 'id="setup-flow-kept"' in refused
+    assert re.search(r'name="identity" value="user" checked', refused)
+    assert re.search(r'name="identity" value="organization" ', refused)
+
+    finished = post(
+        client,
+        token,
+        "/apps/honcho/connect",
+        {**form, "identity": "organization", "credentials-authorization": HONCHO_KEY, "draft_id": str(draft.id)},
+        htmx=False,
+    )
+    assert finished.status_code == 303
+    db.session.expire_all()
+    connection = db.session.scalars(select(ToolConnection)).one()
+    assert connection.id == draft.id and connection.status == "active"
+    assert connection.config["identity"] == "organization"
+    assert [g.kind for g in connection.grants] == ["organization"]
+
+
+def test_switching_the_method_of_a_kept_setup_keeps_that_setup(client, db, acme):
+    company, owner, *_ = acme
+    sign_in(client, owner)
+    draft = start_connection(
+        Factory(db).membership(company, owner), get_app("linear"), method_key="mcp-key", identity="user"
+    )
+    db.session.commit()
+    switched = html(
+        client.get(
+            f"/apps/linear/connect?method_key=mcp-oauth&draft_id={draft.id}", headers={**HX, "HX-Target": "setup-flow"}
+        )
+    )
+    assert "<html" not in switched
+    assert f'name="draft_id" value="{draft.id}"' in switched
+    assert re.search(r'name="method_key" value="mcp-oauth" checked', switched)
+    # The method radios carry the kept setup along when they switch again.
+    assert 'hx-include="#setup-flow [name=draft_id]"' in switched
 
 
 def test_a_draft_of_another_company_is_not_touched(client, db, acme, make, providers):
