@@ -102,7 +102,9 @@ def connect_submit(slug: str) -> ResponseReturnValue:
     require_write(membership)
     draft = resumable_draft(request.form.get("draft_id"), membership, app_definition)
     # A kept draft takes the method chosen in the form (it may change after a failed attempt), else its own.
-    method = get_method(app_definition, request.form.get("method_key") or (draft.method_key if draft else None))
+    method = get_method(
+        app_definition, request.form.get("method_key") or (draft.method_key if draft else None)
+    )
     submission = read_submission(request.form, method)
 
     def failed(status: int, **kwargs: Any) -> ResponseReturnValue:

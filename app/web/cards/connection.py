@@ -207,7 +207,9 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
         raise NotFound("This service has no setup flow; use an existing connection")
     draft = resumable_draft(request.form.get("draft_id"), membership, app_definition)
     # A kept draft takes the method chosen in the form (it may change after a failed attempt), else its own.
-    method = get_method(app_definition, request.form.get("method_key") or (draft.method_key if draft else None))
+    method = get_method(
+        app_definition, request.form.get("method_key") or (draft.method_key if draft else None)
+    )
     submission = read_submission(request.form, method)
     saving = request.form.get("intent") == SAVE_AND_EXIT
 

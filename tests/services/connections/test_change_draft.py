@@ -44,10 +44,18 @@ def test_a_kept_draft_follows_a_new_method_and_identity(db, make, acme):
     assert _grants(db, draft) == [("user", owner.id)]
 
     same = change_draft_choices(
-        make.membership(company, owner), draft, get_app("linear"), method_key="mcp-oauth", identity="organization"
+        make.membership(company, owner),
+        draft,
+        get_app("linear"),
+        method_key="mcp-oauth",
+        identity="organization",
     )
     assert same.id == draft.id and same.status == "draft"
-    assert (draft.method_key, draft.auth_kind, draft.config["identity"]) == ("mcp-oauth", "oauth", "organization")
+    assert (draft.method_key, draft.auth_kind, draft.config["identity"]) == (
+        "mcp-oauth",
+        "oauth",
+        "organization",
+    )
     assert draft.config["methodConfig"] == {}
     assert _grants(db, draft) == [("organization", None)]
     # A sign-in started for the earlier choice can no longer finish this draft.
@@ -59,7 +67,9 @@ def test_a_member_cannot_switch_a_draft_to_the_organization_and_a_bad_method_is_
     draft = _draft(make, company, member)
     membership = make.membership(company, member)
     with pytest.raises(Forbidden):
-        change_draft_choices(membership, draft, get_app("linear"), method_key="mcp-key", identity="organization")
+        change_draft_choices(
+            membership, draft, get_app("linear"), method_key="mcp-key", identity="organization"
+        )
     with pytest.raises(ValidationFailed):
         change_draft_choices(membership, draft, get_app("linear"), method_key="nope", identity="user")
     assert (draft.method_key, draft.config["identity"]) == ("mcp-key", "user")

@@ -9,7 +9,6 @@ cases through the card dialog, the Apps pages and the JSON API against a real MC
 from __future__ import annotations
 
 import re
-
 import uuid
 
 import pytest

@@ -291,7 +291,12 @@ def test_after_a_refused_key_the_identity_and_method_can_be_changed_in_place(cli
         client,
         token,
         "/apps/honcho/connect",
-        {**form, "identity": "organization", "credentials-authorization": HONCHO_KEY, "draft_id": str(draft.id)},
+        {
+            **form,
+            "identity": "organization",
+            "credentials-authorization": HONCHO_KEY,
+            "draft_id": str(draft.id),
+        },
         htmx=False,
     )
     assert finished.status_code == 303
@@ -311,7 +316,8 @@ def test_switching_the_method_of_a_kept_setup_keeps_that_setup(client, db, acme)
     db.session.commit()
     switched = html(
         client.get(
-            f"/apps/linear/connect?method_key=mcp-oauth&draft_id={draft.id}", headers={**HX, "HX-Target": "setup-flow"}
+            f"/apps/linear/connect?method_key=mcp-oauth&draft_id={draft.id}",
+            headers={**HX, "HX-Target": "setup-flow"},
         )
     )
     assert "<html" not in switched
