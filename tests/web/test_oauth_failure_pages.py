@@ -131,7 +131,7 @@ def test_denied_consent_and_a_refused_code_exchange(live, owner):  # noqa: F811
         denied,
         400,
         NOT_FINISHED,
-        "Access was not granted at Linear, so nothing was connected. You can try again.",
+        "Sign-in to Linear was cancelled, so nothing was connected. Try again or choose another method.",
         back_to_setup,
         buttons=["Try again with Linear"],
     )
@@ -208,7 +208,9 @@ def test_a_callback_after_the_card_closed_and_a_card_sign_in_that_fails(live, db
     assert denied.status_code == 200
     page = read(denied)
     assert (page.title, page.h1) == (f"{NOT_FINISHED} · Switchboard", NOT_FINISHED)
-    assert page.alerts == ["Access was not granted at Linear, so nothing was connected. You can try again."]
+    assert page.alerts == [
+        "Sign-in to Linear was cancelled, so nothing was connected. Try again or choose another method."
+    ]
     assert ("return to the task", f"/tasks/{issue.id}") in page.links
 
     late = browser.authorize(start_from_card(browser, connection_id, interaction_id))

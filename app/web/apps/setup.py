@@ -151,7 +151,7 @@ def _card_refused(
 ) -> ResponseReturnValue:
     """The draft finishes a card whose completion was refused: nothing is kept, the card asks to try again."""
     db.session.rollback()
-    intent_setup.mark_needs_retry(err.interaction_id, current_user.id)
+    intent_setup.mark_needs_retry(err.interaction_id, current_user.id, "completion_refused")
     commit_point(Reason.CARD_NEEDS_RETRY)
     return failed(409, form_errors=[err.message])
 

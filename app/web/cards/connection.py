@@ -26,6 +26,7 @@ from app.models import Membership, ThreadInteraction, ToolConnection
 from app.services.connections.settings import UNSET, update_connection
 from app.services.intents import access_requests
 from app.services.intents import card as intents_card
+from app.services.intents import card_state as intents_card_state
 from app.services.intents import resolution as intents_resolution
 from app.services.intents import setup as intent_setup
 from app.services.oauth import flow as oauth_flow
@@ -185,7 +186,10 @@ def phase(interaction_id: str) -> ResponseReturnValue:
     interaction, _ = _addressed(interaction_id)
     if interaction.status != "pending":
         return _card_response(interaction)
-    intents_resolution.set_phase(interaction.id, current_user.id, request.form.get("phase", ""))
+    phase_asked = request.form.get("phase", "")
+    # The page posts needs_retry only when the sign-in window closed before the provider answered.
+    failure = intents_card_state.WINDOW_CLOSED if phase_asked == "needs_retry" else None
+    intents_resolution.set_phase(interaction.id, current_user.id, phase_asked, failure=failure)
     return _card_response(interaction)
 
 
@@ -263,7 +267,7 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
         return response
     except intent_setup.CardCompletionFailed as err:
         db.session.rollback()
-        intent_setup.mark_needs_retry(interaction.id, current_user.id)
+        intent_setup.mark_needs_retry(interaction.id, current_user.id, "completion_refused")
         commit_point(Reason.CARD_NEEDS_RETRY)
         return _dialog_response(interaction, membership, 422, error=err.message)
     except Conflict:
