@@ -39,7 +39,7 @@ from app.web.apps.setup_flow import (
     refusal_view,
     start_or_resume_draft,
 )
-from app.web.blueprints import signed_in_blueprint
+from app.web.blueprints import signed_in_blueprint, tells_the_inbox_of_answers
 from app.web.cards.connection_dialog import (
     catalog_app,
     dialog_context,
@@ -52,7 +52,7 @@ from app.web.context import membership_for, parse_uuid, require_write
 from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
-bp = signed_in_blueprint("intent_cards", __name__, varies_on_htmx=True)
+bp = tells_the_inbox_of_answers(signed_in_blueprint("intent_cards", __name__, varies_on_htmx=True))
 
 RETRY_NOTE = "Authorization did not finish, so nothing was connected. You can try again."
 SAVE_AND_EXIT = "save"
