@@ -17,13 +17,13 @@ from tests.factories import DEFAULT_PASSWORD
 def test_a_sign_in_cancelled_at_the_provider_says_so_on_the_card(
     app,
     db,
-    notion_peers,
-    card_world,
+    notion_peers,  # noqa: F811
+    card_world,  # noqa: F811
     browser,
     oidc,
     oauth_mcp,
     artifacts,
-    width,  # noqa: F811
+    width,
 ):
     owner, issue, token = card_world
     interaction_id = ask_for_notion(app, token)
