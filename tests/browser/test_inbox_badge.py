@@ -28,7 +28,9 @@ def test_the_badge_follows_an_answer_without_waiting_for_its_poll(
     company = make.company("Acme", "ACME")
     owner = make.member(company, "owner", user=make.user("olivia@example.com", "Olivia Owner"))
     agent = make.agent(company, "Builder")
-    issue = make.issue(company, title="Ship the report", status="in_progress", assignee=agent, responsible=owner)
+    issue = make.issue(
+        company, title="Ship the report", status="in_progress", assignee=agent, responsible=owner
+    )
     _, token = make.run(agent, issue)
     interaction_id = request_service(app.test_client(), token, "honcho").json["interactionId"]
 

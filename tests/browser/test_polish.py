@@ -28,11 +28,15 @@ def box(locator) -> tuple[float, float]:
 @pytest.mark.browser
 @pytest.mark.parametrize("width", [1366, 390])
 @pytest.mark.parametrize("role", ["owner", "member"])
-def test_chips_logos_tabs_and_notifications_read_right(app, db, make, live_server, browser, artifacts, width, role):
+def test_chips_logos_tabs_and_notifications_read_right(
+    app, db, make, live_server, browser, artifacts, width, role
+):
     company = make.company("Acme", "ACME")
     person = make.member(company, role, user=make.user(f"{role}@example.com", f"Pat {role.title()}"))
     agent = make.agent(company, "Builder")
-    issue = make.issue(company, title="Ship the report", status="in_progress", assignee=agent, responsible=person)
+    issue = make.issue(
+        company, title="Ship the report", status="in_progress", assignee=agent, responsible=person
+    )
     _, token = make.run(agent, issue)
     interaction_id = request_service(app.test_client(), token, "notion").json["interactionId"]
 
