@@ -29,6 +29,9 @@ def test_the_thread_shows_the_agent_working_live(
 ):
     world = make.task_run(client=client)
     honcho = connect(world, "honcho", HONCHO_KEY)
+    # Names a reader of the README's screenshots can follow.
+    world.issue.title, world.owner.name = "Save the launch notes", "Dana Owner"
+    db.session.commit()
     context = browser.new_context(viewport=viewport)
     page = context.new_page()
     page.set_default_timeout(10_000)
@@ -54,6 +57,8 @@ def test_the_thread_shows_the_agent_working_live(
         expect(entry.locator(".badge")).to_have_text("finished", timeout=POLL_MS)
         expect(entry).to_contain_text("Builder finished")
         expect(entry.locator(".run-final")).to_have_text("Saved the launch notes.")
+        # The Runs panel beside the thread follows the same poll: never "working" beside "finished".
+        expect(page.locator("#task-runs .badge")).to_have_text("finished")
         # Kept as docs/screenshots/15-live-thread-finished.png (1366 px) and 16-phone-live-thread.png (390 px).
         page.screenshot(path=str(artifacts / f"live-thread-finished-{width}.png"))
 
