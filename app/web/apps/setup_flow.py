@@ -308,6 +308,8 @@ def start_or_resume_draft(
     change_draft_choices(
         membership, draft, app_definition, method_key=method.key, identity=submission.identity
     )
+    # Like a new draft, the changed one is kept before the provider is contacted: a refused key does not undo it.
+    commit_point(Reason.DRAFT_BEFORE_VERIFY)
     return SetupStep(draft, method.auth == "oauth", submission.method_config, submission.audience)
 
 
