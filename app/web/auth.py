@@ -37,7 +37,11 @@ def login() -> ResponseReturnValue:
     if user is None:
         commit_point(Reason.SIGN_IN_ATTEMPT)
         return render_template(
-            "auth/login.html", form=form, next_url=next_url, error="Invalid email or password."
+            "auth/login.html",
+            form=form,
+            next_url=next_url,
+            error="Invalid email or password.",
+            wrong_credentials=True,
         ), 401
     login_user(user)
     return redirect(next_url, code=303)

@@ -3,7 +3,7 @@ the board JSON API), so the rule is written once instead of once per blueprint."
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request
 from flask_login import login_required
 
 
@@ -15,6 +15,25 @@ def _require_login() -> None:
 def _vary_on_htmx(response: Response) -> Response:
     response.vary.add("HX-Request")
     return response
+
+
+# The event the Inbox badge listens for (templates/inbox/_nav.html) besides its 5 s poll.
+INBOX_CHANGED = "inbox-changed"
+
+
+def _tell_the_inbox(response: Response) -> Response:
+    """An answer given with htmx (a card connected, declined, approved...) asks the Inbox badge to look again at
+    once, so its count follows the answer instead of the next poll. The badge still asks the server, which answers
+    204 when nothing changed."""
+    if request.method == "POST" and request.headers.get("HX-Request") and response.status_code < 400:
+        trigger = response.headers.get("HX-Trigger")
+        response.headers["HX-Trigger"] = f"{trigger}, {INBOX_CHANGED}" if trigger else INBOX_CHANGED
+    return response
+
+
+def tells_the_inbox_of_answers(bp: Blueprint) -> Blueprint:
+    bp.after_request(_tell_the_inbox)
+    return bp
 
 
 def signed_in_blueprint(

@@ -180,7 +180,7 @@ def callback() -> ResponseReturnValue:
         reason = getattr(err, "reason", "forbidden")
         oauth_callback.record_failure(current_user.id, state, reason)
         if state.interaction_id:
-            intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
+            intent_setup.mark_needs_retry(state.interaction_id, current_user.id, f"oauth_{reason}")
             return _opener_page(state, intent_setup.card_outcome(state.interaction_id), error=err.message)
         commit_point(Reason.OAUTH_FAILURE_RECORDED)
         return oauth_pages.failed(err.message, err.status, connection=connection, app=app_definition)
@@ -188,7 +188,7 @@ def callback() -> ResponseReturnValue:
         db.session.rollback()
         oauth_callback.record_failure(current_user.id, state, "provider_error")
         if state.interaction_id:
-            intent_setup.mark_needs_retry(state.interaction_id, current_user.id)
+            intent_setup.mark_needs_retry(state.interaction_id, current_user.id, "oauth_provider_error")
             return _opener_page(state, intent_setup.card_outcome(state.interaction_id), error=err.message)
         commit_point(Reason.OAUTH_FAILURE_RECORDED)
         return oauth_pages.failed(err.message, err.status, connection=connection, app=app_definition)
@@ -216,7 +216,7 @@ def _finish_card(
     except (intent_setup.CardCompletionFailed, Forbidden) as err:
         db.session.rollback()
         oauth_callback.record_failure(current_user.id, state, "completion_refused")
-        intent_setup.mark_needs_retry(interaction_id, current_user.id)
+        intent_setup.mark_needs_retry(interaction_id, current_user.id, "completion_refused")
         return _opener_page(state, intent_setup.card_outcome(interaction_id), error=err.message)
     after_commit(lambda: deliver_continuation(interaction_id))
     return _opener_page(state, intent_setup.card_outcome(interaction_id))

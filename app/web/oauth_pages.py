@@ -32,7 +32,10 @@ def way_back(
     if interaction is not None:
         return WayBack(url_for("board.task", issue_id=interaction.issue_id), "Back to the task")
     if connection is not None and connection.status == "draft":
-        return WayBack(url_for("apps.connect", slug=connection.app_slug), "Back to the setup")
+        # The kept setup itself, where its method and identity can be changed before trying again.
+        return WayBack(
+            url_for("apps.connect", slug=connection.app_slug, draft_id=connection.id), "Back to the setup"
+        )
     if connection is not None and connection.status != "archived":
         return WayBack(url_for("apps.permissions", connection_id=connection.id), f"Back to {connection.name}")
     return WayBack(url_for("apps.catalog"), "Back to Apps")

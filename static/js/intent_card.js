@@ -291,5 +291,7 @@
     // Never trust the message: re-read the card, which shows what the server recorded.
     closeDialog(id);
     refreshCard(id);
+    // The sign-in answered the card in its own window: the Inbox badge looks again now, not at its next poll.
+    htmx.trigger(document.body, "inbox-changed");
   });
 })();

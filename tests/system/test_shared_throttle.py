@@ -133,6 +133,9 @@ def test_an_unreachable_store_refuses_sign_in_with_503_and_readiness_says_so(app
             assert refused.status_code == 503
             assert UNAVAILABLE_MESSAGE in refused.text
             assert refused.headers["Retry-After"] == "60"
+            # The store failed, not the person: nothing they typed is marked wrong.
+            assert "aria-invalid" not in refused.text
+            assert 'aria-describedby="login-error"' in refused.text
         api = httpx.get(f"{base}/api/companies", headers={"Authorization": "Bearer sb_guess"}, timeout=30)
         assert (api.status_code, api.json()) == (503, {"error": UNAVAILABLE_MESSAGE})
         ready = httpx.get(f"{base}/readyz", timeout=30)

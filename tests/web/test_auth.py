@@ -168,6 +168,22 @@ def test_throttling_counts_the_email_however_it_is_spelled(client, make):
     assert response.status_code == 429
 
 
+def test_only_wrong_credentials_mark_the_fields_invalid(client, db, make):
+    """A wrong password marks both fields invalid; a throttled sign-in (429) says why without blaming the fields."""
+    make.member(make.company(), user=make.user(email="ida@example.com"))
+    wrong = post_login(client, "ida@example.com", "wrong password")
+    assert wrong.status_code == 401
+    assert wrong.get_data(as_text=True).count('aria-invalid="true"') == 2
+    for _ in range(4):
+        post_login(client, "ida@example.com", "wrong password")
+    throttled = post_login(client, "ida@example.com", DEFAULT_PASSWORD)
+    assert throttled.status_code == 429
+    html = throttled.get_data(as_text=True)
+    assert THROTTLED in html
+    assert "aria-invalid" not in html
+    assert html.count('aria-describedby="login-error"') == 2
+
+
 def test_a_success_clears_the_failure_counter(client, db, make):
     user = make.member(make.company(), user=make.user(email="gus@example.com"))
     for _ in range(4):

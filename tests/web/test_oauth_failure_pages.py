@@ -123,7 +123,7 @@ def test_denied_consent_and_a_refused_code_exchange(live, owner):  # noqa: F811
     company, user = owner
     browser = Browser(live, user)
     connection_id = browser.create_draft(company)
-    back_to_setup = ("Back to the setup", f"/apps/{APP_SLUG}/connect")
+    back_to_setup = ("Back to the setup", f"/apps/{APP_SLUG}/connect?draft_id={connection_id}")
 
     denied = browser.callback(browser.authorize(browser.start(connection_id), deny=True))
     assert "error=access_denied" in denied.url
@@ -131,7 +131,7 @@ def test_denied_consent_and_a_refused_code_exchange(live, owner):  # noqa: F811
         denied,
         400,
         NOT_FINISHED,
-        "Access was not granted at Linear, so nothing was connected. You can try again.",
+        "Sign-in to Linear was cancelled, so nothing was connected. Try again or choose another method.",
         back_to_setup,
         buttons=["Try again with Linear"],
     )
@@ -162,7 +162,7 @@ def test_no_authorization_server_and_no_oauth_client(app, live, owner):  # noqa:
         422,
         COULD_NOT_START,
         "Could not read the provider's authorization server metadata.",
-        ("Back to the setup", f"/apps/{APP_SLUG}/connect"),
+        ("Back to the setup", f"/apps/{APP_SLUG}/connect?draft_id={connection_id}"),
     )
 
     # Asana signs in only with an OAuth client the operator registers; none is configured here.
@@ -181,7 +181,8 @@ def test_no_authorization_server_and_no_oauth_client(app, live, owner):  # noqa:
         "Asana sign-in is not set up on this Switchboard yet. "
         "Ask the person who runs Switchboard to add an OAuth client for Asana."
     )
-    assert_page(start, 422, COULD_NOT_START, not_configured, ("Back to the setup", "/apps/asana/connect"))
+    back = ("Back to the setup", f"/apps/asana/connect?draft_id={asana.json()['id']}")
+    assert_page(start, 422, COULD_NOT_START, not_configured, back)
 
     # The Apps page's own form says the same where the person is, and keeps the form.
     form = browser.http.post(
@@ -208,7 +209,9 @@ def test_a_callback_after_the_card_closed_and_a_card_sign_in_that_fails(live, db
     assert denied.status_code == 200
     page = read(denied)
     assert (page.title, page.h1) == (f"{NOT_FINISHED} · Switchboard", NOT_FINISHED)
-    assert page.alerts == ["Access was not granted at Linear, so nothing was connected. You can try again."]
+    assert page.alerts == [
+        "Sign-in to Linear was cancelled, so nothing was connected. Try again or choose another method."
+    ]
     assert ("return to the task", f"/tasks/{issue.id}") in page.links
 
     late = browser.authorize(start_from_card(browser, connection_id, interaction_id))

@@ -6,7 +6,7 @@ import uuid
 from urllib.parse import urlsplit
 
 from flask import current_app
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from app.catalog.loader import get_method, template_default
 from app.catalog.schema import AppDefinition, Method
@@ -16,6 +16,7 @@ from app.models import (
     ConnectionGrant,
     GrantSecret,
     Membership,
+    OAuthState,
     ToolConnection,
 )
 from app.models.base import utcnow
@@ -74,25 +75,7 @@ def start_connection(
     agent_instructions: dict | None | Unset = UNSET,
 ) -> ToolConnection:
     """Create a draft connection with its public configuration, identity and chosen audience (grants nothing yet)."""
-    if not actor.has_write_access:
-        raise Forbidden("You have read-only access to this company")
-    method = get_method(app_definition, method_key)
-    if method is None or (method_key and method.key != method_key):
-        raise ValidationFailed(
-            [{"loc": ["methodKey"], "msg": "Unknown connection method", "type": "value_error"}]
-        )
-    if identity not in IDENTITY_KINDS or identity not in method.grantKinds:
-        raise ValidationFailed(
-            [
-                {
-                    "loc": ["identity"],
-                    "msg": "This method does not support that identity",
-                    "type": "value_error",
-                }
-            ]
-        )
-    if identity == "organization" and not can_manage_connections(actor):
-        raise Forbidden(ORGANIZATION_FORBIDDEN)
+    method = _checked_choice(actor, app_definition, method_key, identity)
     cleaned_config = validate_fields(public_fields(method), method_config or {}, group="methodConfig")
     audience = audience or Audience(all_agents=True)
     _check_audience(actor, audience)
@@ -125,6 +108,69 @@ def start_connection(
     # Nothing is recorded yet: `tool_app.connected` is written when the provider accepts the setup, and a refused
     # attempt is recorded as `tool_app.setup_failed` (see `record_setup_failed`).
     return connection
+
+
+def _checked_choice(
+    actor: Membership, app_definition: AppDefinition, method_key: str | None, identity: str
+) -> Method:
+    """The method a person chose, once the method exists, supports the identity, and the person may use both."""
+    if not actor.has_write_access:
+        raise Forbidden("You have read-only access to this company")
+    method = get_method(app_definition, method_key)
+    if method is None or (method_key and method.key != method_key):
+        raise ValidationFailed(
+            [{"loc": ["methodKey"], "msg": "Unknown connection method", "type": "value_error"}]
+        )
+    if identity not in IDENTITY_KINDS or identity not in method.grantKinds:
+        raise ValidationFailed(
+            [
+                {
+                    "loc": ["identity"],
+                    "msg": "This method does not support that identity",
+                    "type": "value_error",
+                }
+            ]
+        )
+    if identity == "organization" and not can_manage_connections(actor):
+        raise Forbidden(ORGANIZATION_FORBIDDEN)
+    return method
+
+
+def change_draft_choices(
+    actor: Membership,
+    draft: ToolConnection,
+    app_definition: AppDefinition,
+    *,
+    method_key: str | None,
+    identity: str,
+) -> ToolConnection:
+    """After a failed attempt (a refused key, a sign-in that did not finish) the person may pick another method or
+    identity for the setup they kept: the draft follows the new choice. A draft grants nothing and holds no verified
+    credentials, so nothing is lost; grants of the identity left behind go, and a sign-in started for the earlier
+    choice (bound to its method and identity) can no longer finish it. The same choices again change nothing."""
+    if draft.status != "draft" or draft.app_slug != app_definition.slug:
+        raise Unprocessable("Only an unfinished setup can change its method or identity")
+    _require_configure(actor, draft)
+    method = _checked_choice(actor, app_definition, method_key, identity)
+    config = draft.config or {}
+    if method.key == draft.method_key and identity == config.get("identity"):
+        return draft
+    changed_method = method.key != draft.method_key
+    draft.auth_kind = method.auth
+    draft.config = {
+        **config,
+        "connectionMethodKey": method.key,
+        # Public values belong to the method they were typed for.
+        "methodConfig": {} if changed_method else config.get("methodConfig", {}),
+        "identity": identity,
+    }
+    keep = grant_for_identity(draft, identity, actor)
+    for grant in list(draft.grants):
+        if grant.id != keep.id:
+            db.session.delete(grant)
+    db.session.execute(delete(OAuthState).where(OAuthState.connection_id == draft.id))
+    db.session.flush()
+    return draft
 
 
 def _own_draft(actor: Membership, app_slug: str) -> ToolConnection | None:

@@ -28,6 +28,27 @@ ANSWERED_STATES = ("accepted", "declined")
 DECLINABLE_STATES = ("requested", "needs_retry")
 RESOLVED_STATES = {"accepted": "accepted", "rejected": "declined"}
 
+# Why the last attempt of a `needs_retry` card failed (kept on the card as `lastFailure`; fixed codes only).
+WINDOW_CLOSED = "window_closed"
+SIGN_IN_CANCELLED = "oauth_access_denied"
+FAILURES = frozenset(
+    {
+        WINDOW_CLOSED,
+        SIGN_IN_CANCELLED,
+        "oauth_provider_error",
+        "oauth_missing_code",
+        "oauth_issuer_mismatch",
+        "oauth_exchange_failed",
+        "oauth_unreachable",
+        "oauth_tools_failed",
+        "oauth_forbidden",
+        "key_rejected",
+        "key_unreachable",
+        "key_refused",
+        "completion_refused",
+    }
+)
+
 
 class Continuation(StrEnum):
     """What becomes of the agent's continuation once the card is answered."""
@@ -50,6 +71,8 @@ class CardState:
     access_request: dict | None
     # Set once the card is answered (accepted or declined), else None.
     continuation: Continuation | None = None
+    # A `needs_retry` card: why the last attempt failed (a code of FAILURES), when it is known.
+    failure: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -79,7 +102,13 @@ def card_state(interaction: ThreadInteraction) -> CardState:
         setup_saved=saved,
         access_request=access if isinstance(access, dict) else None,
         continuation=continuation,
+        failure=_failure(payload) if state == "needs_retry" else None,
     )
+
+
+def _failure(payload: dict) -> str | None:
+    failure = payload.get("lastFailure")
+    return failure if failure in FAILURES else None
 
 
 def _state(interaction: ThreadInteraction, payload: dict) -> str:

@@ -107,7 +107,11 @@ def active_task(interaction: ThreadInteraction) -> Issue:
     return issue
 
 
-def set_phase(interaction_id: uuid.UUID, user_id: uuid.UUID, phase: str) -> ThreadInteraction:
+def set_phase(
+    interaction_id: uuid.UUID, user_id: uuid.UUID, phase: str, *, failure: str | None = None
+) -> ThreadInteraction:
+    """Move a pending card to `phase`. A `needs_retry` keeps why the attempt failed (`failure`, a fixed code from
+    `card_state.FAILURES`, never provider text) so the card can say it; any other phase forgets it."""
     if phase not in PHASES:
         raise Unprocessable(PHASE_INVALID)
     interaction = lock_intent(interaction_id)
@@ -116,7 +120,10 @@ def set_phase(interaction_id: uuid.UUID, user_id: uuid.UUID, phase: str) -> Thre
     if interaction.status != "pending":
         raise Conflict(ALREADY_RESOLVED)
     active_task(interaction)
-    interaction.payload = {**interaction.payload, "phase": phase}
+    payload = {k: v for k, v in interaction.payload.items() if k != "lastFailure"}
+    if phase == "needs_retry" and failure is not None:
+        payload["lastFailure"] = failure
+    interaction.payload = {**payload, "phase": phase}
     db.session.flush()
     return interaction
 

@@ -353,17 +353,17 @@ def setup_refused(
     answers (`interaction_id`, else the person's card the draft is bound to) asks to try again."""
     card_id = interaction_id or bound_card_id(connection, membership.user_id)
     if card_id is not None and refusal.kind in RETRYABLE_REFUSALS:
-        mark_needs_retry(card_id, membership.user_id)
+        mark_needs_retry(card_id, membership.user_id, f"key_{refusal.kind}")
     record_setup_failed(membership, connection, refusal.message)
 
 
-def mark_needs_retry(interaction_id: uuid.UUID, user_id: uuid.UUID) -> None:
+def mark_needs_retry(interaction_id: uuid.UUID, user_id: uuid.UUID, failure: str | None = None) -> None:
     """After a failed sign-in or a refused completion (rolled back): the card waits again with "Try again".
     A card that stopped waiting meanwhile, or that this person may no longer answer, is left as it is; what the
     caller recorded of the failure is kept (only this step's savepoint is rolled back)."""
     try:
         with db.session.begin_nested():
-            resolution.set_phase(interaction_id, user_id, "needs_retry")
+            resolution.set_phase(interaction_id, user_id, "needs_retry", failure=failure)
     except ServiceError:
         pass
 

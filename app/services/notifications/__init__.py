@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -71,6 +72,23 @@ def email_enabled(user_id: uuid.UUID, session: Session | None = None) -> bool:
     """Whether the person gets notification mail (on unless they turned it off)."""
     preference = _session(session).get(NotificationPreference, user_id)
     return preference is None or preference.email_enabled
+
+
+@dataclass(frozen=True)
+class EmailStatus:
+    """What notification mail will really do for one person: sent only when a mail server is configured
+    (`SMTP_URL`) and the person has not turned it off."""
+
+    configured: bool
+    enabled: bool
+
+    @property
+    def sends(self) -> bool:
+        return self.configured and self.enabled
+
+
+def email_status(user_id: uuid.UUID) -> EmailStatus:
+    return EmailStatus(configured=mail_configured(), enabled=email_enabled(user_id))
 
 
 def set_email_enabled(user: User, enabled: bool) -> NotificationPreference:
@@ -186,7 +204,8 @@ def _queue(
     return row
 
 
-def _mail_configured() -> bool:
+def mail_configured() -> bool:
+    """Whether this installation can send mail at all (the operator set `SWITCHBOARD_SMTP_URL`)."""
     return bool(current_app.config.get("SMTP_URL"))
 
 
@@ -198,7 +217,7 @@ def _queue_email(
     data: dict,
     dedupe_key: str | None = None,
 ) -> None:
-    if user_id is None or not _mail_configured() or not email_enabled(user_id, session):
+    if user_id is None or not mail_configured() or not email_enabled(user_id, session):
         return
     _queue(
         session,

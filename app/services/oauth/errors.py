@@ -17,7 +17,7 @@ REAUTHORIZE_MESSAGE = "The provider no longer accepts this connection's sign-in.
 
 # Plain words for every way a callback can fail; the provider's own text is never shown.
 FAILURE_MESSAGES = {
-    "access_denied": "Access was not granted at {provider}, so nothing was connected. You can try again.",
+    "access_denied": "Sign-in to {provider} was cancelled, so nothing was connected. Try again or choose another method.",
     "provider_error": "{provider} could not complete the sign-in. Try again.",
     "missing_code": "{provider} did not send an authorization code back. Try again.",
     "issuer_mismatch": "The sign-in answer did not come from {provider}'s authorization server. Try again.",

@@ -136,7 +136,7 @@ def _card_refused(
 ) -> ResponseReturnValue:
     """The card refused this connection: nothing of the finish is kept, the card asks to try again."""
     db.session.rollback()
-    intent_setup.mark_needs_retry(err.interaction_id, membership.user_id)
+    intent_setup.mark_needs_retry(err.interaction_id, membership.user_id, "completion_refused")
     commit_point(Reason.CARD_NEEDS_RETRY)
     return respond(ConnectRefusedResponse(error=err.message, connectionId=connection.id), 409)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from flask import render_template, request
 from flask.typing import ResponseReturnValue
 
+from app.catalog.categories import category_label
 from app.catalog.loader import list_apps, logo_url
 from app.catalog.schema import AppDefinition
 from app.extensions import htmx
@@ -39,10 +40,6 @@ def matches(app_definition: AppDefinition, query: str, category: str | None) -> 
     return all(word in haystack for word in query.casefold().split())
 
 
-def category_label(category: str) -> str:
-    return category.replace("-", " ").capitalize()
-
-
 def category_counts(apps: Iterable[AppDefinition], query: str) -> dict[str, int]:
     """How many apps that match `query` each category holds (the numbers on the category filters)."""
     counts: dict[str, int] = {}
@@ -67,7 +64,9 @@ def catalog() -> ResponseReturnValue:
         "apps": [a for a in apps if matches(a, query, category)],
         "query": query,
         "category": category,
-        "categories": [(c, category_label(c)) for c in categories],
+        # A search that leaves a category empty hides its chip (a filter that can only show nothing), except the
+        # chosen one, which stays so it can be seen and left.
+        "categories": [(c, category_label(c)) for c in categories if counts.get(c) or c == category],
         "category_counts": counts,
         "matching_total": sum(1 for a in apps if matches(a, query, None)),
         "logo_url": logo_url,

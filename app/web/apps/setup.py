@@ -90,7 +90,9 @@ def connect(slug: str) -> ResponseReturnValue:
     membership = current_membership()
     app_definition = app_or_404(slug)
     method_key = request.args.get("method_key")
-    return _flow_response(_connect_flow(membership, app_definition, method_key=method_key))
+    # Switching the method of a kept setup (after a failed attempt) keeps that setup.
+    draft = resumable_draft(request.args.get("draft_id"), membership, app_definition)
+    return _flow_response(_connect_flow(membership, app_definition, method_key=method_key, draft=draft))
 
 
 @bp.post("/apps/<slug>/connect")
@@ -99,7 +101,10 @@ def connect_submit(slug: str) -> ResponseReturnValue:
     app_definition = app_or_404(slug)
     require_write(membership)
     draft = resumable_draft(request.form.get("draft_id"), membership, app_definition)
-    method = get_method(app_definition, draft.method_key if draft else request.form.get("method_key"))
+    # A kept draft takes the method chosen in the form (it may change after a failed attempt), else its own.
+    method = get_method(
+        app_definition, request.form.get("method_key") or (draft.method_key if draft else None)
+    )
     submission = read_submission(request.form, method)
 
     def failed(status: int, **kwargs: Any) -> ResponseReturnValue:
@@ -146,7 +151,7 @@ def _card_refused(
 ) -> ResponseReturnValue:
     """The draft finishes a card whose completion was refused: nothing is kept, the card asks to try again."""
     db.session.rollback()
-    intent_setup.mark_needs_retry(err.interaction_id, current_user.id)
+    intent_setup.mark_needs_retry(err.interaction_id, current_user.id, "completion_refused")
     commit_point(Reason.CARD_NEEDS_RETRY)
     return failed(409, form_errors=[err.message])
 

@@ -21,7 +21,7 @@ from app.services.access.effective import can_manage_connections
 from app.services.agents import agent_names
 from app.services.connections.audience import Audience, audience_of
 from app.services.connections.settings import UNSET, Unset, public_fields
-from app.services.connections.setup import require_credentials, start_connection
+from app.services.connections.setup import change_draft_choices, require_credentials, start_connection
 from app.services.intents.setup import finish_setup
 from app.services.oauth.clients import needs_operator_client
 from app.services.oauth.errors import SignInNotConfigured
@@ -99,8 +99,9 @@ class SetupFlow:
 
     @property
     def locked(self) -> bool:
-        """A kept draft fixes its method and identity: a re-submit finishes that same draft."""
-        return self.draft is not None or self.mode == "reconnect"
+        """A reconnect keeps its connection's method and identity. A kept draft does not: after a failed attempt the
+        person may change both in place, and a re-submit finishes that same draft with them."""
+        return self.mode == "reconnect"
 
     @property
     def credential_fields(self) -> list:
@@ -169,12 +170,20 @@ def build_setup_flow(
 ) -> SetupFlow:
     """Everything the setup partial needs, from the app definition, the person, and any kept draft or submission."""
     fixed = draft or connection
-    method = get_method(app_definition, fixed.method_key if fixed else method_key)
+    # A reconnect keeps its connection's method; a kept draft shows the method just chosen (after a failed attempt
+    # the person may switch), else its own.
+    if connection is not None:
+        method = get_method(app_definition, connection.method_key)
+    else:
+        method = get_method(app_definition, method_key or (draft.method_key if draft else None))
     choices = identity_choices(membership, method)
-    if fixed is not None:
-        identity = (fixed.config or {}).get("identity", "organization")
+    kept_identity = (fixed.config or {}).get("identity", "organization") if fixed is not None else None
+    if connection is not None:
+        identity = kept_identity or "organization"
     elif submission is not None and submission.identity in {c.key for c in choices}:
         identity = submission.identity
+    elif kept_identity in {c.key for c in choices}:
+        identity = kept_identity or "user"
     else:
         identity = next((c.key for c in choices if c.allowed), "user")
     # A host that keeps the audience elsewhere (a card keeps its own) passes it; a submission always wins.
@@ -271,7 +280,8 @@ def start_or_resume_draft(
     """The first half of a submit, shared by both hosts (the Apps page and the task-card dialog).
 
     A new draft is committed before the provider is contacted, so a refused key keeps it for the next submit. A kept
-    draft has its method and identity fixed; its public values and audience follow the form (returned as pending).
+    draft follows the method and identity of the form (the person may switch after a failed attempt; the connection
+    service decides what that changes); its public values and audience follow the form too (returned as pending).
     OAuth methods report `needs_sign_in`: the host saves the pending settings and starts the provider sign-in.
     A submit that would be refused without contacting the provider (a required key left empty, a sign-in this
     installation cannot start) is refused before any draft is made (`check_before_draft`; the card's Save & exit
@@ -295,6 +305,11 @@ def start_or_resume_draft(
         )
         commit_point(Reason.DRAFT_BEFORE_VERIFY)
         return SetupStep(draft, method.auth == "oauth")
+    change_draft_choices(
+        membership, draft, app_definition, method_key=method.key, identity=submission.identity
+    )
+    # Like a new draft, the changed one is kept before the provider is contacted: a refused key does not undo it.
+    commit_point(Reason.DRAFT_BEFORE_VERIFY)
     return SetupStep(draft, method.auth == "oauth", submission.method_config, submission.audience)
 
 

@@ -137,7 +137,10 @@ def thread_items_fragment(issue_id: str) -> ResponseReturnValue:
     version = thread_version(issue)
     if request.args.get("v") == version:
         return "", 204
-    return render_template("board/_thread_items.html", **_thread_context(issue, version))
+    items = render_template("board/_thread_items.html", **_thread_context(issue, version))
+    # The Runs panel beside the thread follows the same change (a run that finished says so in both places).
+    runs = render_template("board/_task_runs.html", runs=progress_of(recent_runs(issue)), oob=True)
+    return items + runs
 
 
 @bp.post("/tasks/<issue_id>/comments")

@@ -25,11 +25,11 @@ from app.models import Membership, ThreadInteraction
 from app.models.trust import TrustScope
 from app.services.connections import trust_rules
 from app.services.gateway import approvals
-from app.web.blueprints import signed_in_blueprint
+from app.web.blueprints import signed_in_blueprint, tells_the_inbox_of_answers
 from app.web.context import load_scoped
 from app.web.forms import EmptyForm
 
-bp = signed_in_blueprint("approvals", __name__)
+bp = tells_the_inbox_of_answers(signed_in_blueprint("approvals", __name__))
 PEOPLE_ONLY = "Only a person signed in to the board can answer an approval"
 
 

@@ -27,6 +27,7 @@ from app.services import cards
 from app.services.connections.settings import UNSET, update_connection
 from app.services.intents import access_requests
 from app.services.intents import card as intents_card
+from app.services.intents import card_state as intents_card_state
 from app.services.intents import resolution as intents_resolution
 from app.services.intents import setup as intent_setup
 from app.services.oauth import flow as oauth_flow
@@ -39,7 +40,7 @@ from app.web.apps.setup_flow import (
     refusal_view,
     start_or_resume_draft,
 )
-from app.web.blueprints import signed_in_blueprint
+from app.web.blueprints import signed_in_blueprint, tells_the_inbox_of_answers
 from app.web.cards.connection_dialog import (
     catalog_app,
     dialog_context,
@@ -52,7 +53,7 @@ from app.web.context import membership_for, parse_uuid, require_write
 from app.web.unit_of_work import Reason, after_commit, commit_point
 from app.workers.continuations import deliver as deliver_continuation
 
-bp = signed_in_blueprint("intent_cards", __name__, varies_on_htmx=True)
+bp = tells_the_inbox_of_answers(signed_in_blueprint("intent_cards", __name__, varies_on_htmx=True))
 
 RETRY_NOTE = "Authorization did not finish, so nothing was connected. You can try again."
 SAVE_AND_EXIT = "save"
@@ -183,7 +184,10 @@ def phase(interaction_id: str) -> ResponseReturnValue:
     interaction, _ = _addressed(interaction_id)
     if interaction.status != "pending":
         return _card_response(interaction)
-    intents_resolution.set_phase(interaction.id, current_user.id, request.form.get("phase", ""))
+    phase_asked = request.form.get("phase", "")
+    # The page posts needs_retry only when the sign-in window closed before the provider answered.
+    failure = intents_card_state.WINDOW_CLOSED if phase_asked == "needs_retry" else None
+    intents_resolution.set_phase(interaction.id, current_user.id, phase_asked, failure=failure)
     return _card_response(interaction)
 
 
@@ -204,7 +208,10 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
     if app_definition is None:
         raise NotFound("This service has no setup flow; use an existing connection")
     draft = resumable_draft(request.form.get("draft_id"), membership, app_definition)
-    method = get_method(app_definition, draft.method_key if draft else request.form.get("method_key"))
+    # A kept draft takes the method chosen in the form (it may change after a failed attempt), else its own.
+    method = get_method(
+        app_definition, request.form.get("method_key") or (draft.method_key if draft else None)
+    )
     submission = read_submission(request.form, method)
     saving = request.form.get("intent") == SAVE_AND_EXIT
 
@@ -258,7 +265,7 @@ def setup_submit(interaction_id: str) -> ResponseReturnValue:
         return response
     except intent_setup.CardCompletionFailed as err:
         db.session.rollback()
-        intent_setup.mark_needs_retry(interaction.id, current_user.id)
+        intent_setup.mark_needs_retry(interaction.id, current_user.id, "completion_refused")
         commit_point(Reason.CARD_NEEDS_RETRY)
         return _dialog_response(interaction, membership, 422, error=err.message)
     except Conflict:

@@ -31,6 +31,33 @@ INTRO = (
 )
 
 
+# What a card that asks to try again says, by why the last attempt failed (card_state.FAILURES); each says what
+# happened and what to do, and never "Setup saved" (nothing was connected).
+GENERIC_RETRY = "Authorization did not finish, so nothing was connected. You can try again."
+RETRY_TEXTS = {
+    "oauth_access_denied": "Sign-in to {service} was cancelled, so nothing was connected. Try again or choose another method.",
+    "window_closed": (
+        "The sign-in window was closed before {service} answered, so nothing was connected. Try again or choose "
+        "another method."
+    ),
+    "oauth_unreachable": "Switchboard could not reach {service} to finish the sign-in. Try again in a moment.",
+    "oauth_tools_failed": "Signed in to {service}, but its tools could not be listed, so nothing was connected. Try again.",
+    "key_rejected": "{service} refused the key, so nothing was connected. Try again with another key or choose another method.",
+    "key_unreachable": "Switchboard could not reach {service} to check the key. Try again in a moment.",
+    "key_refused": "{service} refused the connection, so nothing was connected. Try again or choose another method.",
+    "completion_refused": "The connection could not be given to this request, so nothing was connected. Try again.",
+}
+SIGN_IN_FAILED = "Sign-in to {service} failed, so nothing was connected. Try again or choose another method."
+
+
+def retry_text(failure: str | None, service_name: str) -> str:
+    if failure is None:
+        return GENERIC_RETRY
+    if failure in RETRY_TEXTS:
+        return RETRY_TEXTS[failure].format(service=service_name)
+    return SIGN_IN_FAILED.format(service=service_name)  # any other way a sign-in failed at the provider
+
+
 @dataclass(frozen=True)
 class CardView:
     """Everything the card partial renders, derived from the interaction and the viewer (no secrets, no URLs)."""
@@ -59,6 +86,8 @@ class CardView:
     continuation_text: str | None = None
     can_decline: bool = False
     intro: str = ""
+    # A card that asks to try again: what happened and what to do.
+    retry_text: str | None = None
     # When the agent asked (the card's creation), said on the card with why: to go on with this task.
     asked_at: datetime | None = None
     # The answer waits for the task to be In progress: the addressee is offered that move (the task's id).
@@ -107,6 +136,7 @@ def card_view(item: ThreadInteraction, viewer: User | None = None) -> CardView:
             else outcomes.get(state)
         ),
         setup_saved=current.setup_saved,
+        retry_text=retry_text(current.failure, service_name) if state == "needs_retry" else None,
         access_request=current.access_request,
         access_tools=(
             tuple(tools_as_they_stand(current.access_request))

@@ -21,8 +21,11 @@ from app.workers.loop import notify_worker
 @bp.get("/settings/notifications")
 def notification_settings() -> ResponseReturnValue:
     current_membership()
-    form = EmailSettingsForm(formdata=None, email_enabled=notifications.email_enabled(current_user.id))
-    return render_template("settings/notifications.html", form=form, saved=request.args.get("saved") == "1")
+    status = notifications.email_status(current_user.id)
+    form = EmailSettingsForm(formdata=None, email_enabled=status.enabled)
+    return render_template(
+        "settings/notifications.html", form=form, email=status, saved=request.args.get("saved") == "1"
+    )
 
 
 @bp.post("/settings/notifications")
@@ -30,7 +33,8 @@ def save_notification_settings() -> ResponseReturnValue:
     current_membership()
     form = EmailSettingsForm()
     if not form.validate_on_submit():
-        return render_template("settings/notifications.html", form=form, saved=False), 422
+        status = notifications.email_status(current_user.id)
+        return render_template("settings/notifications.html", form=form, email=status, saved=False), 422
     notifications.set_email_enabled(current_user, bool(form.email_enabled.data))
     return redirect(url_for("inbox.notification_settings", saved=1), code=303)
 

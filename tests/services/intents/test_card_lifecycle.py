@@ -8,6 +8,7 @@ cases through the card dialog, the Apps pages and the JSON API against a real MC
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -262,7 +263,9 @@ def test_continue_setup_restores_the_saved_draft_and_audience_then_finishes_it(a
 
     dialog = assert_fragment(me.get(f"/intents/{interaction_id}/dialog"))
     assert f'name="draft_id" value="{draft_id}"' in dialog
-    assert "Finishing the setup of" in dialog
+    # The saved setup is named as kept, and its method and identity stay choosable (checked as saved).
+    assert 'id="setup-flow-kept"' in dialog and "is kept" in dialog
+    assert re.search(r'name="identity" value="user" checked', dialog)
     assert f'name="agent_ids" value="{helper.id}" checked' in dialog
     assert f'name="agent_ids" value="{bystander.id}" >' in dialog
 

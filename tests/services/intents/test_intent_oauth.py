@@ -82,10 +82,15 @@ def test_a_denied_sign_in_moves_the_card_to_needs_retry(live, db, card):  # noqa
     assert opener_message(response)["outcome"] == "needs_retry"
     row = interaction(db, interaction_id)
     assert row.status == "pending" and row.payload["phase"] == "needs_retry"
+    assert row.payload["lastFailure"] == "oauth_access_denied"
     card_html = browser.http.get(
         f"{live}/intents/{interaction_id}/card", headers={"HX-Request": "true"}, timeout=10
     ).text
-    assert "Try again" in card_html and "Authorization did not finish" in card_html
+    assert "Try again" in card_html and "Setup saved" not in card_html
+    assert (
+        "Sign-in to Linear was cancelled, so nothing was connected. Try again or choose another method."
+        in card_html
+    )
     assert db.session.scalars(select(WakeupRequest)).all() == []
 
 

@@ -326,3 +326,49 @@ def test_disabling_a_connection_is_told_once(db, team, make):
     update_connection(actor, connection, None, enabled=False)
     db.session.commit()
     assert deliveries(db) == []
+
+
+def _email_section(client) -> str:
+    import re
+    from html import unescape
+
+    page = client.get("/settings/notifications")
+    assert page.status_code == 200
+    section = page.get_data(as_text=True).split('id="email-notifications"', 1)[1].split(">", 1)[1]
+    section = section.split("</section>", 1)[0]
+    inline = re.sub(r"</?(strong|code|a)\b[^>]*>", "", section)
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", inline)).split()), section
+
+
+def test_the_settings_page_says_no_email_is_sent_without_a_mail_server(app, db, team, client):
+    _company, owner, _agent, _issue = team
+    assert not app.config.get("SMTP_URL")
+    sign_in(client, owner)
+    text, section = _email_section(client)
+    assert text == (
+        "Email This Switchboard sends no email. No mail server is set up, so nothing is sent to owner@acme.test: "
+        "cards, approvals and connections that need you show only in your Inbox. To turn email on, the person who "
+        "runs this Switchboard sets SWITCHBOARD_SMTP_URL (for example smtp+starttls://mail.example.com:587) and "
+        "restarts it. Then you can choose here whether to get email."
+    )
+    # No switch that would do nothing.
+    assert 'name="email_enabled"' not in section and "<form" not in section
+
+
+def test_the_settings_page_says_whether_email_is_on_or_off_with_a_mail_server(db, team, smtp, client):
+    _company, owner, _agent, _issue = team
+    csrf = sign_in(client, owner)
+    text, section = _email_section(client)
+    assert text.startswith(
+        "Email Email is on: owner@acme.test gets one mail when a card or an approval waits for you (at most one per "
+        "card), and one when a connection of yours needs you to sign in again. Nothing else is emailed."
+    )
+    assert 'name="email_enabled"' in section and "checked" in section
+    saved = client.post("/settings/notifications", data={"csrf_token": csrf}, follow_redirects=True)
+    assert 'id="notifications-saved">Saved. Email is off.</p>' in saved.get_data(as_text=True)
+    text, section = _email_section(client)
+    assert text.startswith(
+        "Email Email is off: nothing is sent to owner@acme.test. Cards, approvals and connections that need you "
+        "show only in your Inbox."
+    )
+    assert "checked" not in section

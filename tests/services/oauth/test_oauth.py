@@ -304,7 +304,7 @@ def test_access_denied_keeps_the_draft_retryable(live, owner, db, oidc):
 
     response = browser.callback(callback_url)
     assert response.status_code == 400
-    assert "Access was not granted at Linear" in response.text
+    assert "Sign-in to Linear was cancelled" in response.text
     assert "End-User aborted interaction" not in response.text  # the provider's own words are never reflected
     assert f'action="/apps/{connection_id}/oauth/start"' in response.text
     assert _connection(db, connection_id).status == "draft"

@@ -15,6 +15,7 @@ from app.services.connections.audience import Audience, set_audience
 from app.services.connections.setup import start_connection
 from app.web.apps.agent_section import agent_connection_instructions
 from tests.conftest import sign_in
+from tests.factories import Factory
 from tests.peers.mcp_servers import HONCHO_KEY
 
 HX = {"HX-Request": "true"}
@@ -107,6 +108,38 @@ def test_catalog_lists_apps_and_search_filters_as_a_fragment(client, acme):
     by_category = html(client.get("/apps?category=content"))
     assert "/apps/notion/connect" in by_category and "/apps/honcho/connect" not in by_category
     assert "No apps match" in html(client.get("/apps?q=zzzz-nothing"))
+
+
+def chip_labels(body: str) -> list[str]:
+    nav = body.split('aria-label="Categories"', 1)[1].split("</nav>", 1)[0]
+    return [re.sub(r"\s+", " ", label).strip() for label in re.findall(r'class="chip"[^>]*>([^<]*)<', nav)]
+
+
+def test_category_chips_read_as_words_and_a_search_hides_the_empty_ones(client, acme):
+    _company, _owner, member, *_ = acme
+    sign_in(client, member)
+    labels = chip_labels(html(client.get("/apps")))
+    assert "AI" in labels and "CRM" in labels and "Project management" in labels
+    assert not {"Ai", "Crm"} & set(labels)
+    # "memory" matches memory apps only: the chips left are the categories those apps are in, each with a count.
+    searched = html(client.get("/apps?q=memory", headers={**HX, "HX-Target": "app-list"}))
+    assert "Payments" not in chip_labels(searched) and "Memory" in chip_labels(searched)
+    assert 'class="count">0<' not in searched
+    # The chosen category stays, even when the search empties it, so it can be seen and left.
+    chosen = html(client.get("/apps?q=memory&category=payments"))
+    assert "Payments" in chip_labels(chosen) and "No apps match" in chosen
+
+
+def test_category_labels_come_from_the_catalog():
+    from app.catalog.categories import category_label
+
+    assert [category_label(s) for s in ("ai", "crm", "project-management", "ai-agents", "developer")] == [
+        "AI",
+        "CRM",
+        "Project management",
+        "AI agents",
+        "Developer",
+    ]
 
 
 # --- setup flow --------------------------------------------------------------------------------------------------
@@ -235,6 +268,63 @@ def test_refused_key_keeps_the_draft_never_echoes_the_key_and_a_resubmit_finishe
     assert [(i.target_type, i.target_id) for i in installs] == [("agent", agent.id)]
     assert connection.agent_instructions == template()
     assert connection.company_id == company.id
+
+
+def test_after_a_refused_key_the_identity_and_method_can_be_changed_in_place(client, db, acme, providers):
+    company, owner, *_ = acme
+    token = sign_in(client, owner)
+    form = {
+        "method_key": "mcp-api-key",
+        "identity": "user",
+        "credentials-authorization": WRONG_KEY,
+        "config-workspaceId": "team-workspace",
+        "audience": "all",
+    }
+    refused = html(post(client, token, "/apps/honcho/connect", form, htmx=False))
+    draft = db.session.scalars(select(ToolConnection)).one()
+    # The kept setup still offers both identities, the one tried checked.
+    assert 'id="setup-flow-kept"' in refused
+    assert re.search(r'name="identity" value="user" checked', refused)
+    assert re.search(r'name="identity" value="organization" ', refused)
+
+    finished = post(
+        client,
+        token,
+        "/apps/honcho/connect",
+        {
+            **form,
+            "identity": "organization",
+            "credentials-authorization": HONCHO_KEY,
+            "draft_id": str(draft.id),
+        },
+        htmx=False,
+    )
+    assert finished.status_code == 303
+    db.session.expire_all()
+    connection = db.session.scalars(select(ToolConnection)).one()
+    assert connection.id == draft.id and connection.status == "active"
+    assert connection.config["identity"] == "organization"
+    assert [g.kind for g in connection.grants] == ["organization"]
+
+
+def test_switching_the_method_of_a_kept_setup_keeps_that_setup(client, db, acme):
+    company, owner, *_ = acme
+    sign_in(client, owner)
+    draft = start_connection(
+        Factory(db).membership(company, owner), get_app("linear"), method_key="mcp-key", identity="user"
+    )
+    db.session.commit()
+    switched = html(
+        client.get(
+            f"/apps/linear/connect?method_key=mcp-oauth&draft_id={draft.id}",
+            headers={**HX, "HX-Target": "setup-flow"},
+        )
+    )
+    assert "<html" not in switched
+    assert f'name="draft_id" value="{draft.id}"' in switched
+    assert re.search(r'name="method_key" value="mcp-oauth" checked', switched)
+    # The method radios carry the kept setup along when they switch again.
+    assert 'hx-include="#setup-flow [name=draft_id]"' in switched
 
 
 def test_a_draft_of_another_company_is_not_touched(client, db, acme, make, providers):

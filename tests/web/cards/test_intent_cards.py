@@ -311,14 +311,27 @@ def test_a_refused_key_keeps_the_draft_and_the_card_pending(app, db, card, provi
     assert 'role="alert"' in body and "Honcho refused the credentials." in body and "wrong-key" not in body
     assert 'name="draft_id"' in body
     assert interaction(db, card).status == "pending"
+    # The card says the key was refused and what to do next.
+    card_html = Htmx(app, card.member).get(card.url + "/card").get_data(as_text=True)
+    assert (
+        "Honcho refused the key, so nothing was connected. Try again with another key or choose another method."
+        in card_html
+    )
 
 
 def test_phase_is_server_authored_and_answers_the_card(app, db, card):
     me = Htmx(app, card.member)
     response = me.post(f"{card.url}/phase", {"phase": "needs_retry"})
     assert response.status_code == 200 and "Try again" in response.get_data(as_text=True)
+    # The page asks for needs_retry only when the sign-in window closed before the provider answered.
+    assert (
+        "The sign-in window was closed before Honcho answered, so nothing was connected. Try again or choose "
+        "another method." in response.get_data(as_text=True)
+    )
     assert me.post(f"{card.url}/phase", {"phase": "connected"}).status_code == 422
     assert interaction(db, card).payload["phase"] == "needs_retry"
+    assert me.post(f"{card.url}/phase", {"phase": "requested"}).status_code == 200
+    assert "lastFailure" not in interaction(db, card).payload
 
 
 def test_dialog_without_javascript_is_a_page(app, db, card, providers):
