@@ -230,3 +230,19 @@ def test_limits_count_call_tool_and_direct_calls_as_one(app, db, many, monkeypat
     assert looped["reasonCode"] == "loop_detected"
     assert refusal_fields(call("notes-1__get_note", {"note_id": "n1"}))["reasonCode"] == "loop_detected"
     assert len([c for c in notes_server.calls if c[0] == "get_note"]) == 2
+
+
+def test_search_finds_a_tool_by_a_synonym_of_its_verb_and_counts_a_word_once():
+    from app.core.raw_json import RawJSON
+
+    tools = [
+        {"name": f"crm__{verb}_deal", "description": f"{verb.capitalize()} a deal.", "inputSchema": {}}
+        for verb in ("list", "create", "delete", "archive", "search")
+    ]
+    index = meta_tools.ToolIndex.of(RawJSON.of(tools))
+    assert [name for name, _ in meta_tools.search(index, "remove a deal", 1)] == ["crm__delete_deal"]
+    assert [name for name, _ in meta_tools.search(index, "add deals", 1)] == ["crm__create_deal"]
+    assert [name for name, _ in meta_tools.search(index, "close out the deal", 1)] == ["crm__archive_deal"]
+    assert [name for name, _ in meta_tools.search(index, "find a deal", 1)] == ["crm__search_deal"]
+    # "add" stands for "create" and "new": a tool holding both words scores for the query word once.
+    assert meta_tools._terms("Add boxes") == [("add", "create", "new", "insert"), ("box",)]
