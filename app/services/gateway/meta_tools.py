@@ -1,6 +1,7 @@
 """Meta tools (issue 32 item 2): when an agent's tools would cost too much context, `tools/list` lists three tools
 that reach them instead: `search_tools` (words -> matching tool names with one line each), `describe_tool` (a name
--> its full entry, schemas included) and `call_tool` (a name and arguments -> the tool's result).
+-> its full entry, schemas included) and `call_tool` (a name and arguments -> the tool's result). The tools an
+administrator pinned (`ToolPolicy.pinned`, the Permissions page's Pin box) are listed before them by themselves.
 
 The threshold is a setting, by estimated tokens (`GATEWAY_META_TOOLS_ABOVE_TOKENS`, the listing's characters / 4)
 or by count (`GATEWAY_META_TOOLS_ABOVE_TOOLS`); 0 turns either off. Search and describe read the agent's own
@@ -87,6 +88,13 @@ DEFINITIONS: list[dict] = [
     },
 ]
 LISTING = RawJSON.of(DEFINITIONS)
+
+
+def with_pinned(pinned: str) -> RawJSON:
+    """The meta listing: the agent's pinned tools' entries (`pinned`, a JSON array's text), then the meta tools."""
+    if pinned == "[]":
+        return LISTING
+    return RawJSON(pinned[:-1] + ", " + LISTING.text[1:])
 
 
 def estimated_tokens(text: str) -> int:

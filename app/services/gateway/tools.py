@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -213,10 +214,24 @@ def call_target(
 
 # Listings are large (an agent may have thousands of tools), so a process keeps fewer of them than search indexes.
 LISTING_CACHE_SIZE = 32
-_listings: RevisionCache[RawJSON] = RevisionCache(LISTING_CACHE_SIZE)
+_listings: RevisionCache[Listing] = RevisionCache(LISTING_CACHE_SIZE)
 
 
-def list_tool_definitions(run: HeartbeatRun, access_revision: int, budget: int | None = None) -> RawJSON:
+@dataclass(frozen=True)
+class Listing(RawJSON):
+    """A run's `tools/list` answer as JSON text, with the entries of its pinned tools (a JSON array's text too):
+    what the gateway lists beside the meta tools (`meta_tools.with_pinned`)."""
+
+    pinned: str = "[]"
+
+
+def _listing(run: HeartbeatRun, budget: int) -> Listing:
+    pinned: list[str] = []
+    text = build_listing(run, budget, pinned)
+    return Listing(text, "[" + ", ".join(pinned) + "]")
+
+
+def list_tool_definitions(run: HeartbeatRun, access_revision: int, budget: int | None = None) -> Listing:
     """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out, named within
     `budget` (None: the `GATEWAY_TOOL_NAME_BUDGET` setting; the gateway passes the agent's, `names`).
 
@@ -229,7 +244,7 @@ def list_tool_definitions(run: HeartbeatRun, access_revision: int, budget: int |
     return _listings.get_or_build(
         (run.company_id, run.agent_id, run.responsible_user_id, budget),
         access_revision,
-        lambda: RawJSON(build_listing(run, budget)),
+        lambda: _listing(run, budget),
     )
 
 
@@ -240,9 +255,13 @@ def clear_listings() -> None:
     meta_tools.clear()
 
 
-def only_reading(listing: RawJSON) -> RawJSON:
+def only_reading(listing: Listing) -> Listing:
     """The listing without the tools that change things (`readOnlyHint` is on every entry), for an assistant
     connected read-only; a call to one of them is refused anyway (`gateway.calls`)."""
-    return RawJSON.of(
-        [t for t in listing.value() if (t.get("annotations") or {}).get("readOnlyHint") is True]
-    )
+
+    def reading(text: str) -> str:
+        return json.dumps(
+            [t for t in json.loads(text) if (t.get("annotations") or {}).get("readOnlyHint") is True]
+        )
+
+    return Listing(reading(listing.text), reading(listing.pinned))
