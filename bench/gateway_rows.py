@@ -92,6 +92,14 @@ def connect_echo(company_id: uuid.UUID, agent_id: uuid.UUID) -> uuid.UUID:
         ToolPolicy,
     )
     from app.services.access.revision import touch
+    from app.services.gateway.limit_rules import (
+        KINDS,
+        LOOP_REPEATS_RANGE,
+        LOOP_SECONDS_RANGE,
+        MAX_LIMIT,
+        SCOPES,
+        WINDOWS,
+    )
     from app.services.secrets_box import encrypt
     from tests.peers.mcp_servers import NOTES_KEY
 
@@ -105,6 +113,12 @@ def connect_echo(company_id: uuid.UUID, agent_id: uuid.UUID) -> uuid.UUID:
             ConnectionInstall.target_id == agent_id,
         )
     ).one()
+    # The bench repeats one call with the same arguments thousands of times: limits high enough never to refuse it
+    # (the default loop breaker stops the tenth repeat in a minute), still counted as every call is.
+    connection.call_limits = {
+        **{kind: {scope: dict.fromkeys(WINDOWS, MAX_LIMIT) for scope in SCOPES} for kind in KINDS},
+        "loop": {"repeats": LOOP_REPEATS_RANGE[1], "seconds": LOOP_SECONDS_RANGE[0]},
+    }
     grant = db.session.scalars(
         select(ConnectionGrant).where(ConnectionGrant.connection_id == connection.id)
     ).one()

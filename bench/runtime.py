@@ -288,7 +288,7 @@ def statement_counts(
     counter = StatementCounter(engine)
     client = app.test_client()
     with client.session_transaction() as sess:
-        sess["_user_id"] = str(seeded.owner_id)
+        sess["_user_id"] = f"{seeded.owner_id}:0"  # `User.get_id`: the id and its session generation
         sess["_fresh"] = True
     bearer = {"Authorization": f"Bearer {token}"}
     operations: dict[str, Callable[[], object]] = {

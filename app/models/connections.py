@@ -316,3 +316,6 @@ class ToolPolicy(IdMixin, TimestampMixin, Model):
     )
     tool_name: Mapped[str] = mapped_column(String(200), nullable=False)
     action: Mapped[str] = mapped_column(String(20), nullable=False, default="ask_first")
+    # Listed to agents by itself even when their listing is the meta tools (`gateway.meta_tools`): a tool they
+    # use on most runs, named without a search first.
+    pinned: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=text("false"))

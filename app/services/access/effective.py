@@ -412,7 +412,7 @@ def tools_with_policies(
     """Active indexed tools of the connections (or those of another `status`: the explainer's quarantined ones)
     with their action policy (no row means ask first)."""
     rows = db.session.execute(
-        select(ConnectionTool, ToolPolicy.action)
+        select(ConnectionTool, ToolPolicy.action, ToolPolicy.pinned)
         .outerjoin(
             ToolPolicy,
             policy_of_tool(),
@@ -421,6 +421,8 @@ def tools_with_policies(
         .order_by(ConnectionTool.name)
     ).all()
     result: dict[uuid.UUID, list[ToolAccess]] = defaultdict(list)
-    for tool, action in rows:
-        result[tool.connection_id].append(ToolAccess(tool=tool, action=action or DEFAULT_TOOL_ACTION))
+    for tool, action, pinned in rows:
+        result[tool.connection_id].append(
+            ToolAccess(tool=tool, action=action or DEFAULT_TOOL_ACTION, pinned=bool(pinned))
+        )
     return result

@@ -33,6 +33,7 @@ from app.services.access.checks import (
 class ToolAccess:
     tool: ConnectionTool
     action: str
+    pinned: bool = False
 
 
 class HasHealth(Protocol):

@@ -24,7 +24,7 @@ from app.models import (
 )
 from app.models.connections import CUSTOM_APP_SLUG, ToolAction
 from app.services import notifications
-from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
+from app.services.access.effective import CONFIGURE_FORBIDDEN, DEFAULT_TOOL_ACTION, can_configure
 from app.services.activity import record_activity
 from app.services.connections.audience import Audience, set_audience
 from app.services.connections.instructions import InstructionsSetting
@@ -120,21 +120,26 @@ def _require_configure(actor: Membership, connection: ToolConnection) -> None:
         raise Forbidden(CONFIGURE_FORBIDDEN)
 
 
-def _set_policy(connection: ToolConnection, tool_name: str, action: str) -> None:
+def _set_policy(
+    connection: ToolConnection, tool_name: str, action: str | None, pinned: bool | None = None
+) -> None:
+    """Set the tool's action and/or whether it is pinned (None: unchanged; a new row starts at ask first)."""
     row = db.session.scalar(
         select(ToolPolicy).where(ToolPolicy.connection_id == connection.id, ToolPolicy.tool_name == tool_name)
     )
     if row is None:
-        db.session.add(
-            ToolPolicy(
-                company_id=connection.company_id,
-                connection_id=connection.id,
-                tool_name=tool_name,
-                action=action,
-            )
+        row = ToolPolicy(
+            company_id=connection.company_id,
+            connection_id=connection.id,
+            tool_name=tool_name,
+            action=DEFAULT_TOOL_ACTION,
+            pinned=False,
         )
-    else:
+        db.session.add(row)
+    if action is not None:
         row.action = action
+    if pinned is not None:
+        row.pinned = pinned
 
 
 def update_connection(
@@ -148,6 +153,7 @@ def update_connection(
     method_config: dict | None | Unset = UNSET,
     audience: Audience | Unset = UNSET,
     tool_policies: dict[str, str] | Unset = UNSET,
+    pinned_tools: dict[str, bool] | Unset = UNSET,
 ) -> ToolConnection:
     """Change saved settings. Instructions, configuration, audience and policies are independent of each other."""
     _require_configure(actor, connection)
@@ -160,6 +166,7 @@ def update_connection(
             "methodConfig": method_config,
             "audience": audience,
             "toolPolicies": tool_policies,
+            "pinnedTools": pinned_tools,
         }.items()
         if v is not UNSET
     ]
@@ -196,7 +203,9 @@ def update_connection(
         connection.config = {**connection.config, "methodConfig": cleaned}
     if audience is not UNSET:
         set_audience(actor, connection, audience)
-    if tool_policies is not UNSET:
+    if tool_policies is not UNSET or pinned_tools is not UNSET:
+        policies = {} if isinstance(tool_policies, Unset) else tool_policies
+        pins = {} if isinstance(pinned_tools, Unset) else pinned_tools
         known = set(
             db.session.scalars(
                 select(ConnectionTool.name).where(
@@ -206,13 +215,17 @@ def update_connection(
         )
         errors = [
             {"loc": ["toolPolicies", n], "msg": "Unknown tool or action", "type": "value_error"}
-            for n, a in tool_policies.items()
+            for n, a in policies.items()
             if n not in known or a not in ToolAction.values()
+        ] + [
+            {"loc": ["pinnedTools", n], "msg": "Unknown tool", "type": "value_error"}
+            for n, p in pins.items()
+            if n not in known or not isinstance(p, bool)
         ]
         if errors:
             raise ValidationFailed(errors)
-        for tool_name, action in tool_policies.items():
-            _set_policy(connection, tool_name, action)
+        for tool_name in {**policies, **pins}:
+            _set_policy(connection, tool_name, policies.get(tool_name), pins.get(tool_name))
     record_activity(
         company_id=connection.company_id,
         actor_type="user",

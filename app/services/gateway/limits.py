@@ -23,6 +23,7 @@ only asked or was denied (`release_call`). Blocked tools are refused before coun
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 import uuid
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import case, delete, select, update
+from sqlalchemy import Integer, String, Uuid, bindparam, case, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -109,24 +110,41 @@ def _counters(prepared: PreparedCall, target: CallTarget, limits: CallLimits) ->
 
 def _add(connection_id: uuid.UUID, counters: list[tuple[str, int]], now: int) -> dict[str, tuple[int, int]]:
     """Add one to each counter (a new window when its last one ended) in one statement: key -> (count, end)."""
-    table = table_of(GatewayCallCounter)
-    dialect = db.session.get_bind().dialect.name
-    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
     # Sorted: two requests lock the same rows in the same order (no deadlock on PostgreSQL).
-    rows = [
-        {"key": key, "connection_id": connection_id, "expires_at": now + seconds, "count": 1}
-        for key, seconds in sorted(dict(counters).items())
-    ]
-    upsert = insert(table).values(rows)
-    live = table.c.expires_at > now
-    statement = upsert.on_conflict_do_update(
+    ordered = sorted(dict(counters).items())
+    parameters: dict[str, Any] = {"connection_id": connection_id, "now": now}
+    for n, (key, seconds) in enumerate(ordered):
+        parameters[f"key_{n}"] = key
+        parameters[f"expires_at_{n}"] = now + seconds
+    statement = _upsert(db.session.get_bind().dialect.name, len(ordered))
+    return {key: (count, expires_at) for key, count, expires_at in db.session.execute(statement, parameters)}
+
+
+@functools.cache
+def _upsert(dialect: str, rows: int) -> Any:
+    """The counters' upsert for `rows` counters, its values bound by name: built and compiled once per process and
+    row count (built with the values inline, it was compiled again for every call)."""
+    table = table_of(GatewayCallCounter)
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    upsert = insert(table).values(
+        [
+            {
+                "key": bindparam(f"key_{n}", type_=String),
+                "connection_id": bindparam("connection_id", type_=Uuid),
+                "expires_at": bindparam(f"expires_at_{n}", type_=Integer),
+                "count": 1,
+            }
+            for n in range(rows)
+        ]
+    )
+    live = table.c.expires_at > bindparam("now", type_=Integer)
+    return upsert.on_conflict_do_update(
         index_elements=[table.c.key],
         set_={
             "count": case((live, table.c.count + 1), else_=1),
             "expires_at": case((live, table.c.expires_at), else_=upsert.excluded.expires_at),
         },
     ).returning(table.c.key, table.c["count"], table.c.expires_at)
-    return {key: (count, expires_at) for key, count, expires_at in db.session.execute(statement)}
 
 
 def check_call(prepared: PreparedCall, target: CallTarget, limits: CallLimits) -> dict | None:

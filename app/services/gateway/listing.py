@@ -148,7 +148,7 @@ class _ConnectionEntries:
 # --- the listing of a run ------------------------------------------------------------------------------------------
 
 
-def build_listing(run: HeartbeatRun, budget: int | None = None) -> str:
+def build_listing(run: HeartbeatRun, budget: int | None = None, pinned: list[str] | None = None) -> str:
     """`json.dumps([tool.definition() for tool in tools.tool_map(run, budget).values()])`, from plain rows and stored
     text (`budget` None: the `GATEWAY_TOOL_NAME_BUDGET` setting).
 
@@ -156,6 +156,7 @@ def build_listing(run: HeartbeatRun, budget: int | None = None) -> str:
     counts, then the tools of those connections as plain rows with their action and stored entry, pinned arguments
     worked out once per connection, names given per connection among the tools the agent reaches there (blocked
     ones included, as the tool map names them). A constant number of statements (one for the tools).
+    `pinned`, when given, receives the entries (their JSON text) of the tools pinned to be listed by themselves.
     """
     budget = budget or tool_name_budget(None)
     usable = usable_connections(eligible_access(run.company_id, run.agent_id, run.responsible_user_id))
@@ -186,6 +187,7 @@ def build_listing(run: HeartbeatRun, budget: int | None = None) -> str:
             input_schema,
             is_write,
             listing,
+            is_pinned,
             _policy,
         ), action in rows:
             if action == "block":
@@ -193,6 +195,8 @@ def build_listing(run: HeartbeatRun, budget: int | None = None) -> str:
             name = names[tool_name]
             if not full_path:
                 entries.append(connection.spliced(stored, name, tool_name, description, action))
+                if is_pinned and pinned is not None:
+                    pinned.append(entries[-1])
                 continue
             definition = tool_definition(
                 name,
@@ -206,6 +210,8 @@ def build_listing(run: HeartbeatRun, budget: int | None = None) -> str:
                 listing,
             )
             entries.append(json.dumps(definition))
+            if is_pinned and pinned is not None:
+                pinned.append(entries[-1])
     return "[" + ", ".join(entries) + "]"
 
 
@@ -254,6 +260,7 @@ def _tool_rows(connection_ids: list[uuid.UUID], pinned_ids: list[uuid.UUID]) -> 
                 case((full_path, ConnectionTool.input_schema)).label("input_schema"),
                 case((full_path, ConnectionTool.is_write)).label("is_write"),
                 case((full_path, ConnectionTool.listing)).label("listing"),
+                func.coalesce(ToolPolicy.pinned, False).label("pinned"),
                 func.coalesce(ToolPolicy.action, DEFAULT_TOOL_ACTION).label("action"),
             )
             .outerjoin(

@@ -1,6 +1,7 @@
 """Meta tools (issue 32 item 2): when an agent's tools would cost too much context, `tools/list` lists three tools
 that reach them instead: `search_tools` (words -> matching tool names with one line each), `describe_tool` (a name
--> its full entry, schemas included) and `call_tool` (a name and arguments -> the tool's result).
+-> its full entry, schemas included) and `call_tool` (a name and arguments -> the tool's result). The tools an
+administrator pinned (`ToolPolicy.pinned`, the Permissions page's Pin box) are listed before them by themselves.
 
 The threshold is a setting, by estimated tokens (`GATEWAY_META_TOOLS_ABOVE_TOKENS`, the listing's characters / 4)
 or by count (`GATEWAY_META_TOOLS_ABOVE_TOOLS`); 0 turns either off. Search and describe read the agent's own
@@ -87,6 +88,13 @@ DEFINITIONS: list[dict] = [
     },
 ]
 LISTING = RawJSON.of(DEFINITIONS)
+
+
+def with_pinned(pinned: str) -> RawJSON:
+    """The meta listing: the agent's pinned tools' entries (`pinned`, a JSON array's text), then the meta tools."""
+    if pinned == "[]":
+        return LISTING
+    return RawJSON(pinned[:-1] + ", " + LISTING.text[1:])
 
 
 def estimated_tokens(text: str) -> int:
@@ -217,34 +225,83 @@ STOP_WORDS = frozenset(
 )
 
 
-def _terms(query: str) -> list[str]:
-    """The query's words (common English ones and single letters left out), a plural `s` dropped so "notes" finds
-    "note" (a substring match finds the plural too)."""
-    terms = [
-        t
+# Words people use for what tools name otherwise: each query word is also looked for as these (a small, fixed table
+# of the verbs tool names use; no stemming library is installed, and a general thesaurus would match too widely).
+# A tool matched through a synonym scores as through the word itself, once per query word however many match.
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "add": ("create", "new", "insert"),
+    "new": ("create",),
+    "make": ("create",),
+    "post": ("create", "send"),
+    "send": ("create", "post"),
+    "upload": ("create",),
+    "write": ("create", "update"),
+    "edit": ("update",),
+    "change": ("update",),
+    "modify": ("update",),
+    "rename": ("update",),
+    "set": ("update",),
+    "remove": ("delete",),
+    "erase": ("delete",),
+    "drop": ("delete",),
+    "trash": ("delete", "archive"),
+    "close": ("archive",),
+    "hide": ("archive",),
+    "find": ("search",),
+    "query": ("search",),
+    "lookup": ("get",),
+    "fetch": ("get",),
+    "read": ("get",),
+    "show": ("list", "get"),
+    "download": ("export",),
+    "dump": ("export",),
+}
+
+
+def _stem(term: str) -> str:
+    """A plural `s` (or `es`) dropped so "notes" finds "note" (a substring match finds the plural too)."""
+    if len(term) > 4 and term.endswith(("ches", "shes", "sses", "xes")):
+        return term[:-2]
+    return term[:-1] if len(term) > 3 and term.endswith("s") and not term.endswith("ss") else term
+
+
+def _terms(query: str) -> list[tuple[str, ...]]:
+    """The query's words (common English ones and single letters left out), stemmed, each with its synonyms:
+    one group per word, the word first."""
+    words = [
+        _stem(t)
         for t in re.split(r"[\W_]+", query.lower())
         if t and t not in STOP_WORDS and (len(t) > 1 or t.isdigit())
     ]
-    return [t[:-1] if len(t) > 3 and t.endswith("s") and not t.endswith("ss") else t for t in terms]
+    return [(word, *(s for s in SYNONYMS.get(word, ()) if s != word)) for word in words]
 
 
 def search(index: ToolIndex, query: str, limit: int = SEARCH_LIMIT) -> list[tuple[str, str]]:
     """The tools best matching `query`, best first: a word in the tool's name counts three, elsewhere one (a tool's
-    words include its name's, so a name match counts 2 + 1)."""
+    words include its name's, so a name match counts 2 + 1). A query word counts once per tool, through itself or
+    the synonym that scores best there."""
     scores: dict[int, int] = {}
-    for term in _terms(query):
-        for text, starts, weight in (
-            (index.name_text, index.name_starts, 2),
-            (index.words_text, index.words_starts, 1),
-        ):
-            hit = text.find(term)
-            while hit >= 0:
-                position = bisect.bisect_right(starts, hit) - 1
-                scores[position] = scores.get(position, 0) + weight
-                following = position + 1
-                hit = text.find(term, starts[following]) if following < len(starts) else -1
-    best = heapq.nsmallest(limit, ((-score, position) for position, score in scores.items()))
-    return [(index.names[p], index.summaries[p]) for _, p in best]
+    for group in _terms(query):
+        best: dict[int, int] = {}
+        for term in group:
+            found: dict[int, int] = {}
+            for text, starts, weight in (
+                (index.name_text, index.name_starts, 2),
+                (index.words_text, index.words_starts, 1),
+            ):
+                hit = text.find(term)
+                while hit >= 0:
+                    position = bisect.bisect_right(starts, hit) - 1
+                    found[position] = found.get(position, 0) + weight
+                    following = position + 1
+                    hit = text.find(term, starts[following]) if following < len(starts) else -1
+            for position, score in found.items():
+                if score > best.get(position, 0):
+                    best[position] = score
+        for position, score in best.items():
+            scores[position] = scores.get(position, 0) + score
+    best_found = heapq.nsmallest(limit, ((-score, position) for position, score in scores.items()))
+    return [(index.names[p], index.summaries[p]) for _, p in best_found]
 
 
 def search_text(index: ToolIndex, query: str, limit: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -213,10 +214,24 @@ def call_target(
 
 # Listings are large (an agent may have thousands of tools), so a process keeps fewer of them than search indexes.
 LISTING_CACHE_SIZE = 32
-_listings: RevisionCache[RawJSON] = RevisionCache(LISTING_CACHE_SIZE)
+_listings: RevisionCache[Listing] = RevisionCache(LISTING_CACHE_SIZE)
 
 
-def list_tool_definitions(run: HeartbeatRun, access_revision: int, budget: int | None = None) -> RawJSON:
+@dataclass(frozen=True)
+class Listing(RawJSON):
+    """A run's `tools/list` answer as JSON text, with the entries of its pinned tools (a JSON array's text too):
+    what the gateway lists beside the meta tools (`meta_tools.with_pinned`)."""
+
+    pinned: str = "[]"
+
+
+def _listing(run: HeartbeatRun, budget: int) -> Listing:
+    pinned: list[str] = []
+    text = build_listing(run, budget, pinned)
+    return Listing(text, "[" + ", ".join(pinned) + "]")
+
+
+def list_tool_definitions(run: HeartbeatRun, access_revision: int, budget: int | None = None) -> Listing:
     """The MCP `tools/list` answer for this run: allowed and ask-first tools, blocked ones left out, named within
     `budget` (None: the `GATEWAY_TOOL_NAME_BUDGET` setting; the gateway passes the agent's, `names`).
 
@@ -229,7 +244,7 @@ def list_tool_definitions(run: HeartbeatRun, access_revision: int, budget: int |
     return _listings.get_or_build(
         (run.company_id, run.agent_id, run.responsible_user_id, budget),
         access_revision,
-        lambda: RawJSON(build_listing(run, budget)),
+        lambda: _listing(run, budget),
     )
 
 
@@ -248,9 +263,13 @@ def changes_things(tool: ConnectionTool) -> bool:
     return bool(tool.is_write)
 
 
-def only_reading(listing: RawJSON, run: HeartbeatRun, budget: int | None = None) -> RawJSON:
-    """The listing without the tools that change things (`changes_things`), for an assistant connected read-only;
-    a call to one of them is refused with the same rule (`gateway.calls`). Reads the run's tool map (a read-only
-    listing only)."""
+def only_reading(listing: Listing, run: HeartbeatRun, budget: int | None = None) -> Listing:
+    """The listing (and its pinned entries) without the tools that change things (`changes_things`), for an
+    assistant connected read-only; a call to one of them is refused with the same rule (`gateway.calls`). Reads the
+    run's tool map (a read-only listing only)."""
     writing = {name for name, tool in tool_map(run, budget).items() if changes_things(tool.tool_access.tool)}
-    return RawJSON.of([t for t in listing.value() if t.get("name") not in writing])
+
+    def reading(text: str) -> str:
+        return json.dumps([t for t in json.loads(text) if t.get("name") not in writing])
+
+    return Listing(reading(listing.text), reading(listing.pinned))

@@ -100,10 +100,11 @@ def rpc() -> ResponseReturnValue:
     def list_tools() -> RawJSON:
         run = live_run()[0]
         listing, index = _agent_listing(live_run)
+        listed: RawJSON = listing
         if meta_tools.exceeds_threshold(listing, index):
-            listing = meta_tools.LISTING
-        gateway_timeline.record_listed(run, listing)  # the run's decision timeline: "listed"
-        return listing
+            listed = meta_tools.with_pinned(listing.pinned)
+        gateway_timeline.record_listed(run, listed)  # the run's decision timeline: "listed"
+        return listed
 
     return jsonrpc.serve(
         jsonrpc.Door(
@@ -125,7 +126,9 @@ def rpc() -> ResponseReturnValue:
 LiveRun = Callable[[], tuple[HeartbeatRun, int, str | None]]
 
 
-def _agent_listing(live_run: LiveRun) -> tuple[RawJSON, Callable[[], meta_tools.ToolIndex]]:
+def _agent_listing(
+    live_run: LiveRun,
+) -> tuple[gateway_tools.Listing, Callable[[], meta_tools.ToolIndex]]:
     """The run's own tool listing (read-only filtered when so connected) and its search index (built when asked)."""
     run, revision, adapter_type = live_run()
     budget = tool_name_budget(adapter_type)

@@ -33,6 +33,7 @@ class InstructionsEditorForm(FlaskForm):
 class ToolPolicyForm(FlaskForm):
     tool = HiddenField(validators=[DataRequired(), Length(max=200)])
     action = StringField(validators=[DataRequired(), AnyOf(ToolAction.values())])
+    pinned = BooleanField()  # listed by itself beside the meta tools (`gateway.meta_tools`)
 
 
 class AudienceForm(FlaskForm):

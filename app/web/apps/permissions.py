@@ -283,7 +283,11 @@ def save_tool_policy(connection_id: str) -> ResponseReturnValue:
     else:
         try:
             update_connection(
-                membership, connection, app_definition, tool_policies={tool.tool.name: form.action.data}
+                membership,
+                connection,
+                app_definition,
+                tool_policies={tool.tool.name: form.action.data},
+                pinned_tools={tool.tool.name: bool(form.pinned.data)},
             )
         except ValidationFailed as err:
             status, error = 422, "; ".join(d["msg"] for d in err.details)

@@ -70,6 +70,41 @@ def test_below_the_threshold_the_plain_listing_above_it_exactly_the_meta_tools(a
     assert len(json.dumps(meta)) * 5 < len(json.dumps(plain))  # fixed: ~350 tokens, whatever the count
 
 
+def pin(world, connection_id, tool, action, pinned):  # noqa: F811
+    """The Permissions page's tool row saved (its htmx form: the action and the Pin box)."""
+    data = {"tool": tool, "action": action, **({"pinned": "1"} if pinned else {})}
+    response = world.client.post(
+        f"/apps/{connection_id}/tools/policy",
+        data=data,
+        headers={"X-CSRFToken": world.csrf, "HX-Request": "true"},
+    )
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.get_data(as_text=True)
+
+
+def test_above_the_threshold_pinned_tools_are_listed_before_the_meta_tools(app, db, many, monkeypatch):
+    above(app, monkeypatch)
+    honcho = _db.session.scalar(select(ToolConnection).where(ToolConnection.app_slug == "honcho"))
+    row = pin(many, honcho.id, "save_memory", "allow", True)
+    assert 'name="pinned" value="1" checked' in row
+    plain = {t["name"]: t for t in listed(many)}
+    above(app, monkeypatch, tools=1)
+    assert listed(many) == [plain["honcho__save_memory"], *meta_tools.DEFINITIONS]
+    # A read-only assistant is not listed a pinned tool that changes things.
+    run = many.run
+    run.context_snapshot = {**(run.context_snapshot or {}), READ_ONLY_KEY: True}
+    _db.session.commit()
+    assert [t["name"] for t in listed(many)] == META
+    run.context_snapshot = {k: v for k, v in run.context_snapshot.items() if k != READ_ONLY_KEY}
+    _db.session.commit()
+    row = pin(many, honcho.id, "save_memory", "allow", False)
+    assert 'name="pinned" value="1">' in row
+    assert [t["name"] for t in listed(many)] == META
+    # A blocked tool is not listed, pinned or not.
+    pin(many, honcho.id, "save_memory", "block", True)
+    assert [t["name"] for t in listed(many)] == META
+
+
 def test_the_meta_listing_reads_no_more_statements_than_the_plain_one(app, db, many, monkeypatch):
     def statements():
         with count_statements(_db.engine) as seen:
@@ -230,3 +265,19 @@ def test_limits_count_call_tool_and_direct_calls_as_one(app, db, many, monkeypat
     assert looped["reasonCode"] == "loop_detected"
     assert refusal_fields(call("notes-1__get_note", {"note_id": "n1"}))["reasonCode"] == "loop_detected"
     assert len([c for c in notes_server.calls if c[0] == "get_note"]) == 2
+
+
+def test_search_finds_a_tool_by_a_synonym_of_its_verb_and_counts_a_word_once():
+    from app.core.raw_json import RawJSON
+
+    tools = [
+        {"name": f"crm__{verb}_deal", "description": f"{verb.capitalize()} a deal.", "inputSchema": {}}
+        for verb in ("list", "create", "delete", "archive", "search")
+    ]
+    index = meta_tools.ToolIndex.of(RawJSON.of(tools))
+    assert [name for name, _ in meta_tools.search(index, "remove a deal", 1)] == ["crm__delete_deal"]
+    assert [name for name, _ in meta_tools.search(index, "add deals", 1)] == ["crm__create_deal"]
+    assert [name for name, _ in meta_tools.search(index, "close out the deal", 1)] == ["crm__archive_deal"]
+    assert [name for name, _ in meta_tools.search(index, "find a deal", 1)] == ["crm__search_deal"]
+    # "add" stands for "create" and "new": a tool holding both words scores for the query word once.
+    assert meta_tools._terms("Add boxes") == [("add", "create", "new", "insert"), ("box",)]
