@@ -10,7 +10,7 @@ from app.extensions import db
 
 
 def _schema_current() -> None:
-    from app.cli import UPGRADE_FIRST
+    from app.cli.database import UPGRADE_FIRST
 
     problem = schema_problem()
     if problem is not None:

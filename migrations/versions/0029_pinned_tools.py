@@ -1,14 +1,14 @@
 """Pinned tools: a tool an agent's listing names by itself even when the listing is the meta tools (issue 32)
 
-Revision ID: 0028_pinned_tools
-Revises: 0027_trust_rules
+Revision ID: 0029_pinned_tools
+Revises: 0028_install_agreement
 """
 
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0028_pinned_tools"
-down_revision = "0027_trust_rules"
+revision = "0029_pinned_tools"
+down_revision = "0028_install_agreement"
 branch_labels = None
 depends_on = None
 
