@@ -133,12 +133,17 @@
     body.appendChild(close);
   });
 
-  // A resolved or refreshed card replaced the old one (and its dialog): give it focus.
+  // A resolved or refreshed card replaced the old one (and its dialog): give it focus. Only a swap that brought the
+  // card in counts: another region settling first (the Inbox badge, told at the same moment) must not focus the old
+  // card just before it is replaced.
   document.addEventListener("htmx:afterSettle", function (event) {
     var target = event.detail.target;
     if (target && target.id === "setup-flow" || !focusAfterSwap) return;
     var id = focusAfterSwap;
-    if (card(id) && !(dialog(id) && dialog(id).open)) {
+    var settled = event.target;
+    var swappedIn = card(id);
+    if (!swappedIn || !settled || !(settled === swappedIn || (settled.contains && settled.contains(swappedIn)))) return;
+    if (!(dialog(id) && dialog(id).open)) {
       focusAfterSwap = null;
       focusCard(id);
     }

@@ -19,7 +19,7 @@ def test_cache_refresh_raises_every_companys_revision_and_wakes_the_workers(app,
     db.session.commit()
     before = (current_revision(changed.id), current_revision(untouched.id))
     assert before[1] == 0
-    woken = wake_signal.generation(wake_signal.TOPICS)
+    woken = {topic: wake_signal.generation((topic,)) for topic in wake_signal.TOPICS}
 
     result = app.test_cli_runner().invoke(args=["cache", "refresh"])
 
@@ -30,4 +30,5 @@ def test_cache_refresh_raises_every_companys_revision_and_wakes_the_workers(app,
     )
     db.session.expire_all()
     assert (current_revision(changed.id), current_revision(untouched.id)) == (before[0] + 1, 1)
-    assert wake_signal.generation(wake_signal.TOPICS) == woken + len(wake_signal.TOPICS)
+    # Every topic is signalled; on PostgreSQL a listener in this process may count the NOTIFY a second time.
+    assert all(wake_signal.generation((topic,)) > woken[topic] for topic in wake_signal.TOPICS), woken
