@@ -9,6 +9,7 @@ import uuid
 from flask import current_app
 from sqlalchemy import Select, bindparam, select
 
+from app.adapters.providers import tools as provider_tools
 from app.catalog.loader import get_method
 from app.catalog.schema import URL_VARIABLE, AppDefinition, Method
 from app.core.errors import ProviderRefused
@@ -19,7 +20,6 @@ from app.models import (
     GrantSecret,
     ToolConnection,
 )
-from app.services.connections import provider_tools
 from app.services.secrets_box import decrypt
 
 # Secret keys under which OAuth grants keep their tokens (encrypted like every credential).

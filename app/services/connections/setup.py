@@ -8,6 +8,10 @@ from urllib.parse import urlsplit
 from flask import current_app
 from sqlalchemy import delete, select
 
+from app.adapters.providers import errors as provider_errors
+from app.adapters.providers import mcp_client as provider_mcp_provider_mcp
+from app.adapters.providers import tools as provider_tools
+from app.adapters.providers.tools import ProviderTool
 from app.catalog.loader import get_method, template_default
 from app.catalog.schema import AppDefinition, Method
 from app.core.errors import Forbidden, ProviderRefused, Unprocessable, ValidationFailed
@@ -23,8 +27,7 @@ from app.models.base import utcnow
 from app.services import notifications
 from app.services.access.effective import can_manage_connections
 from app.services.activity import record_activity
-from app.services.connections import card_binding, provider_errors, provider_tools
-from app.services.connections import provider_mcp as provider_mcp_provider_mcp
+from app.services.connections import card_binding
 from app.services.connections.audience import Audience, _check_audience, set_audience
 from app.services.connections.endpoint import (
     config_headers,
@@ -33,7 +36,6 @@ from app.services.connections.endpoint import (
     server_url_for,
     stored_secrets,
 )
-from app.services.connections.provider_tools import ProviderTool
 from app.services.connections.settings import (
     UNSET,
     Unset,
