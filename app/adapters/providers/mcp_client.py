@@ -37,7 +37,6 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 import mcp_types
-from flask import current_app
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
@@ -73,6 +72,9 @@ from app.core.net_guard import guarded_async_transport
 
 logger = logging.getLogger(__name__)
 
+# The most of one HTTP answer an exchange reads, unless the caller says (`PROVIDER_MAX_RESPONSE_BYTES`).
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
 
 # -- public calls ------------------------------------------------------------------------------------------------
 
@@ -85,6 +87,7 @@ def list_tools(
     guard: frozenset[str] | None = None,
     transport: Transport = "mcp_remote",
     max_tools: int | None = None,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> list[ProviderTool]:
     """Connect, initialize and list every tool (following pagination cursors). Raises ProviderError.
 
@@ -93,8 +96,10 @@ def list_tools(
 
     `guard` (the outbound guard's allowed hosts) pins connections to addresses checked at connect time; pass it
     for URLs a member typed. `transport` is the method's (`mcp_remote`: Streamable HTTP, or `sse`).
+    `max_response_bytes` bounds one HTTP answer (the caller's `PROVIDER_MAX_RESPONSE_BYTES`).
     """
-    return _on_loop(_run_list_tools(_Exchange(server_url, headers, timeout, guard, transport), max_tools))
+    exchange = _Exchange(server_url, headers, timeout, guard, transport, max_response_bytes)
+    return _on_loop(_run_list_tools(exchange, max_tools))
 
 
 def call_tool(
@@ -108,6 +113,7 @@ def call_tool(
     limits: provider_limits.Limits | None = None,
     control: CallControl | None = None,
     transport: Transport = "mcp_remote",
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> dict:
     """Call one tool once on the pooled session (opened and initialized if needed). Raises ProviderError.
 
@@ -122,7 +128,7 @@ def call_tool(
     raises ProviderBusy and an open breaker ProviderPaused at once, without contacting the provider, and a
     ProviderTimeout counts towards opening the breaker.
     """
-    exchange = _Exchange(server_url, headers, timeout, guard, transport)
+    exchange = _Exchange(server_url, headers, timeout, guard, transport, max_response_bytes)
     return _on_loop(_run_call_tool(exchange, tool_name, arguments, limits, control), control)
 
 
@@ -146,17 +152,6 @@ def _on_loop(coroutine: Coroutine[Any, Any, T], control: CallControl | None = No
 def _ssl_context() -> ssl.SSLContext:
     """One client SSL context per process: building one loads the CA bundle (about 20 ms), once per call before."""
     return httpx2.create_ssl_context()
-
-
-def _max_response_bytes() -> int:
-    """The most of one HTTP answer a provider exchange reads (`PROVIDER_MAX_RESPONSE_BYTES`; issue 33)."""
-    try:
-        return int(current_app.config.get("PROVIDER_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES))
-    except RuntimeError:  # no app context
-        return DEFAULT_MAX_RESPONSE_BYTES
-
-
-DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 
 class _CappedStream(httpx2.AsyncByteStream):
@@ -192,6 +187,7 @@ class _Exchange:
         timeout: float,
         guard: frozenset[str] | None = None,
         transport: Transport = "mcp_remote",
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ):
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -206,7 +202,7 @@ class _Exchange:
         self.transport: Transport = transport
         self.error_status: int | None = None
         self.secrets = _secret_values(self.headers, parts.query)
-        self.max_response_bytes = _max_response_bytes()
+        self.max_response_bytes = max_response_bytes
 
     async def _on_response(self, response: httpx2.Response) -> None:
         # The answer to one message (a POST: JSON, or an SSE stream ending in the result) is bounded; a standalone

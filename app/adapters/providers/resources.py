@@ -39,13 +39,14 @@ def read_resource(
     guard: frozenset[str] | None = None,
     limits: provider_limits.Limits | None = None,
     transport: Transport = "mcp_remote",
+    max_response_bytes: int = mcp_client.DEFAULT_MAX_RESPONSE_BYTES,
 ) -> dict:
     """Read `uri` at the provider. Returns `{"contents": [...], "_meta"?: ...}` as the provider said it.
 
     Raises ProviderRefused for the provider's own JSON-RPC error, ProviderError (busy, paused, timeout,
     unreachable, rejected credentials) otherwise.
     """
-    exchange = mcp_client._Exchange(server_url, headers, timeout, guard, transport)
+    exchange = mcp_client._Exchange(server_url, headers, timeout, guard, transport, max_response_bytes)
     return mcp_client._on_loop(mcp_client.run_limited(exchange, limits, lambda: _read_once(exchange, uri)))
 
 

@@ -15,7 +15,7 @@ from app.core import metrics, tracing, wake_signal
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.activity import TOOL_CALL_ACTION, record_activity, record_activity_now
-from app.services.connections import tool_changes
+from app.services.connections import endpoint, tool_changes
 from app.services.connections.shared_breakers import DatabaseBreakers
 from app.services.gateway import limits as call_limits
 from app.services.gateway import resource_uris
@@ -236,6 +236,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
                 limits=provider_limits_from_config(),
                 control=control,
                 transport=target.transport,
+                max_response_bytes=endpoint.max_response_bytes(),
             )
         except provider_errors.ProviderError as err:
             outcome, result = _provider_failure(prepared, err)

@@ -20,6 +20,7 @@ from app.models import ConnectionGrant, Membership, ToolConnection
 from app.models.base import utcnow
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.activity import record_activity
+from app.services.connections import endpoint
 from app.services.connections.tool_index import IndexChanges, index_tools
 from app.services.gateway.targets import provider_target
 
@@ -53,6 +54,7 @@ def refresh_connection_tools(connection: ToolConnection, actor: Membership | Non
             guard=target.guard,
             transport=target.transport,
             max_tools=current_app.config["PROVIDER_MAX_TOOLS"],
+            max_response_bytes=endpoint.max_response_bytes(),
         )
     except provider_errors.ProviderError as err:
         raise ServiceError(f"The provider could not list its tools: {err.message}") from None
