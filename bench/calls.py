@@ -7,11 +7,11 @@ times one call of its `get_note` tool, taking turns call by call (so noise lands
 
 - `direct, open session`: the official SDK client on one session kept open (what the provider itself costs);
 - `direct, new session`: the SDK client opening a session per call (initialize, call, close);
-- `baseline call_tool`: `app/services/connections/provider_mcp.call_tool` as it was at `--baseline-rev` (loaded
+- `baseline call_tool`: `call_tool` (then `app/services/connections/provider_mcp.py`) as it was at `--baseline-rev` (loaded
   from git: an event loop and an SSL context per call);
 - `session per call`: the same function at `--fresh-rev` (one loop per process, but a fresh MCP session per call:
   initialize, initialized, the call, and for a stateful provider the GET stream and DELETE);
-- `current call_tool (pooled)`: the same function now (a pooled session per URL and credential, `provider_sessions`).
+- `current call_tool (pooled)`: the same function now (a pooled session per URL and credential, `session_pool`).
 
 No database is involved: this is the client side of hot path 1, step 7. Prints the median and p90 milliseconds and
 each variant's ratio to the open session. Timings are printed, never asserted.
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fresh-rev", default="4d51cdf", help="the last revision with a session per call")
     args = parser.parse_args(argv)
 
-    from app.services.connections import provider_mcp
+    from app.adapters.providers import mcp_client
+    from app.adapters.providers.client import CLIENT
     from tests.peers.mcp_servers import NOTES_KEY
 
     with peer_process(PEER) as url:
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             "session per call": lambda: fresh.call_tool(
                 url, headers=headers, tool_name=tool, arguments=arguments
             ),
-            "current call_tool (pooled)": lambda: provider_mcp.call_tool(
+            "current call_tool (pooled)": lambda: mcp_client.call_tool(
                 url, headers=headers, tool_name=tool, arguments=arguments
             ),
         }
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
                     timings[label].append((time.perf_counter() - t0) * 1000)
         finally:
             session.close()
-            provider_mcp.close_sessions()
+            CLIENT.close()
         floor = statistics.median(timings["direct, open session"])
         print(f"peer {url}; {args.calls} calls per variant, taking turns; baseline {args.baseline_rev}")
         print(f"{'variant':28} {'median ms':>10} {'p90 ms':>8} {'x open session':>15}")

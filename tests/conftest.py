@@ -239,13 +239,11 @@ def _empty_tables(_db) -> None:
 @pytest.fixture(autouse=True)
 def process_wide_limits_reset():
     """Provider bulkheads, breakers and pooled sessions are process-wide: each test starts with none."""
-    from app.services.connections import provider_limits, provider_mcp
+    from app.adapters.providers.client import CLIENT
 
-    provider_limits.reset()
-    provider_mcp.close_sessions()
+    CLIENT.reset()
     yield
-    provider_limits.reset()
-    provider_mcp.close_sessions()
+    CLIENT.reset()
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import pytest
 
+from app.adapters.providers import mcp_client
 from app.core.errors import ProviderRefused
 from app.core.net_guard import check_outbound_url
-from app.services.connections import provider_mcp
 from app.services.notifications import webhooks
 from app.services.oauth import discovery
 from app.services.oauth.callback import _account_label
@@ -101,7 +101,7 @@ def _webhook(port, allowed):
 
 
 def _mcp(port, allowed):
-    provider_mcp.list_tools(f"http://{NAME}:{port}/mcp", headers={}, timeout=5, guard=allowed)
+    mcp_client.list_tools(f"http://{NAME}:{port}/mcp", headers={}, timeout=5, guard=allowed)
 
 
 CLIENTS = {

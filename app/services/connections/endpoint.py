@@ -9,6 +9,8 @@ import uuid
 from flask import current_app
 from sqlalchemy import Select, bindparam, select
 
+from app.adapters.providers import mcp_client
+from app.adapters.providers import tools as provider_tools
 from app.catalog.loader import get_method
 from app.catalog.schema import URL_VARIABLE, AppDefinition, Method
 from app.core.errors import ProviderRefused
@@ -19,7 +21,6 @@ from app.models import (
     GrantSecret,
     ToolConnection,
 )
-from app.services.connections import provider_tools
 from app.services.secrets_box import decrypt
 
 # Secret keys under which OAuth grants keep their tokens (encrypted like every credential).
@@ -47,6 +48,11 @@ def operator_url(connection: ToolConnection) -> str | None:
     inside the operator's network without the allow-list."""
     overrides = current_app.config.get("PROVIDER_SERVER_URLS") or {}
     return overrides.get(connection.app_slug) or None
+
+
+def max_response_bytes() -> int:
+    """The most of one HTTP answer a provider exchange reads (`PROVIDER_MAX_RESPONSE_BYTES`)."""
+    return int(current_app.config.get("PROVIDER_MAX_RESPONSE_BYTES", mcp_client.DEFAULT_MAX_RESPONSE_BYTES))
 
 
 def provider_guard(

@@ -8,6 +8,10 @@ from urllib.parse import urlsplit
 from flask import current_app
 from sqlalchemy import delete, select
 
+from app.adapters.providers import errors as provider_errors
+from app.adapters.providers import mcp_client
+from app.adapters.providers import tools as provider_tools
+from app.adapters.providers.tools import ProviderTool
 from app.catalog.loader import get_method, template_default
 from app.catalog.schema import AppDefinition, Method
 from app.core.errors import Forbidden, ProviderRefused, Unprocessable, ValidationFailed
@@ -23,17 +27,16 @@ from app.models.base import utcnow
 from app.services import notifications
 from app.services.access.effective import can_manage_connections
 from app.services.activity import record_activity
-from app.services.connections import card_binding, provider_errors, provider_tools
-from app.services.connections import provider_mcp as provider_mcp_provider_mcp
+from app.services.connections import card_binding
 from app.services.connections.audience import Audience, _check_audience, set_audience
 from app.services.connections.endpoint import (
     config_headers,
+    max_response_bytes,
     provider_guard,
     provider_headers,
     server_url_for,
     stored_secrets,
 )
-from app.services.connections.provider_tools import ProviderTool
 from app.services.connections.settings import (
     UNSET,
     Unset,
@@ -425,13 +428,14 @@ def verify_and_list_tools(
     if query:
         url = provider_tools.url_with_query(url, query)
     try:
-        return provider_mcp_provider_mcp.list_tools(
+        return mcp_client.list_tools(
             url,
             headers=headers,
             timeout=current_app.config["OUTBOUND_TIMEOUT_SECONDS"],
             guard=provider_guard(connection, method, secrets),
             transport=method.transport,
             max_tools=current_app.config["PROVIDER_MAX_TOOLS"],
+            max_response_bytes=max_response_bytes(),
         )
     except provider_errors.ProviderAuthRejected as err:
         raise ProviderRefused(err.message, kind="rejected") from None

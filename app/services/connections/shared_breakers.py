@@ -1,7 +1,7 @@
 """Providers' circuit breakers in the database every server process and instance shares, so one
 instance's view of a failing provider is every instance's.
 
-`provider_limits` keeps each process's bulkhead (how many of *its* threads one provider may hold) in memory, and
+`app.adapters.providers.limits` keeps each process's bulkhead (how many of *its* threads one provider may hold) in memory, and
 hands the breaker to this store when `Limits.shared` names it (gateway calls do, `calls.provider_limits_from_config`).
 So the timeouts of a frozen provider are counted across all processes, and once `failure_threshold` have timed out
 in a row, wherever they ran, every process refuses calls to it (`Paused`) for `reset_seconds`.
@@ -28,8 +28,8 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.adapters.providers.limits import Limits, Paused
 from app.models.shared_state import ProviderBreaker
-from app.services.connections.provider_limits import Limits, Paused
 
 log = logging.getLogger(__name__)
 

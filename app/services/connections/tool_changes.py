@@ -1,7 +1,7 @@
 """A provider's `notifications/tools/list_changed`, from the MCP client's loop thread to the connection it concerns.
 
 The client session that receives the notification knows only the provider's URL (sessions are pooled per URL and
-credential, with no database at hand), so the URL is noted in this process; the gateway call that used that URL
+credential, with no database at hand), so the URL is noted in this process (`adapters.providers.client`); the gateway call that used that URL
 takes the note once the provider has answered and marks its connection (`tool_connections.tools_changed_at`), and
 the worker's `tools` job re-indexes marked connections (`workers.tool_refresh`). The mark is in the database, so
 any worker process picks it up.
@@ -9,33 +9,19 @@ any worker process picks it up.
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 from sqlalchemy import update
 
+from app.adapters.providers.client import CLIENT
 from app.extensions import db
 from app.models import ToolConnection
 from app.models.base import utcnow
 
-_lock = threading.Lock()
-_changed: set[str] = set()
-MAX_NOTED = 1024  # a provider spamming the notification cannot grow this without bound
-
-
-def note_tools_changed(server_url: str) -> None:
-    with _lock:
-        if len(_changed) < MAX_NOTED:
-            _changed.add(server_url)
-
 
 def take_tools_changed(server_url: str) -> bool:
     """Whether the provider at this URL said its tools changed since the last take (and forget it)."""
-    with _lock:
-        if server_url in _changed:
-            _changed.discard(server_url)
-            return True
-        return False
+    return CLIENT.take_tools_changed(server_url)
 
 
 def mark_tools_changed(connection_id: uuid.UUID) -> None:

@@ -21,6 +21,7 @@ from sqlalchemy import event, inspect, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Mapper
 
+from app.adapters.providers.tools import ProviderTool
 from app.core import mcp_messages
 from app.extensions import db
 from app.models import (
@@ -29,7 +30,6 @@ from app.models import (
 )
 from app.models.base import utcnow
 from app.services.connections import tool_definitions, trust_rules
-from app.services.connections.provider_tools import ProviderTool
 from app.services.connections.settings import _set_policy
 
 SEARCH_WORD = re.compile(r"[^\W_]+")

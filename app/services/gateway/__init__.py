@@ -39,7 +39,7 @@ changing the workspace invalidates an approved call (`approved_tool_target_chang
 called).
 
 Provider limits. A call that reaches the provider takes a slot in the provider's bulkhead and passes its circuit
-breaker (`provider_limits`): a full bulkhead answers isError `provider_busy` and an open breaker `provider_paused`
+breaker (`adapters.providers.limits`): a full bulkhead answers isError `provider_busy` and an open breaker `provider_paused`
 at once, without contacting the provider; a call that outlives its timeout (the app definition's
 `callTimeoutSeconds`, else `PROVIDER_CALL_TIMEOUT_SECONDS`) answers `provider_timeout`. No database connection is
 held while the provider works.

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
+from app.adapters.providers import errors as provider_errors
+from app.adapters.providers import limits as provider_limits
+from app.adapters.providers import mcp_client
+from app.adapters.providers.call_control import CallControl, ProviderCancelled
 from app.core import metrics, tracing, wake_signal
 from app.core.errors import ServiceError
 from app.extensions import db
 from app.services.activity import TOOL_CALL_ACTION, record_activity, record_activity_now
-from app.services.connections import provider_errors, provider_limits, provider_mcp, tool_changes
-from app.services.connections.provider_calls import CallControl, ProviderCancelled
+from app.services.connections import endpoint, tool_changes
 from app.services.connections.shared_breakers import DatabaseBreakers
 from app.services.gateway import limits as call_limits
 from app.services.gateway import resource_uris
@@ -218,12 +221,12 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
     """Call the provider through its bulkhead and breaker, with the call timeout; failures become isError results.
 
     The provider's result passes through as it said it (`content`, `structuredContent`, `isError`, `_meta`), with
-    stored credentials scrubbed and `resource_link` URIs namespaced for the agent (`resource_uris`). `control` relays progress and lets the agent cancel (`provider_calls`). Touches the
+    stored credentials scrubbed and `resource_link` URIs namespaced for the agent (`resource_uris`). `control` relays progress and lets the agent cancel (`call_control`). Touches the
     database only to record the outcome afterwards.
     """
     with tracing.provider_call_span(prepared.tool_name, target.url, prepared.connection_id) as span:
         try:
-            raw = provider_mcp.call_tool(
+            raw = mcp_client.call_tool(
                 target.url,
                 headers=target.headers,
                 tool_name=prepared.tool_name,
@@ -233,6 +236,7 @@ def execute_call(prepared: PreparedCall, target: ProviderTarget, control: CallCo
                 limits=provider_limits_from_config(),
                 control=control,
                 transport=target.transport,
+                max_response_bytes=endpoint.max_response_bytes(),
             )
         except provider_errors.ProviderError as err:
             outcome, result = _provider_failure(prepared, err)

@@ -1,6 +1,6 @@
 """An agent's `notifications/cancelled` reaches its gateway call in whichever server process runs it.
 
-A call in flight is registered in its own process (`provider_calls.in_flight`); a cancellation that lands there
+A call in flight is registered in its own process (`call_control.in_flight`); a cancellation that lands there
 cancels it at once. Gunicorn runs several processes, and a cancellation may land in another one: then it is written to
 `gateway_cancellations` (run, request id), committed with the notification's 202, and the call's process finds it
 by polling while it waits for the provider (`watcher`, asked every `GATEWAY_CANCEL_POLL_SECONDS`, 0.5 s by default:
@@ -23,9 +23,9 @@ from flask import current_app
 from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.adapters.providers import call_control
 from app.extensions import db
 from app.models import GatewayCancellation
-from app.services.connections import provider_calls
 
 logger = logging.getLogger(__name__)
 
@@ -38,20 +38,20 @@ def request_cancel(run_id: uuid.UUID, request_id: object) -> None:
     """Cancel the run's call with that request id: here if this process runs it, else for the process that does."""
     if request_id is None or isinstance(request_id, bool) or not isinstance(request_id, str | int):
         return  # not a request id (JSON-RPC ids are strings or integers): nothing to cancel
-    if provider_calls.cancel_in_flight(run_id, request_id):
+    if call_control.cancel_in_flight(run_id, request_id):
         return
     now = datetime.now(UTC)
     db.session.execute(delete(GatewayCancellation).where(GatewayCancellation.created_at < now - RETENTION))
     db.session.add(
-        GatewayCancellation(run_id=run_id, request_key=provider_calls.request_key(request_id), created_at=now)
+        GatewayCancellation(run_id=run_id, request_key=call_control.request_key(request_id), created_at=now)
     )
 
 
 def control_for(
-    run_id: uuid.UUID, request_id: object, on_progress: provider_calls.ProgressSink | None = None
-) -> provider_calls.CallControl:
+    run_id: uuid.UUID, request_id: object, on_progress: call_control.ProgressSink | None = None
+) -> call_control.CallControl:
     """The `CallControl` of a gateway call: progress to `on_progress`, cancellable from any server process."""
-    return provider_calls.CallControl(
+    return call_control.CallControl(
         on_progress,
         watch=watcher(run_id, request_id),
         poll_seconds=float(current_app.config.get("GATEWAY_CANCEL_POLL_SECONDS", DEFAULT_POLL_SECONDS)),
@@ -69,7 +69,7 @@ def watcher(run_id: uuid.UUID, request_id: object) -> Callable[[], bool]:
             select(GatewayCancellation.id)
             .where(
                 GatewayCancellation.run_id == run_id,
-                GatewayCancellation.request_key == provider_calls.request_key(request_id),
+                GatewayCancellation.request_key == call_control.request_key(request_id),
                 GatewayCancellation.created_at >= since,
             )
             .limit(1)

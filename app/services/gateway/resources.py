@@ -19,10 +19,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from app.adapters.providers import errors as provider_errors
+from app.adapters.providers import resources as provider_resources
 from app.core.errors import ServiceError
 from app.services.access.effective import connection_access
 from app.services.activity import record_activity
-from app.services.connections import provider_errors, provider_resources
+from app.services.connections import endpoint
 from app.services.gateway import calls, resource_uris
 from app.services.gateway.results import PROVIDER_ERROR
 from app.services.runtime.context import RunContext
@@ -97,6 +99,7 @@ def execute_read(prepared: PreparedRead) -> dict:
             guard=target.guard,
             limits=calls.provider_limits_from_config(),
             transport=target.transport,
+            max_response_bytes=endpoint.max_response_bytes(),
         )
     except provider_resources.ProviderRefused as refused:
         _record(prepared, "refused_by_provider")

@@ -11,6 +11,8 @@ from datetime import timedelta
 from flask import current_app
 from sqlalchemy import select
 
+from app.adapters.providers import errors as provider_errors
+from app.adapters.providers import mcp_client
 from app.catalog.loader import get_app
 from app.core.errors import Forbidden, ServiceError
 from app.extensions import db
@@ -18,7 +20,7 @@ from app.models import ConnectionGrant, Membership, ToolConnection
 from app.models.base import utcnow
 from app.services.access.effective import CONFIGURE_FORBIDDEN, can_configure
 from app.services.activity import record_activity
-from app.services.connections import provider_errors, provider_mcp
+from app.services.connections import endpoint
 from app.services.connections.tool_index import IndexChanges, index_tools
 from app.services.gateway.targets import provider_target
 
@@ -45,13 +47,14 @@ def refresh_connection_tools(connection: ToolConnection, actor: Membership | Non
     app_definition = get_app(connection.app_slug)
     target = provider_target(connection.id, grant.id, app_definition)
     try:
-        tools = provider_mcp.list_tools(
+        tools = mcp_client.list_tools(
             target.url,
             headers=target.headers,
             timeout=current_app.config["OUTBOUND_TIMEOUT_SECONDS"],
             guard=target.guard,
             transport=target.transport,
             max_tools=current_app.config["PROVIDER_MAX_TOOLS"],
+            max_response_bytes=endpoint.max_response_bytes(),
         )
     except provider_errors.ProviderError as err:
         raise ServiceError(f"The provider could not list its tools: {err.message}") from None

@@ -257,7 +257,7 @@ def clear_listings() -> None:
 
 def changes_things(tool: ConnectionTool) -> bool:
     """Whether a tool changes things, the one rule a read-only caller is held to: the classification stored on the
-    tool row when it was indexed (`connections.provider_tools.tool_is_write`, erring towards "write"), which the
+    tool row when it was indexed (`adapters.providers.tools.tool_is_write`, erring towards "write"), which the
     listing and the call both read. A provider's `readOnlyHint` that says otherwise is passed through in the entry,
     but never decides what a read-only assistant may list or call."""
     return bool(tool.is_write)

@@ -41,13 +41,13 @@ from flask import Blueprint, Response
 from flask.typing import ResponseReturnValue
 from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
+from app.adapters.providers import call_control
 from app.core import mcp_messages, mcp_versions
 from app.core.errors import ServiceError
 from app.core.mcp_messages import tool_error
 from app.core.raw_json import RawJSON
 from app.extensions import db
 from app.models import HeartbeatRun, ToolConnection
-from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
 from app.services.gateway import cancellation, meta_tools
 from app.services.gateway import elicitation as gateway_elicitation
@@ -254,7 +254,7 @@ def _call_tool(
             if exchange.streams and not exchange.batched and (token is not None or exchange.modern):
                 return streaming.streamed_call(id_, token, run_id, prepared, target, exchange)
             control = cancellation.control_for(run_id, id_)
-            with provider_calls.in_flight(run_id, id_, control):
+            with call_control.in_flight(run_id, id_, control):
                 prepared.result = gateway_calls.execute_call(prepared, target, control=control)
     # Every path above leaves a result: a refusal, the approval to wait for, or the provider's answer.
     assert prepared.result is not None

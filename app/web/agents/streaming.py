@@ -28,9 +28,9 @@ import mcp_types
 from flask import Flask, Response, current_app
 from opentelemetry import context as otel_context
 
+from app.adapters.providers import call_control
 from app.core import mcp_messages, mcp_versions
 from app.extensions import db
-from app.services.connections import provider_calls
 from app.services.gateway import calls as gateway_calls
 from app.services.gateway import cancellation
 from app.services.gateway.results import PreparedCall, for_the_tool
@@ -87,7 +87,7 @@ def streamed_call(
             otel_context.detach(token)
 
     def _work() -> None:
-        with app.app_context(), provider_calls.in_flight(run_id, id_, control):
+        with app.app_context(), call_control.in_flight(run_id, id_, control):
             try:
                 result = for_the_tool(
                     gateway_calls.execute_call(prepared, target, control=control), prepared.has_output_schema

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select, update
 
+from app.adapters.providers import limits as provider_limits
 from app.models import ProviderBreaker
-from app.services.connections import provider_limits
 from app.services.connections.shared_breakers import DatabaseBreakers
 
 KEY = "http://127.0.0.1:9/mcp"

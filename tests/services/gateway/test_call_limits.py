@@ -43,7 +43,7 @@ def notes(world):
     return connection
 
 
-def provider_calls(server, tool):
+def call_control(server, tool):
     return len([c for c in server.calls if c[0] == tool])
 
 
@@ -76,7 +76,7 @@ def test_a_run_over_its_limit_is_refused_with_the_time_to_wait(app, db, make, wo
     assert fields["limit"] == {"scope": "run", "window": "minute", "kind": "read", "calls": 3}
     # get_note declares an output schema: the refusal carries no structuredContent (`results.for_the_tool`).
     assert "structuredContent" not in refused
-    assert provider_calls(notes_server, "get_note") == 3
+    assert call_control(notes_server, "get_note") == 3
 
     # A re-initialize is a new MCP session of the same run: the count is the run's, kept in the database.
     init = rpc(
@@ -91,7 +91,7 @@ def test_a_run_over_its_limit_is_refused_with_the_time_to_wait(app, db, make, wo
     )
     assert init.status_code == 200 and "result" in init.json
     assert refusal_fields(call(world))["reasonCode"] == "rate_limited"
-    assert provider_calls(notes_server, "get_note") == 3
+    assert call_control(notes_server, "get_note") == 3
 
     # Another run of the agent has a count of its own.
     _run, other_token = make.run(world.agent, world.issue)
@@ -118,7 +118,7 @@ def test_a_refused_call_uses_no_quota(app, db, world, notes_server):
     assert day["reasonCode"] == "rate_limited" and day["limit"]["window"] == "day"
     assert day["message"].startswith("Notes 1 allows 3 calls per day in one run.")
     assert day["retryAfterSeconds"] > 60
-    assert provider_calls(notes_server, "get_note") == 3
+    assert call_control(notes_server, "get_note") == 3
 
 
 def test_write_calls_are_counted_apart_from_reads(app, db, world, notes_server):
@@ -129,7 +129,7 @@ def test_write_calls_are_counted_apart_from_reads(app, db, world, notes_server):
     assert refused["reasonCode"] == "rate_limited"
     assert refused["message"].startswith("Notes 1 allows 1 write call per minute in one run.")
     assert call(world)["isError"] is False  # reads are not held back by the write limit
-    assert provider_calls(notes_server, "create_note") == 1
+    assert call_control(notes_server, "create_note") == 1
 
 
 def test_the_loop_breaker_refuses_the_same_call_repeated(app, db, world, notes_server):
@@ -145,7 +145,7 @@ def test_the_loop_breaker_refuses_the_same_call_repeated(app, db, world, notes_s
         f"in {wait} seconds."
     )
     assert call(world, note_id="n2")["isError"] is False  # other arguments are another call
-    assert provider_calls(notes_server, "get_note") == 3
+    assert call_control(notes_server, "get_note") == 3
     assert refusals_on_page(world, connection["id"]) == "1"
 
 

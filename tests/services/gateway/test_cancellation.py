@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 from sqlalchemy import select
 
+from app.adapters.providers import call_control
 from app.models import GatewayCancellation
-from app.services.connections import provider_calls
 from app.services.gateway import cancellation
 from tests import servers
 from tests.doors import bearer, refusal_fields
@@ -111,8 +111,8 @@ def test_a_recorded_cancellation_counts_only_for_calls_that_started_before_it(ap
 
 
 def test_a_cancellation_in_the_calls_own_process_is_not_recorded(app, db, world):
-    control = provider_calls.CallControl()
-    with provider_calls.in_flight(world.run.id, 3, control):
+    control = call_control.CallControl()
+    with call_control.in_flight(world.run.id, 3, control):
         cancellation.request_cancel(world.run.id, 3)
     assert control.cancelled is True
     for not_an_id in (None, True, 1.5, {"id": 1}):

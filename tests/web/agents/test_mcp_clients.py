@@ -157,7 +157,7 @@ def test_a_refusal_of_a_tool_with_an_output_schema_reaches_the_client_readable(
 
 @pytest.fixture
 def erring_provider(app):
-    from app.services.connections import provider_mcp
+    from app.adapters.providers.client import CLIENT
     from tests.peers.erring_provider import start_erring_provider
 
     server = start_erring_provider()
@@ -165,7 +165,7 @@ def erring_provider(app):
     app.config["PROVIDER_SERVER_URLS"] = {**saved, "github": server.url}
     yield server
     app.config["PROVIDER_SERVER_URLS"] = saved
-    provider_mcp.close_sessions()
+    CLIENT.close()
     server.stop()
 
 

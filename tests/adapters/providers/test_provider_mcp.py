@@ -10,15 +10,17 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from app.services.connections import provider_errors, provider_mcp
-from app.services.connections.provider_errors import (
+from app.adapters.providers import errors as provider_errors
+from app.adapters.providers import mcp_client
+from app.adapters.providers.client import CLIENT
+from app.adapters.providers.errors import (
     ProviderAuthRejected,
     ProviderTimeout,
     ProviderToolError,
     ProviderUnavailable,
 )
-from app.services.connections.provider_mcp import call_tool, list_tools
-from app.services.connections.provider_tools import (
+from app.adapters.providers.mcp_client import call_tool, list_tools
+from app.adapters.providers.tools import (
     headers_for_key,
     tool_is_write,
     tool_version_hash,
@@ -275,7 +277,7 @@ def test_a_protocol_level_failure_raises_tool_error(notes_server):
 def erring():
     server = start_erring_provider()
     yield server
-    provider_mcp.close_sessions()
+    CLIENT.close()
     server.stop()
 
 
@@ -464,7 +466,7 @@ def test_keys_stay_out_of_the_logs(caplog, mcp_server_factory):
             list_tools(url_with_query(server.url, {"api_key": "qkey-bad"}), headers={"X-Other": "hdr-secret"})
 
     assert any("HTTP Request" in record.getMessage() for record in caplog.records)  # httpx2 did log the URLs
-    assert any(record.name == provider_mcp.__name__ for record in caplog.records)  # and we logged the failure
+    assert any(record.name == mcp_client.__name__ for record in caplog.records)  # and we logged the failure
     for secret in ("qkey-log", "qkey-bad", "hdr-secret"):
         assert secret not in caplog.text
 

@@ -14,7 +14,7 @@ queue behind them. So:
 A provider is its MCP server address as `provider_key` writes it (scheme, host, port and path; never the query
 string, which may carry an API key), so every connection to the same server shares one bulkhead and one breaker.
 
-The state is process-wide and thread-safe: one lock, held only to read and update counters, never during a call.
+The state is the process's (`client.ProviderClient.limit_states`) and thread-safe: one lock, held only to read and update counters, never during a call.
 Nothing here reads Flask or the database. The bulkhead is always this process's own (it bounds this process's
 threads); the breaker is too unless `Limits.shared` hands it to a store every process sees
 (`shared_breakers.DatabaseBreakers`, what gateway calls use), so timeouts count across processes and instances.
@@ -23,13 +23,14 @@ threads); the breaker is too unless `Limits.shared` hands it to a store every pr
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
+
+from app.adapters.providers.client import CLIENT
 
 
 class SharedBreakers(Protocol):
@@ -99,10 +100,6 @@ class Call:
         self._timed_out = True
 
 
-_lock = threading.Lock()
-_states: dict[str, _State] = {}
-
-
 def provider_key(server_url: str) -> str:
     """`scheme://host:port/path` of an MCP server URL, lowercased where URLs are case-insensitive."""
     parts = urlsplit(server_url)
@@ -120,8 +117,8 @@ def slot(key: str, limits: Limits) -> Iterator[Call]:
     """
     shared = limits.shared
     trial, seen = shared.admit(key, limits) if shared is not None else (False, False)
-    with _lock:
-        state = _states.setdefault(key, _State())
+    with CLIENT.limits_lock:
+        state = CLIENT.limit_states.setdefault(key, _State())
         now = time.monotonic()
         if shared is None and state.open_until is not None:
             if now < state.open_until or state.trial_running:
@@ -135,12 +132,12 @@ def slot(key: str, limits: Limits) -> Iterator[Call]:
     try:
         yield call
     finally:
-        with _lock:
+        with CLIENT.limits_lock:
             state.active -= 1
             if shared is None:
                 _settle(state, limits, call._timed_out, trial)
             if state.active == 0 and state.timeouts == 0 and state.open_until is None:
-                _states.pop(key, None)
+                CLIENT.limit_states.pop(key, None)
         if shared is not None:
             shared.settle(key, limits, timed_out=call._timed_out, trial=trial, seen=seen)
 
@@ -160,12 +157,6 @@ def _settle(state: _State, limits: Limits, timed_out: bool, trial: bool) -> None
 
 def in_flight(key: str) -> int:
     """Calls to the provider `key` running now in this process (for tests and diagnostics)."""
-    with _lock:
-        state = _states.get(key)
+    with CLIENT.limits_lock:
+        state: _State | None = CLIENT.limit_states.get(key)
         return state.active if state else 0
-
-
-def reset() -> None:
-    """Forget every provider's counters and breakers (tests; a process starts empty)."""
-    with _lock:
-        _states.clear()

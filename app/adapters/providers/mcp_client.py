@@ -4,14 +4,15 @@ used with stored credentials.
 Switchboard talks to a provider's MCP server for two reasons: at setup time to verify an API key and index the
 provider's tools (`list_tools`), and later to call a tool on behalf of an agent (`call_tool`). `list_tools` opens a
 fresh connection with the official MCP SDK client (the method's transport over an `httpx2.AsyncClient`, see
-`provider_transports`, then `ClientSession.initialize()`), does its work and closes it. Both transports get the same
+`transports`, then `ClientSession.initialize()`), does its work and closes it. Both transports get the same
 guard, timeouts, limits and error mapping. `call_tool` borrows a live session kept per (server URL,
-credential headers digest, guard, timeout) in this process (`provider_sessions`): one handshake for many calls; a
+credential headers digest, guard, timeout) in this process (`session_pool`): one handshake for many calls; a
 transport or auth failure evicts the session, and a reused session the provider forgot (404 on its session id, or
-no connection) is retried once on a fresh one, since the call cannot have run. `close_sessions()` closes them all.
+no connection) is retried once on a fresh one, since the call cannot have run. `client.CLIENT.close()` closes them
+all.
 
 Callers are synchronous (Flask request threads and workers, with no running event loop), so the public functions run
-the async code on the process's one event loop (a daemon thread started on first use, `_on_loop`): creating and
+the async code on the process's one event loop (a daemon thread started on first use: `client.ProviderClient`): creating and
 tearing down a loop per call cost more than the call to a local provider. There is deliberately no async entry point: each call goes through the
 outbound guard (`guard=`), which an async shortcut would skip.
 
@@ -19,19 +20,16 @@ Every failure becomes a `ProviderError` whose `.message` is plain words that are
 contains the credential, the request headers or the query string. Outbound requests always carry timeouts, and the
 whole exchange runs under one overall deadline; missing it is a `ProviderTimeout` ("did not answer within N
 seconds"), not a failure to reach the server. `call_tool(..., limits=...)` first takes a slot in the provider's
-bulkhead and passes its circuit breaker (`provider_limits`), so one frozen provider cannot hold every request thread.
+bulkhead and passes its circuit breaker (`limits`), so one frozen provider cannot hold every request thread.
 Nothing here reads Flask's request or touches the database."""
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import functools
 import logging
-import os
 import ssl
-import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -39,18 +37,16 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 import mcp_types
-from flask import current_app
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from app.catalog.schema import Transport
-from app.core import tracing
-from app.core.mcp_messages import CLIENT_INFO
-from app.core.net_guard import guarded_async_transport
-from app.services.connections import provider_limits, provider_sessions, provider_transports, tool_changes
-from app.services.connections.provider_calls import CallControl, ProviderCancelled
-from app.services.connections.provider_errors import (
+from app.adapters.providers import limits as provider_limits
+from app.adapters.providers import session_pool
+from app.adapters.providers import transports as provider_transports
+from app.adapters.providers.call_control import CallControl, ProviderCancelled
+from app.adapters.providers.client import CLIENT
+from app.adapters.providers.errors import (
     AnswerTooLarge,
     ProviderBusy,
     ProviderError,
@@ -63,14 +59,21 @@ from app.services.connections.provider_errors import (
     _translate,
     _walk,
 )
-from app.services.connections.provider_tools import (
+from app.adapters.providers.tools import (
     CONNECT_TIMEOUT_CAP,
     MAX_TOOL_PAGES,
     ProviderTool,
     _provider_tool,
 )
+from app.catalog.schema import Transport
+from app.core import tracing
+from app.core.mcp_messages import CLIENT_INFO
+from app.core.net_guard import guarded_async_transport
 
 logger = logging.getLogger(__name__)
+
+# The most of one HTTP answer an exchange reads, unless the caller says (`PROVIDER_MAX_RESPONSE_BYTES`).
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 
 # -- public calls ------------------------------------------------------------------------------------------------
@@ -84,6 +87,7 @@ def list_tools(
     guard: frozenset[str] | None = None,
     transport: Transport = "mcp_remote",
     max_tools: int | None = None,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> list[ProviderTool]:
     """Connect, initialize and list every tool (following pagination cursors). Raises ProviderError.
 
@@ -92,8 +96,10 @@ def list_tools(
 
     `guard` (the outbound guard's allowed hosts) pins connections to addresses checked at connect time; pass it
     for URLs a member typed. `transport` is the method's (`mcp_remote`: Streamable HTTP, or `sse`).
+    `max_response_bytes` bounds one HTTP answer (the caller's `PROVIDER_MAX_RESPONSE_BYTES`).
     """
-    return _on_loop(_run_list_tools(_Exchange(server_url, headers, timeout, guard, transport), max_tools))
+    exchange = _Exchange(server_url, headers, timeout, guard, transport, max_response_bytes)
+    return _on_loop(_run_list_tools(exchange, max_tools))
 
 
 def call_tool(
@@ -107,6 +113,7 @@ def call_tool(
     limits: provider_limits.Limits | None = None,
     control: CallControl | None = None,
     transport: Transport = "mcp_remote",
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> dict:
     """Call one tool once on the pooled session (opened and initialized if needed). Raises ProviderError.
 
@@ -115,51 +122,26 @@ def call_tool(
 
     Returns `{"content": [blocks as dicts], "structuredContent": ... or None, "isError": bool, "_meta": ... or
     None}`; a tool that ran and reported failure comes back with `isError: true`, not as an exception. With
-    `control` (`provider_calls.CallControl`), the provider's progress notifications reach `control.on_progress` and
+    `control` (`call_control.CallControl`), the provider's progress notifications reach `control.on_progress` and
     `control.cancel()` abandons the call (the provider is sent `notifications/cancelled`), raising ProviderCancelled. With `limits`, the call takes a slot in
-    the provider's bulkhead and passes its circuit breaker first (`app.services.connections.provider_limits`): a full bulkhead
+    the provider's bulkhead and passes its circuit breaker first (`app.adapters.providers.limits`): a full bulkhead
     raises ProviderBusy and an open breaker ProviderPaused at once, without contacting the provider, and a
     ProviderTimeout counts towards opening the breaker.
     """
-    exchange = _Exchange(server_url, headers, timeout, guard, transport)
+    exchange = _Exchange(server_url, headers, timeout, guard, transport, max_response_bytes)
     return _on_loop(_run_call_tool(exchange, tool_name, arguments, limits, control), control)
 
 
-def close_sessions() -> None:
-    """Close every provider session this process keeps open (`provider_sessions`); the next call opens afresh."""
-    if _loop is not None and _loop_pid == os.getpid() and not _loop.is_closed():
-        _on_loop(provider_sessions.close_all())
-
-
 # -- the process's event loop ------------------------------------------------------------------------------------
-
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_pid: int | None = None
-_loop_lock = threading.Lock()
 
 T = TypeVar("T")
 R = TypeVar("R", bound=BaseModel)
 
 
-def _event_loop() -> asyncio.AbstractEventLoop:
-    """The process's provider event loop, started on first use (and again in a forked child)."""
-    global _loop, _loop_pid
-    with _loop_lock:
-        if _loop is None or _loop_pid != os.getpid() or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="switchboard-provider-loop", daemon=True).start()
-            _loop, _loop_pid = loop, os.getpid()
-            # Close the pooled sessions while the loop still runs: providers see each session end (DELETE), and
-            # the SDK's transports are not left for the garbage collector to finalize in another task at exit
-            # ("Attempted to exit cancel scope in a different task").
-            atexit.register(close_sessions)
-        return _loop
-
-
 def _on_loop(coroutine: Coroutine[Any, Any, T], control: CallControl | None = None) -> T:
     """Run `coroutine` on the process's loop and wait for it (every exchange has its own overall deadline); with
     `control`, waiting also watches for a cancellation recorded elsewhere (`CallControl.wait`)."""
-    future = asyncio.run_coroutine_threadsafe(coroutine, _event_loop())
+    future = asyncio.run_coroutine_threadsafe(coroutine, CLIENT.event_loop())
     return control.wait(future) if control is not None else future.result()
 
 
@@ -170,17 +152,6 @@ def _on_loop(coroutine: Coroutine[Any, Any, T], control: CallControl | None = No
 def _ssl_context() -> ssl.SSLContext:
     """One client SSL context per process: building one loads the CA bundle (about 20 ms), once per call before."""
     return httpx2.create_ssl_context()
-
-
-def _max_response_bytes() -> int:
-    """The most of one HTTP answer a provider exchange reads (`PROVIDER_MAX_RESPONSE_BYTES`; issue 33)."""
-    try:
-        return int(current_app.config.get("PROVIDER_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES))
-    except RuntimeError:  # no app context
-        return DEFAULT_MAX_RESPONSE_BYTES
-
-
-DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 
 class _CappedStream(httpx2.AsyncByteStream):
@@ -216,6 +187,7 @@ class _Exchange:
         timeout: float,
         guard: frozenset[str] | None = None,
         transport: Transport = "mcp_remote",
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ):
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -230,7 +202,7 @@ class _Exchange:
         self.transport: Transport = transport
         self.error_status: int | None = None
         self.secrets = _secret_values(self.headers, parts.query)
-        self.max_response_bytes = _max_response_bytes()
+        self.max_response_bytes = max_response_bytes
 
     async def _on_response(self, response: httpx2.Response) -> None:
         # The answer to one message (a POST: JSON, or an SSE stream ending in the result) is bounded; a standalone
@@ -243,7 +215,7 @@ class _Exchange:
             response.stream = _CappedStream(response.stream, self.max_response_bytes)
         if response.status_code < 400:
             return
-        holder = provider_sessions.current_status.get()  # a pooled client: the status of whose request
+        holder = session_pool.current_status.get()  # a pooled client: the status of whose request
         if holder is not None:
             holder.record(response.status_code)
         elif self.error_status is None:
@@ -282,7 +254,7 @@ class _Exchange:
     async def _on_message(self, message: Any) -> None:
         # The provider says its tools changed (issue 28): its connection is re-indexed (`tool_changes`).
         if isinstance(message, mcp_types.ToolListChangedNotification):
-            tool_changes.note_tools_changed(self.server_url)
+            CLIENT.note_tools_changed(self.server_url)
         await anyio.lowlevel.checkpoint()
 
     def translate(self, exc: BaseException, *, calling: str | None = None) -> ProviderError:
@@ -367,7 +339,7 @@ async def _call_once(
     exchange: _Exchange, tool_name: str, arguments: dict, control: CallControl | None = None
 ) -> dict:
     progress = _progress_relay(control)
-    key = provider_sessions.key_for(
+    key = session_pool.key_for(
         exchange.server_url, exchange.headers, exchange.guard, exchange.timeout, exchange.transport
     )
     # send_request rather than session.call_tool: the latter lists tools first to validate the result against the
@@ -404,7 +376,7 @@ async def _call_once(
 
 async def send_pooled(
     exchange: _Exchange,
-    key: provider_sessions.Key,
+    key: session_pool.Key,
     request: mcp_types.ClientRequest,
     result_type: type[R],
     progress: Any,
@@ -418,11 +390,11 @@ async def send_pooled(
     answered keeps it, and so does the agent's cancellation (the SDK tells the provider, the session stays usable).
     """
     for attempt in (1, 2):
-        holder = provider_sessions.StatusHolder()
-        token = provider_sessions.current_status.set(holder)
+        holder = session_pool.StatusHolder()
+        token = session_pool.current_status.set(holder)
         try:
             try:
-                lease = await provider_sessions.acquire(
+                lease = await session_pool.acquire(
                     key, exchange.streams, exchange.session, fresh=attempt == 2
                 )
             except BaseException:
@@ -436,7 +408,7 @@ async def send_pooled(
                 keep = (cancelled and control is not None and control.cancelled) or (
                     not cancelled and holder.status is None and answered(exc)
                 )
-                provider_sessions.release(lease, evict_session=not keep)
+                session_pool.release(lease, evict_session=not keep)
                 failure: BaseException = exc
                 if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
                     # The transport died under the call: why (no connection could be made?) is the owner's.
@@ -452,10 +424,10 @@ async def send_pooled(
                 if failure is exc:
                     raise
                 raise failure from None
-            provider_sessions.release(lease)
+            session_pool.release(lease)
             return result
         finally:
-            provider_sessions.current_status.reset(token)
+            session_pool.current_status.reset(token)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

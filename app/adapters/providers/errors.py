@@ -18,7 +18,7 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from app.services.connections.provider_tools import CONNECT_TIMEOUT_CAP
+from app.adapters.providers.tools import CONNECT_TIMEOUT_CAP
 
 
 class ProviderError(Exception):

@@ -1,4 +1,4 @@
-"""Pooled provider sessions (`provider_sessions`): one handshake for many calls, per credential, recovering once.
+"""Pooled provider sessions (`session_pool`): one handshake for many calls, per credential, recovering once.
 
 Counted, never timed: the peer records every HTTP request it sees (`RequestRecord`) and every tool call it ran.
 """
@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from app.services.connections import provider_mcp, provider_sessions
-from app.services.connections.provider_calls import CallControl, ProviderCancelled
-from app.services.connections.provider_errors import ProviderAuthRejected
+from app.adapters.providers import mcp_client, session_pool
+from app.adapters.providers.call_control import CallControl, ProviderCancelled
+from app.adapters.providers.errors import ProviderAuthRejected
 from tests.peers.mcp_servers import NOTES_KEY, start_frozen_server, start_notes_server
 
 HEADERS = {"Authorization": f"Bearer {NOTES_KEY}"}
@@ -27,7 +27,7 @@ def _initializes(server) -> int:
 
 
 def _get_note(server, headers=HEADERS) -> dict:
-    return provider_mcp.call_tool(
+    return mcp_client.call_tool(
         server.url, headers=headers, tool_name="get_note", arguments={"note_id": "n1"}
     )
 
@@ -57,17 +57,17 @@ def test_different_keys_never_share_a_session(mcp_server_factory):
     _get_note(server, first)
     _get_note(server, second)
     assert _initializes(server) == 2
-    assert provider_mcp._on_loop(_count()) == 2
+    assert mcp_client._on_loop(_count()) == 2
 
 
 async def _count() -> int:
-    return provider_sessions.pooled_count()
+    return session_pool.pooled_count()
 
 
 def test_a_rejected_key_is_not_pooled_and_a_good_key_still_works(notes_server):
     with pytest.raises(ProviderAuthRejected):
         _get_note(notes_server, {"Authorization": "Bearer wrong-key-0000"})
-    assert provider_mcp._on_loop(_count()) == 0
+    assert mcp_client._on_loop(_count()) == 0
     _get_note(notes_server)
     assert notes_server.calls == [("get_note", {"note_id": "n1"})]
 
@@ -101,7 +101,7 @@ def test_an_outage_evicts_the_session(notes_server):
     _get_note(notes_server)
     notes_server.outage_status = 503
     try:
-        with pytest.raises(provider_mcp.ProviderUnavailable):
+        with pytest.raises(mcp_client.ProviderUnavailable):
             _get_note(notes_server)
     finally:
         notes_server.outage_status = None
@@ -112,7 +112,7 @@ def test_an_outage_evicts_the_session(notes_server):
 
 def test_a_tool_error_keeps_the_session(notes_server):
     _get_note(notes_server)
-    provider_mcp.call_tool(
+    mcp_client.call_tool(
         notes_server.url, headers=HEADERS, tool_name="get_note", arguments={"note_id": "missing"}
     )
     _get_note(notes_server)
@@ -122,13 +122,13 @@ def test_a_tool_error_keeps_the_session(notes_server):
 def test_cancellation_reaches_the_provider_and_the_session_stays(mcp_server_factory):
     server = mcp_server_factory(start_frozen_server)
     ping = dict(tool_name="ping", arguments={})
-    provider_mcp.call_tool(server.url, headers=HEADERS, **ping)
+    mcp_client.call_tool(server.url, headers=HEADERS, **ping)
     control = CallControl()
     outcome: list[BaseException] = []
 
     def frozen_call():
         try:
-            provider_mcp.call_tool(
+            mcp_client.call_tool(
                 server.url,
                 headers=HEADERS,
                 tool_name="wait_for_release",
@@ -148,7 +148,7 @@ def test_cancellation_reaches_the_provider_and_the_session_stays(mcp_server_fact
     # The provider was told: notifications/cancelled is one more POST beyond the handshake and the two calls.
     _wait_until(lambda: len(_posts(server)) == 2 + 2 + 1)
     server.release.set()
-    provider_mcp.call_tool(server.url, headers=HEADERS, **ping)
+    mcp_client.call_tool(server.url, headers=HEADERS, **ping)
     assert len(_posts(server)) == 2 + 2 + 1 + 1  # no new handshake: the session outlived the cancellation
 
 
@@ -166,9 +166,9 @@ def test_a_stopped_peer_is_reported_unreachable_then_recovered(notes_server):
     port = notes_server.port
     notes_server.stop()
     try:
-        with pytest.raises(provider_mcp.ProviderUnavailable, match="connection refused"):
+        with pytest.raises(mcp_client.ProviderUnavailable, match="connection refused"):
             _get_note(notes_server)  # the reused session's transport died; the one retry could not connect
-        assert provider_mcp._on_loop(_count()) == 0
+        assert mcp_client._on_loop(_count()) == 0
     finally:
         notes_server.reset()
         notes_server.start(port)

@@ -10,14 +10,15 @@ import threading
 import anyio
 import pytest
 
-from app.catalog.loader import get_app, validate_definition
-from app.services.connections import provider_limits, provider_mcp, provider_sessions
-from app.services.connections.provider_errors import (
+from app.adapters.providers import limits as provider_limits
+from app.adapters.providers import mcp_client, session_pool
+from app.adapters.providers.errors import (
     ProviderAuthRejected,
     ProviderPaused,
     ProviderTimeout,
     ProviderUnavailable,
 )
+from app.catalog.loader import get_app, validate_definition
 from tests.catalog.test_catalog_import import FIXTURES, SCHEMA_URL, extra_dir, run_import, write_document  # noqa: F401
 from tests.paths import ROOT
 from tests.peers.mcp_servers import NOTES_KEY, RequestRecord, RunningMcpServer, start_notes_server
@@ -55,9 +56,9 @@ def test_a_method_names_one_of_the_two_transports(db):
 
 
 def test_list_and_call_over_sse_share_one_session(sse_notes):
-    tools = provider_mcp.list_tools(sse_notes.url, headers=AUTH, transport="sse")
+    tools = mcp_client.list_tools(sse_notes.url, headers=AUTH, transport="sse")
     assert [t.name for t in tools] == ["search_notes", "create_note", "get_note"]
-    found = provider_mcp.call_tool(
+    found = mcp_client.call_tool(
         sse_notes.url, headers=AUTH, tool_name="search_notes", arguments={"query": "plan"}, transport="sse"
     )
     assert found == {
@@ -66,7 +67,7 @@ def test_list_and_call_over_sse_share_one_session(sse_notes):
         "isError": False,
         "_meta": None,
     }
-    missing = provider_mcp.call_tool(
+    missing = mcp_client.call_tool(
         sse_notes.url, headers=AUTH, tool_name="get_note", arguments={"note_id": "zz"}, transport="sse"
     )
     assert missing["isError"] is True
@@ -86,13 +87,13 @@ def test_list_and_call_over_sse_share_one_session(sse_notes):
 
 def test_sse_failures_map_to_the_same_plain_errors(sse_notes):
     with pytest.raises(ProviderAuthRejected) as rejected:
-        provider_mcp.list_tools(sse_notes.url, headers={"Authorization": "Bearer wrong-key"}, transport="sse")
+        mcp_client.list_tools(sse_notes.url, headers={"Authorization": "Bearer wrong-key"}, transport="sse")
     assert rejected.value.message == "The provider rejected the credentials (HTTP 401 Unauthorized)."
     assert "wrong-key" not in str(rejected.value)
 
     # A streamable HTTP client at an SSE-only server: the POST is refused, in the same words as any HTTP failure.
     with pytest.raises(ProviderUnavailable) as wrong_transport:
-        provider_mcp.list_tools(sse_notes.url, headers=AUTH)
+        mcp_client.list_tools(sse_notes.url, headers=AUTH)
     assert wrong_transport.value.message == (
         "Could not reach the provider's MCP server: the server answered HTTP 405 Method Not Allowed."
     )
@@ -103,7 +104,7 @@ def test_sse_failures_map_to_the_same_plain_errors(sse_notes):
     refusals = []
     for transport in ("sse", "mcp_remote"):
         with pytest.raises(ProviderUnavailable) as guarded:
-            provider_mcp.list_tools(sse_notes.url, headers=AUTH, guard=frozenset(), transport=transport)
+            mcp_client.list_tools(sse_notes.url, headers=AUTH, guard=frozenset(), transport=transport)
         refusals.append(guarded.value.message)
     assert refusals == ["Could not reach the provider's MCP server: could not connect."] * 2
     assert len(sse_notes.requests) == before
@@ -131,7 +132,7 @@ def test_sse_calls_keep_the_call_timeout_and_the_provider_limits(mcp_server_fact
     limits = provider_limits.Limits(max_concurrent=2, failure_threshold=1, reset_seconds=30)
 
     def call(label: str) -> dict:
-        return provider_mcp.call_tool(
+        return mcp_client.call_tool(
             frozen.url,
             headers=AUTH,
             tool_name="wait_for_release",
@@ -154,8 +155,8 @@ def test_sse_calls_keep_the_call_timeout_and_the_provider_limits(mcp_server_fact
 
 
 def test_the_pool_never_mixes_transports():
-    streamable = provider_sessions.key_for("https://x.example/mcp", AUTH, None, 30.0)
-    sse = provider_sessions.key_for("https://x.example/mcp", AUTH, None, 30.0, "sse")
+    streamable = session_pool.key_for("https://x.example/mcp", AUTH, None, 30.0)
+    sse = session_pool.key_for("https://x.example/mcp", AUTH, None, 30.0, "sse")
     assert streamable != sse
     assert (streamable[-1], sse[-1]) == ("mcp_remote", "sse")
 

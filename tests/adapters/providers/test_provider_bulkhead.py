@@ -15,10 +15,10 @@ import time
 import httpx
 import pytest
 
+from app.adapters.providers import limits as provider_limits
+from app.adapters.providers.errors import ProviderBusy, ProviderPaused, ProviderTimeout
+from app.adapters.providers.mcp_client import call_tool
 from app.catalog.schema import AppDefinition
-from app.services.connections import provider_limits
-from app.services.connections.provider_errors import ProviderBusy, ProviderPaused, ProviderTimeout
-from app.services.connections.provider_mcp import call_tool
 from app.services.gateway import calls as gateway
 from tests.conftest import serving
 from tests.doors import SEARCH_URL, bearer, refusal_fields

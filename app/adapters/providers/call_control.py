@@ -1,10 +1,10 @@
 """What an agent's client can do to a provider call while it runs: hear its progress, and cancel it.
 
-A `CallControl` is made by the caller (a request thread) and handed to `provider_mcp.call_tool`, whose event loop
+A `CallControl` is made by the caller (a request thread) and handed to `mcp_client.call_tool`, whose event loop
 attaches its cancel scope to it. `cancel()` is thread-safe: another request thread (the agent's
 `notifications/cancelled`) or a closed SSE response may call it at any time, before, during or after the call.
 Cancelling the provider call makes the SDK client send the provider `notifications/cancelled`, exactly as our own
-timeout does; the pooled provider session (`provider_sessions`) stays open for the next call (a timeout evicts it).
+timeout does; the pooled provider session (`session_pool`) stays open for the next call (a timeout evicts it).
 
 `in_flight` registers a call under its run and the agent's JSON-RPC request id, so a cancellation that arrives on
 another request of the same run in the same server process finds it at once. One that lands in another process is
@@ -26,7 +26,8 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from app.services.connections.provider_errors import ProviderError
+from app.adapters.providers.client import CLIENT
+from app.adapters.providers.errors import ProviderError
 
 T = TypeVar("T")
 ProgressSink = Callable[[float, float | None, str | None], None]
@@ -97,10 +98,6 @@ class CallControl:
                     self.cancel()
 
 
-_in_flight: dict[tuple[str, str], CallControl] = {}
-_in_flight_lock = threading.Lock()
-
-
 def request_key(request_id: object) -> str:
     """A JSON-RPC request id as stored text: its JSON (`1` and `"1"` differ), hashed when longer than 200."""
     text = json.dumps(request_id)
@@ -115,20 +112,20 @@ def _key(run_id: object, request_id: object) -> tuple[str, str]:
 def in_flight(run_id: object, request_id: object, control: CallControl) -> Iterator[CallControl]:
     """Make `control` findable by `cancel_in_flight` while the block runs."""
     key = _key(run_id, request_id)
-    with _in_flight_lock:
-        _in_flight[key] = control
+    with CLIENT.in_flight_lock:
+        CLIENT.in_flight[key] = control
     try:
         yield control
     finally:
-        with _in_flight_lock:
-            if _in_flight.get(key) is control:
-                del _in_flight[key]
+        with CLIENT.in_flight_lock:
+            if CLIENT.in_flight.get(key) is control:
+                del CLIENT.in_flight[key]
 
 
 def cancel_in_flight(run_id: object, request_id: object) -> bool:
     """Cancel the run's call with that request id if this process is running it; whether one was found."""
-    with _in_flight_lock:
-        control = _in_flight.get(_key(run_id, request_id))
+    with CLIENT.in_flight_lock:
+        control = CLIENT.in_flight.get(_key(run_id, request_id))
     if control is None:
         return False
     control.cancel()

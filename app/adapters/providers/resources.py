@@ -1,4 +1,4 @@
-"""Reading a provider's resource (`resources/read`) on the pooled session, as `provider_mcp.call_tool` calls a tool.
+"""Reading a provider's resource (`resources/read`) on the pooled session, as `mcp_client.call_tool` calls a tool.
 
 The gateway reads a resource a provider pointed an agent at (a `resource_link` in a tool result). The read goes the
 same way as a tool call: the provider's bulkhead and breaker, the outbound guard, the pooled session, one overall
@@ -15,9 +15,10 @@ import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
 
+from app.adapters.providers import limits as provider_limits
+from app.adapters.providers import mcp_client, session_pool
+from app.adapters.providers.errors import ProviderError, _scrub
 from app.catalog.schema import Transport
-from app.services.connections import provider_limits, provider_mcp, provider_sessions
-from app.services.connections.provider_errors import ProviderError, _scrub
 
 
 class ProviderRefused(ProviderError):
@@ -38,32 +39,31 @@ def read_resource(
     guard: frozenset[str] | None = None,
     limits: provider_limits.Limits | None = None,
     transport: Transport = "mcp_remote",
+    max_response_bytes: int = mcp_client.DEFAULT_MAX_RESPONSE_BYTES,
 ) -> dict:
     """Read `uri` at the provider. Returns `{"contents": [...], "_meta"?: ...}` as the provider said it.
 
     Raises ProviderRefused for the provider's own JSON-RPC error, ProviderError (busy, paused, timeout,
     unreachable, rejected credentials) otherwise.
     """
-    exchange = provider_mcp._Exchange(server_url, headers, timeout, guard, transport)
-    return provider_mcp._on_loop(
-        provider_mcp.run_limited(exchange, limits, lambda: _read_once(exchange, uri))
-    )
+    exchange = mcp_client._Exchange(server_url, headers, timeout, guard, transport, max_response_bytes)
+    return mcp_client._on_loop(mcp_client.run_limited(exchange, limits, lambda: _read_once(exchange, uri)))
 
 
-async def _read_once(exchange: provider_mcp._Exchange, uri: str) -> dict:
-    key = provider_sessions.key_for(
+async def _read_once(exchange: mcp_client._Exchange, uri: str) -> dict:
+    key = session_pool.key_for(
         exchange.server_url, exchange.headers, exchange.guard, exchange.timeout, exchange.transport
     )
     request = mcp_types.ReadResourceRequest(params=mcp_types.ReadResourceRequestParams(uri=uri))
     try:
         with anyio.fail_after(exchange.timeout):
-            result = await provider_mcp.send_pooled(
+            result = await mcp_client.send_pooled(
                 exchange, key, request, mcp_types.ReadResourceResult, None, None
             )
     except ProviderError:
         raise
     except MCPError as exc:
-        if exchange.error_status is None and provider_mcp.answered(exc):
+        if exchange.error_status is None and mcp_client.answered(exc):
             message = _scrub(str(exc.message), exchange.secrets)
             raise ProviderRefused(exc.code, message, exc.data) from None
         raise exchange.translate(exc) from None

@@ -2,16 +2,17 @@
 
 A pooled session is keyed by (server URL, a digest of the credential headers, the outbound guard, the timeout, the
 transport): two credentials never share a session (nor an HTTP connection: each session has its own
-`httpx2.AsyncClient`, built by `provider_mcp._Exchange`, so the guard's pinned transport and the headers are those of
-that key). Each session is owned by one task on the process's provider loop (`provider_mcp._on_loop`), which opens
-the HTTP client, the MCP transport (Streamable HTTP, or HTTP+SSE: `provider_transports`) and the `ClientSession`,
+`httpx2.AsyncClient`, built by `mcp_client._Exchange`, so the guard's pinned transport and the headers are those of
+that key). Each session is owned by one task on the process's provider loop (`mcp_client._on_loop`), which opens
+the HTTP client, the MCP transport (Streamable HTTP, or HTTP+SSE: `transports`) and the `ClientSession`,
 initializes once, and keeps them open until the session is evicted or has been idle for `IDLE_SECONDS`; callers
 borrow it and send their requests through it concurrently (the SDK multiplexes requests by id).
 
 Everything here runs on that one loop thread, so the pool needs no lock. At most `MAX_SESSIONS` are pooled; the
 least recently used idle one is closed to make room, and when every pooled session is busy a call gets a session of
 its own that is closed after it (`Lease.pooled` is False). `evict` closes a session at once (the caller saw a
-transport or auth failure); `close_all` empties the pool (tests, shutdown).
+transport or auth failure); `CLIENT.close()` empties the pool (tests, shutdown). The pool itself is the process's
+(`client.ProviderClient.pool`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import Any
 
 import anyio
 from mcp import ClientSession
+
+from app.adapters.providers.client import CLIENT
 
 IDLE_SECONDS = 60.0
 MAX_SESSIONS = 32
@@ -146,21 +149,9 @@ class Lease:
         return self.entry.session
 
 
-_pool: OrderedDict[Key, PooledSession] = OrderedDict()
-_pool_loop: asyncio.AbstractEventLoop | None = None
-
-
-def _current_pool() -> OrderedDict[Key, PooledSession]:
-    global _pool, _pool_loop
-    loop = asyncio.get_running_loop()
-    if _pool_loop is not loop:  # a forked child's new loop: the parent's sessions are not ours
-        _pool, _pool_loop = OrderedDict(), loop
-    return _pool
-
-
 def _forget(entry: PooledSession) -> None:
-    if _pool.get(entry.key) is entry:
-        del _pool[entry.key]
+    if CLIENT.pool.get(entry.key) is entry:
+        del CLIENT.pool[entry.key]
 
 
 def _make_room(pool: OrderedDict[Key, PooledSession]) -> bool:
@@ -186,7 +177,7 @@ async def acquire(
     Raises what opening or initializing the session raised (for the caller to translate). With `fresh`, the pooled
     session for `key` (if any) is evicted first.
     """
-    pool = _current_pool()
+    pool = CLIENT.current_pool()
     entry = pool.get(key)
     if entry is not None and (fresh or not entry.alive):
         evict(entry)
@@ -238,18 +229,5 @@ def evict(entry: PooledSession) -> None:
     entry.close()
 
 
-async def close_all() -> None:
-    """Close every pooled session and wait for them to end."""
-    pool = _current_pool()
-    entries = list(pool.values())
-    pool.clear()
-    for entry in entries:
-        entry.close()
-    tasks = [entry.task for entry in entries if entry.task is not None]
-    if tasks:
-        with anyio.move_on_after(5):
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-
 def pooled_count() -> int:
-    return len(_current_pool())
+    return len(CLIENT.current_pool())

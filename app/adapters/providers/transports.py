@@ -7,7 +7,7 @@ A method's `transport` (`app.catalog.schema.Transport`) picks one:
 - `sse`: the older HTTP+SSE transport (`sse_client`), for providers that offer only it: a GET event stream that
   names a message endpoint, then every message POSTed there and every answer read from the stream.
 
-Either way the HTTP client is the caller's (`provider_mcp._Exchange.http_client`): its headers, timeouts, outbound
+Either way the HTTP client is the caller's (`mcp_client._Exchange.http_client`): its headers, timeouts, outbound
 guard (pinned transport) and response hook (which records the first error status) apply to every request the SDK
 makes, the event stream's GET included. The SSE client also refuses a message endpoint on another origin than the
 server URL (the SDK checks it), so the guard's pinned addresses cover the POSTs too.
@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from app.catalog.schema import Transport
 
 # How long an SSE event stream may stay silent before the client gives up on it. The stream outlives single calls:
-# a pooled session keeps it open while idle (`provider_sessions.IDLE_SECONDS`), so the call timeout would be too
+# a pooled session keeps it open while idle (`session_pool.IDLE_SECONDS`), so the call timeout would be too
 # short. Each exchange still runs under its own overall deadline. Same value as the SDK's default.
 SSE_READ_TIMEOUT = 300.0
 
