@@ -20,6 +20,7 @@ from app.extensions import db
 from app.models import ThreadInteraction, keys
 from app.models.base import rowcount, utcnow
 from app.services import notifications
+from app.services.activity import record_activity
 
 
 class CardKind(StrEnum):
@@ -163,3 +164,28 @@ def _close(card: ThreadInteraction, status: CardStatus, result: dict, at: dateti
     card.status = status.value
     card.result = result
     notifications.card_resolved(card)
+
+
+def record_approval_activity(
+    card: ThreadInteraction, *, action: str, actor_type: str, actor_id: str | uuid.UUID, outcome: dict
+) -> None:
+    """The activity line of an approval card's outcome (`tool_approval.<status>`): which card, connection and tool,
+    then the outcome's own fields (`reasonCode`, `trustRuleId`)."""
+    payload = card.payload or {}
+    record_activity(
+        company_id=card.company_id,
+        actor_type=actor_type,
+        actor_id=actor_id,
+        action=action,
+        entity_type="issue",
+        entity_id=card.issue_id,
+        agent_id=card.requesting_agent_id,
+        run_id=card.source_run_id,
+        details={
+            "interactionId": str(card.id),
+            "interactionKind": keys.APPROVAL_CARD,
+            "connectionId": payload.get("connectionId"),
+            "tool": payload.get("toolName"),
+            **outcome,
+        },
+    )

@@ -322,21 +322,11 @@ def void_for_tool(connection: ToolConnection, tool_name: str, reason: str) -> in
         if payload.get("connectionId") != str(connection.id) or payload.get("toolName") != tool_name:
             continue
         lifecycle.invalidate_card(card, {"reasonCode": reason, "at": now.isoformat()}, at=now)
-        record_activity(
-            company_id=card.company_id,
+        lifecycle.record_approval_activity(
+            card,
+            action="tool_approval.invalidated",
             actor_type="system",
             actor_id="tool_index",
-            action="tool_approval.invalidated",
-            entity_type="issue",
-            entity_id=card.issue_id,
-            agent_id=card.requesting_agent_id,
-            run_id=card.source_run_id,
-            details={
-                "interactionId": str(card.id),
-                "interactionKind": keys.APPROVAL_CARD,
-                "connectionId": str(connection.id),
-                "tool": tool_name,
-                "reasonCode": reason,
-            },
+            outcome={"reasonCode": reason},
         )
     return rowcount(voided)

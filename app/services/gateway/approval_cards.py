@@ -17,7 +17,6 @@ from sqlalchemy import select
 from app.extensions import db
 from app.models import ThreadInteraction, keys
 from app.models.base import as_utc, utcnow
-from app.services.activity import record_activity
 from app.services.cards import lifecycle
 from app.services.connections import trust_rules
 from app.services.gateway.arguments import canonical_digest, redact_arguments
@@ -55,22 +54,12 @@ def is_expired(card: ThreadInteraction) -> bool:
 def expire_card(card: ThreadInteraction) -> None:
     """The card waited too long: it ends as `expired` (its own outcome in the card, the webhook and activity)."""
     lifecycle.expire_card(card, {"reasonCode": APPROVAL_EXPIRED, "at": utcnow().isoformat()})
-    record_activity(
-        company_id=card.company_id,
+    lifecycle.record_approval_activity(
+        card,
+        action="tool_approval.expired",
         actor_type="system",
         actor_id="tool_approval",
-        action="tool_approval.expired",
-        entity_type="issue",
-        entity_id=card.issue_id,
-        agent_id=card.requesting_agent_id,
-        run_id=card.source_run_id,
-        details={
-            "interactionId": str(card.id),
-            "interactionKind": KIND,
-            "connectionId": (card.payload or {}).get("connectionId"),
-            "tool": (card.payload or {}).get("toolName"),
-            "reasonCode": APPROVAL_EXPIRED,
-        },
+        outcome={"reasonCode": APPROVAL_EXPIRED},
     )
 
 

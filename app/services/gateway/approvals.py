@@ -23,7 +23,6 @@ from app.extensions import db
 from app.models import ConnectionTool, Issue, Membership, ThreadInteraction, ToolConnection
 from app.models.base import utcnow
 from app.models.trust import TrustScope
-from app.services.activity import record_activity
 from app.services.cards import addressing, lifecycle
 from app.services.connections import trust_rules
 from app.services.connections.tool_definitions import reviewed_digest
@@ -120,23 +119,12 @@ def _resolve(membership: Membership, card: ThreadInteraction, status: str, resul
 
 
 def _record(membership: Membership, card: ThreadInteraction, status: str, result: dict) -> None:
-    record_activity(
-        company_id=card.company_id,
+    lifecycle.record_approval_activity(
+        card,
+        action=f"tool_approval.{status}",
         actor_type="user",
         actor_id=membership.user_id,
-        action=f"tool_approval.{status}",
-        entity_type="issue",
-        entity_id=card.issue_id,
-        agent_id=card.requesting_agent_id,
-        run_id=card.source_run_id,
-        details={
-            "interactionId": str(card.id),
-            "interactionKind": approval_cards.KIND,
-            "connectionId": (card.payload or {}).get("connectionId"),
-            "tool": (card.payload or {}).get("toolName"),
-            **({"reasonCode": result["reasonCode"]} if "reasonCode" in result else {}),
-            **({"trustRuleId": result["trustRuleId"]} if "trustRuleId" in result else {}),
-        },
+        outcome={key: result[key] for key in ("reasonCode", "trustRuleId") if key in result},
     )
 
 
